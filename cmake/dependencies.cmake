@@ -1,0 +1,26 @@
+# All third-party lookups in one place. Installed (Debian) packages are found first.
+include_guard(GLOBAL)
+
+find_package(fmt REQUIRED)
+find_package(Threads REQUIRED)
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(httplib REQUIRED IMPORTED_TARGET cpp-httplib)
+find_package(ucx REQUIRED)
+
+# CUDA is optional: with it the agent can register GPU memory.
+if(XTEL_WITH_CUDA)
+    find_package(CUDAToolkit QUIET)
+endif()
+set(XTEL_HAVE_CUDA OFF)
+if(CUDAToolkit_FOUND)
+    set(XTEL_HAVE_CUDA ON)
+endif()
+message(STATUS "xtel: CUDA support ${XTEL_HAVE_CUDA}")
+
+if(XTEL_BUILD_TESTS)
+    find_package(Catch2 2 REQUIRED)
+endif()
+if(XTEL_BUILD_BENCH)
+    find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,12 @@
+# install(EXPORT) so that consumers can find_package(xtel) as well as FetchContent it.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS xtel EXPORT xtel-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/xtel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT xtel-targets NAMESPACE xtel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xtel)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/xtel-config.cmake.in
+    ${PROJECT_BINARY_DIR}/xtel-config.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xtel)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/xtel-config-version.cmake
+    COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/xtel-config.cmake ${PROJECT_BINARY_DIR}/xtel-config-version.cmake
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xtel)

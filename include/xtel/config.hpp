@@ -1,0 +1,75 @@
+#pragma once
+/// Telemetry configuration from the NIXL_TELEMETRY_* environment variables.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xtel {
+
+/// The variables, by name.
+namespace env {
+inline constexpr const char* enable = "NIXL_TELEMETRY_ENABLE";
+inline constexpr const char* buffer_size = "NIXL_TELEMETRY_BUFFER_SIZE";
+inline constexpr const char* run_interval = "NIXL_TELEMETRY_RUN_INTERVAL";
+inline constexpr const char* exporter = "NIXL_TELEMETRY_EXPORTER";
+inline constexpr const char* plugin_dir = "NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR";
+inline constexpr const char* output_path = "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH";
+}  // namespace env
+
+/// Looks a variable up; std::nullopt when unset. Tests pass their own table.
+using env_lookup = std::function<std::optional<std::string>(std::string_view)>;
+
+/// The process environment (getenv).
+std::optional<std::string> process_env(std::string_view name);
+
+struct config {
+    static constexpr std::size_t default_buffer_size = 4096;
+    static constexpr std::size_t max_buffer_size = std::size_t{1} << 24;
+    static constexpr std::chrono::milliseconds default_run_interval{100};
+    static constexpr std::chrono::milliseconds max_run_interval{3'600'000};
+    static constexpr const char* default_exporter = "buffer";
+    static constexpr const char* default_output_dir = "/dev/shm";
+
+    bool enabled = false;
+    /// Events the flight recorder holds.
+    std::size_t buffer_size = default_buffer_size;
+    /// How often the flusher hands batches to the exporters.
+    std::chrono::milliseconds run_interval = default_run_interval;
+    /// Exporter names, in the order given; {"buffer"} when enabled and unset.
+    std::vector<std::string> exporters;
+    /// Where third-party exporter plugins are looked for; empty when unset.
+    std::filesystem::path plugin_dir;
+    /// Exporter-specific: the buffer exporter's directory, the Prometheus host:port, ...
+    /// Empty when unset (each exporter applies its own default).
+    std::string output_path;
+
+    /// Reads and validates every variable. Disabled telemetry reads nothing else, so a stale
+    /// value cannot stop an agent that does not use it. Throws config_error.
+    static config from_env(const env_lookup& lookup = process_env);
+
+    /// The exporter list joined with ',' ("buffer,prometheus").
+    std::string exporters_string() const;
+};
+
+/// Parsers for one value each; every one throws config_error naming `var` and quoting `value`.
+namespace parse {
+bool boolean(std::string_view var, std::string_view value);
+std::uint64_t unsigned_integer(std::string_view var,
+                               std::string_view value,
+                               std::uint64_t min,
+                               std::uint64_t max);
+std::vector<std::string> name_list(std::string_view var, std::string_view value);
+std::filesystem::path existing_directory(std::string_view var, std::string_view value);
+/// A name usable as a single path component ([A-Za-z0-9_.-], not "." or ".."), for agent
+/// names that become file names; throws config_error naming `what`.
+void file_name(std::string_view what, std::string_view value);
+}  // namespace parse
+
+}  // namespace xtel

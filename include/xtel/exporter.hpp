@@ -1,0 +1,60 @@
+#pragma once
+/// The exporter policy contract.
+///
+/// An exporter is a type E that the pipeline owns one instance of, constructs once and calls
+/// only from its flusher thread (never concurrently with itself):
+///
+///   PRECONDITION: E is constructible from `const exporter_context&`; the constructor may throw
+///                 (set-up errors, derived from xtel::error).
+///   PRECONDITION: `e.export_batch(std::span<const event>)` takes a batch of events in the order
+///                 each thread recorded them. It may throw; the pipeline counts, logs once and
+///                 goes on, so an exporter failure never reaches a transfer.
+///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
+///   OPTIONAL:     `void on_stop()`: once, after the last batch, before destruction.
+///   OPTIONAL:     `static constexpr std::string_view name`: used in log messages.
+
+#include <concepts>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "xtel/config.hpp"
+#include "xtel/event.hpp"
+
+namespace xtel {
+
+/// What an exporter is built from.
+struct exporter_context {
+    const config& cfg;
+    std::string agent_name;
+};
+
+template <class E>
+concept exporter = std::constructible_from<E, const exporter_context&> &&
+                   requires(E& e, std::span<const event> batch) { e.export_batch(batch); };
+
+/// Fills defaults for an exporter's optional members.
+template <exporter E>
+struct exporter_traits {
+    static constexpr std::string_view name = [] {
+        if constexpr (requires { E::name; }) {
+            return std::string_view{E::name};
+        } else {
+            return std::string_view{"exporter"};
+        }
+    }();
+
+    static void on_flush_end(E& e) {
+        if constexpr (requires { e.on_flush_end(); }) {
+            e.on_flush_end();
+        }
+    }
+
+    static void on_stop(E& e) {
+        if constexpr (requires { e.on_stop(); }) {
+            e.on_stop();
+        }
+    }
+};
+
+}  // namespace xtel

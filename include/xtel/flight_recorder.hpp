@@ -1,0 +1,139 @@
+#pragma once
+/// The flight recorder file: a header and a ring of events that any number of read-only
+/// readers can follow while one writer appends. docs/buffer-format.md is the byte-by-byte
+/// description; this header and examples/python/telemetry_reader.py both follow it.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "xtel/error.hpp"
+#include "xtel/event.hpp"
+
+namespace xtel::flight_recorder {
+
+inline constexpr char magic[8] = {'X', 'T', 'E', 'L', 'T', 'L', 'M', '\0'};
+inline constexpr std::uint32_t format_version = 1;
+inline constexpr std::size_t header_size = 128;
+inline constexpr std::size_t slot_size = 64;
+inline constexpr std::size_t agent_name_size = 64;
+/// Set in a slot's sequence while the writer fills it.
+inline constexpr std::uint64_t busy_bit = std::uint64_t{1} << 63;
+
+enum class writer_state : std::uint32_t { open = 1, closed = 2 };
+
+/// The header as laid out in the file (little-endian, as written by x86-64 and aarch64 hosts).
+struct file_header {
+    char magic[8];
+    std::uint32_t version;
+    std::uint32_t header_size;
+    std::uint32_t slot_size;
+    std::uint32_t event_size;
+    std::uint64_t capacity;   ///< slots
+    std::uint64_t write_seq;  ///< events published so far; written with release order
+    std::uint64_t created_us;
+    std::uint32_t writer_pid;
+    std::uint32_t state;  ///< writer_state
+    char agent_name[agent_name_size];
+    std::uint64_t reserved;
+};
+static_assert(sizeof(file_header) == header_size);
+
+struct slot {
+    std::uint64_t seq;  ///< n + 1 once event n is published here; busy_bit while being written
+    event ev;
+};
+static_assert(sizeof(slot) == slot_size);
+
+/// The file is not a flight recorder this build can read; what() is one line saying why.
+class format_error : public error {
+public:
+    using error::error;
+};
+
+/// The single writer of one file. Creates it at `<dir>/<agent_name>` (mode 0600), replacing a
+/// previous file of the same agent, but never through a symbolic link or a file of another user.
+class writer {
+public:
+    writer(const std::filesystem::path& dir, std::string_view agent_name, std::size_t capacity);
+    ~writer();  // marks the file closed; the file stays for post-mortem reading
+
+    writer(const writer&) = delete;
+    writer& operator=(const writer&) = delete;
+
+    /// Appends events, overwriting the oldest; publishes them with one write_seq update.
+    void append(std::span<const event> events) noexcept;
+
+    const std::filesystem::path& path() const noexcept { return path_; }
+    std::uint64_t written() const noexcept { return next_; }
+
+private:
+    std::filesystem::path path_;
+    file_header* header_ = nullptr;
+    slot* slots_ = nullptr;
+    std::size_t mapped_size_ = 0;
+    std::uint64_t capacity_ = 0;
+    std::uint64_t next_ = 0;        // next sequence number (0-based)
+    std::uint64_t next_index_ = 0;  // next_ % capacity_, kept without a division
+};
+
+/// A read-only follower of one file. Never blocks the writer and never reports a torn event:
+/// an event overwritten while it was being read is counted as missed instead.
+class reader {
+public:
+    /// Throws format_error: missing, a directory, truncated, wrong magic, unknown version, ...
+    explicit reader(const std::filesystem::path& path);
+    ~reader();
+
+    reader(const reader&) = delete;
+    reader& operator=(const reader&) = delete;
+
+    /// Delivers each event published since the last call, oldest first, to f(const event&).
+    /// Returns how many it delivered; missed() grows by those that were overwritten first.
+    template <class F>
+    std::size_t poll(F&& f) {
+        std::size_t delivered = 0;
+        const std::uint64_t published = published_count();
+        if (published > next_ + capacity_) {
+            missed_ += published - capacity_ - next_;
+            next_ = published - capacity_;
+        }
+        event e;
+        for (; next_ < published; ++next_) {
+            if (read_slot(next_, e)) {
+                f(static_cast<const event&>(e));
+                ++delivered;
+            } else {
+                ++missed_;
+            }
+        }
+        return delivered;
+    }
+
+    /// Events skipped because the writer overwrote them before this reader got to them.
+    std::uint64_t missed() const noexcept { return missed_; }
+    /// Sequence number of the next event this reader will deliver.
+    std::uint64_t position() const noexcept { return next_; }
+    std::uint64_t capacity() const noexcept { return capacity_; }
+    /// Events published so far (the header's write sequence).
+    std::uint64_t published_count() const noexcept;
+    /// True once the writer has closed the file (not after a crash).
+    bool writer_closed() const noexcept;
+    std::string agent_name() const;
+    std::uint32_t writer_pid() const noexcept;
+
+private:
+    bool read_slot(std::uint64_t seq, event& out) const noexcept;
+
+    const file_header* header_ = nullptr;
+    const slot* slots_ = nullptr;
+    std::size_t mapped_size_ = 0;
+    std::uint64_t capacity_ = 0;
+    std::uint64_t next_ = 0;
+    std::uint64_t missed_ = 0;
+};
+
+}  // namespace xtel::flight_recorder

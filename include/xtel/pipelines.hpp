@@ -1,0 +1,16 @@
+#pragma once
+/// The precompiled pipelines: declared extern here, instantiated once in src/.
+
+#include "xtel/exporters/buffer.hpp"
+#include "xtel/telemetry.hpp"
+
+namespace xtel {
+
+/// Telemetry off: every record call compiles to nothing.
+using disabled_telemetry = telemetry<>;
+/// The flight recorder alone (the default when telemetry is enabled).
+using buffer_telemetry = telemetry<buffer_exporter>;
+
+extern template class telemetry<buffer_exporter>;
+
+}  // namespace xtel

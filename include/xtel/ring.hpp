@@ -1,0 +1,175 @@
+#pragma once
+/// Per-thread staging: each recording thread owns a single-producer, single-consumer ring of
+/// compact records; the flusher thread is the only consumer. Nothing here is shared between
+/// two recording threads, so recording takes no lock and touches no other thread's lines.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "xtel/event.hpp"
+
+namespace xtel::detail {
+
+inline constexpr std::size_t cache_line = 64;
+
+enum class record_kind : std::uint8_t {
+    event = 0,        ///< one event: value + name in the payload
+    transfer_tx = 1,  ///< a completed transmit: expands to 4 events at flush time
+    transfer_rx = 2,  ///< a completed receive: expands to 4 events at flush time
+};
+
+/// What a transfer record carries besides its timestamp and byte count.
+struct transfer_fields {
+    std::uint64_t requests;
+    std::uint64_t post_us;
+    std::uint64_t xfer_us;
+};
+
+/// One staged record: exactly one cache line, so that a record never straddles two.
+/// A transfer is staged as one record and expanded into its events on the flusher thread;
+/// that keeps the per-transfer cost to one line written.
+struct alignas(cache_line) staged_record {
+    std::uint64_t timestamp_us;
+    std::uint64_t value;  ///< event value, or transfer bytes
+    record_kind kind;
+    category cat;
+    value_kind vkind;
+    std::uint8_t reserved[5];
+    alignas(8) unsigned char payload[40];  ///< event_name, or transfer_fields
+};
+static_assert(sizeof(staged_record) == cache_line);
+static_assert(sizeof(event_name) <= sizeof(staged_record::payload));
+static_assert(sizeof(transfer_fields) <= sizeof(staged_record::payload));
+
+/// Single-producer, single-consumer ring. PRECONDITION: only the owning thread calls
+/// try_claim/publish/note_drop; only one consumer at a time calls drain.
+class staging_ring {
+public:
+    explicit staging_ring(std::size_t capacity);  // rounded up to a power of two
+
+    staging_ring(const staging_ring&) = delete;
+    staging_ring& operator=(const staging_ring&) = delete;
+
+    /// The slot for the next record, or nullptr when the ring is full (the caller counts the
+    /// drop). Reads the consumer's index only when the cached copy says the ring is full.
+    staged_record* try_claim() noexcept {
+        const std::uint64_t head = head_local_;
+        if (head - cached_tail_ >= capacity_) [[unlikely]] {
+            cached_tail_ = tail_.load(std::memory_order_acquire);
+            if (head - cached_tail_ >= capacity_) {
+                return nullptr;
+            }
+        }
+        return &slots_[head & mask_];
+    }
+
+    /// Makes the claimed record visible to the consumer.
+    void publish() noexcept {
+        ++head_local_;
+        head_.store(head_local_, std::memory_order_release);
+    }
+
+    /// Counts one record that did not fit. Single writer, so a plain load and store suffice.
+    void note_drop() noexcept {
+        dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+
+    /// Calls f(const staged_record&) for each published record, oldest first, at most `limit`
+    /// of them, then frees their slots. Returns how many it consumed.
+    template <class F>
+    std::size_t drain(F&& f, std::size_t limit) {
+        const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+        const std::uint64_t head = head_.load(std::memory_order_acquire);
+        std::uint64_t n = head - tail;
+        if (n > limit) {
+            n = limit;
+        }
+        for (std::uint64_t i = 0; i < n; ++i) {
+            f(slots_[(tail + i) & mask_]);
+        }
+        tail_.store(tail + n, std::memory_order_release);
+        return static_cast<std::size_t>(n);
+    }
+
+    bool empty() const noexcept {
+        return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed);
+    }
+    std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+    std::size_t capacity() const noexcept { return capacity_; }
+
+    /// Set when the owning thread exits; the flusher frees the ring once it is drained.
+    void abandon() noexcept { abandoned_.store(true, std::memory_order_release); }
+    bool abandoned() const noexcept { return abandoned_.load(std::memory_order_acquire); }
+
+private:
+    // Producer's line.
+    alignas(cache_line) std::atomic<std::uint64_t> head_{0};
+    std::uint64_t head_local_ = 0;
+    std::uint64_t cached_tail_ = 0;
+    std::atomic<std::uint64_t> dropped_{0};
+    // Consumer's line.
+    alignas(cache_line) std::atomic<std::uint64_t> tail_{0};
+    std::atomic<bool> abandoned_{false};
+    // Read-only after construction.
+    alignas(cache_line) std::size_t capacity_;
+    std::uint64_t mask_;
+    std::unique_ptr<staged_record[]> slots_;
+};
+
+/// The rings of one pipeline, one per thread that has recorded into it. Recording threads
+/// come here once (their first record); the flusher takes snapshots. Never on the hot path.
+class ring_registry {
+public:
+    explicit ring_registry(std::size_t ring_capacity);
+    ~ring_registry();
+
+    ring_registry(const ring_registry&) = delete;
+    ring_registry& operator=(const ring_registry&) = delete;
+
+    /// The calling thread's ring, found in a small thread-local cache keyed by a process-unique
+    /// id (never an address, which a later pipeline could reuse). nullptr only when a ring
+    /// could not be allocated; the caller drops and counts.
+    staging_ring* local_ring() noexcept {
+        const auto& c = tls_cache;
+        if (c.ids[0] == id_) [[likely]] {
+            return c.rings[0];
+        }
+        return attach_slow();
+    }
+
+    /// Rings to drain; abandoned rings that are already empty are released.
+    void snapshot(std::vector<std::shared_ptr<staging_ring>>& out);
+
+    /// Records dropped because no ring could be allocated, plus the rings' drops.
+    std::uint64_t dropped() const noexcept;
+    void note_unstaged_drop() noexcept { unstaged_drops_.fetch_add(1, std::memory_order_relaxed); }
+
+    std::uint64_t id() const noexcept { return id_; }
+    std::size_t ring_capacity() const noexcept { return ring_capacity_; }
+
+    static constexpr std::size_t cache_ways = 4;
+    /// Trivially constructible, so access needs no guard: one TLS-relative load on the hot path.
+    struct thread_cache {
+        std::uint64_t ids[cache_ways];
+        staging_ring* rings[cache_ways];
+    };
+    static thread_local thread_cache tls_cache;
+
+private:
+    [[gnu::noinline]] staging_ring* attach_slow() noexcept;
+
+    const std::uint64_t id_;
+    const std::size_t ring_capacity_;
+    mutable std::mutex mutex_;
+    std::vector<std::shared_ptr<staging_ring>> rings_;
+    std::uint64_t released_drops_ = 0;  // drops of rings already released; under mutex_
+    std::atomic<std::uint64_t> unstaged_drops_{0};
+};
+
+}  // namespace xtel::detail

@@ -1,0 +1,352 @@
+#pragma once
+/// The telemetry pipeline: `telemetry<Exporters...>`.
+///
+/// Recording threads write compact records into rings that only they write (ring.hpp); a
+/// flusher thread expands them into events every run interval, and once more on destruction,
+/// and hands each batch to every exporter through a fold expression. There is no virtual call
+/// on either path, and `telemetry<>` (disabled) compiles every record call to nothing.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "xtel/clock.hpp"
+#include "xtel/config.hpp"
+#include "xtel/event.hpp"
+#include "xtel/exporter.hpp"
+#include "xtel/ring.hpp"
+
+namespace xtel {
+
+/// Which way a transfer's bytes went, as seen by the agent that records it.
+enum class direction : std::uint8_t { tx, rx };
+
+/// Run-time knobs that are not NIXL variables.
+struct telemetry_options {
+    /// Records each thread can stage between two flushes before it drops (and counts).
+    std::size_t staging_capacity = 16384;
+    /// Most events handed to an exporter in one call.
+    std::size_t batch_size = 4096;
+    /// Start the flusher thread. Off, events reach the exporters only through flush().
+    bool start_flusher = true;
+};
+
+/// Counts the pipeline keeps about itself.
+struct telemetry_stats {
+    std::uint64_t events_exported = 0;  ///< events handed to the exporters
+    std::uint64_t records_dropped = 0;  ///< records lost to full staging rings
+    std::uint64_t export_errors = 0;    ///< exporter calls that threw
+};
+
+namespace detail {
+/// Out of line: formats and logs an exporter's failure (the first one per exporter).
+void report_export_failure(std::string_view agent,
+                           std::string_view exporter_name,
+                           std::string_view what,
+                           std::uint64_t failures);
+}  // namespace detail
+
+template <exporter... Exporters>
+class telemetry {
+public:
+    /// False for `telemetry<>`, whose record calls do nothing.
+    static constexpr bool enabled = sizeof...(Exporters) > 0;
+
+    /// Builds every exporter (their set-up errors propagate) and starts the flusher.
+    telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
+        : agent_name_(std::move(agent_name)),
+          opts_(opts),
+          interval_(cfg.run_interval),
+          registry_(opts.staging_capacity),
+          exporters_(make_exporters(exporter_context{cfg, agent_name_},
+                                    std::index_sequence_for<Exporters...>{})) {
+        if constexpr (enabled) {
+            batch_.reserve(opts_.batch_size + 4);
+            if (opts_.start_flusher) {
+                flusher_ = std::thread([this] { run_flusher(); });
+            }
+        }
+    }
+
+    telemetry(const telemetry&) = delete;
+    telemetry& operator=(const telemetry&) = delete;
+
+    /// Stops the flusher, then flushes what is left, so nothing recorded before is lost.
+    ~telemetry() {
+        if constexpr (enabled) {
+            {
+                const std::lock_guard lock(wake_mutex_);
+                stopping_ = true;
+            }
+            wake_.notify_all();
+            if (flusher_.joinable()) {
+                flusher_.join();
+            }
+            flush();
+            std::apply([](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_stop(e), ...); },
+                       exporters_);
+        }
+    }
+
+    /// Records one event stamped now.
+    void record(category cat,
+                const event_name& name,
+                std::uint64_t value,
+                value_kind kind = value_kind::sample) noexcept {
+        if constexpr (enabled) {
+            record_at(clock::now_us(), cat, name, value, kind);
+        }
+    }
+
+    /// Records one event with a timestamp the caller already holds.
+    void record_at(std::uint64_t timestamp_us,
+                   category cat,
+                   const event_name& name,
+                   std::uint64_t value,
+                   value_kind kind = value_kind::sample) noexcept {
+        if constexpr (enabled) {
+            stage([&](detail::staged_record& r) {
+                r.timestamp_us = timestamp_us;
+                r.value = value;
+                r.kind = detail::record_kind::event;
+                r.cat = cat;
+                r.vkind = kind;
+                std::memcpy(r.payload, &name, sizeof(event_name));
+            });
+        }
+    }
+
+    /// Adds to a counter (the event carries the increment).
+    void add(category cat, const event_name& name, std::uint64_t delta) noexcept {
+        record(cat, name, delta, value_kind::counter);
+    }
+
+    /// Sets a gauge (the event carries the level).
+    void set(category cat, const event_name& name, std::uint64_t value) noexcept {
+        record(cat, name, value, value_kind::gauge);
+    }
+
+    /// Records a completed transfer as one staged record; the flusher expands it into
+    /// agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num, agent_xfer_time, agent_xfer_post_time.
+    void record_transfer(direction dir,
+                         std::uint64_t timestamp_us,
+                         std::uint64_t bytes,
+                         std::uint64_t requests,
+                         std::uint64_t post_us,
+                         std::uint64_t xfer_us) noexcept {
+        if constexpr (enabled) {
+            stage([&](detail::staged_record& r) {
+                r.timestamp_us = timestamp_us;
+                r.value = bytes;
+                r.kind = dir == direction::tx ? detail::record_kind::transfer_tx
+                                              : detail::record_kind::transfer_rx;
+                const detail::transfer_fields f{requests, post_us, xfer_us};
+                std::memcpy(r.payload, &f, sizeof f);
+            });
+        }
+    }
+
+    /// Hands everything staged so far to the exporters, on the calling thread. The flusher
+    /// calls it on its own; users call it to make events visible without waiting.
+    void flush() {
+        if constexpr (enabled) {
+            const std::lock_guard lock(flush_mutex_);
+            flush_locked();
+        }
+    }
+
+    telemetry_stats stats() const {
+        telemetry_stats s;
+        s.events_exported = exported_.load(std::memory_order_relaxed);
+        s.records_dropped = registry_.dropped();
+        s.export_errors = export_errors_.load(std::memory_order_relaxed);
+        return s;
+    }
+
+    const std::string& agent_name() const noexcept { return agent_name_; }
+
+    /// The exporter of type E. PRECONDITION: E's own members are safe to call from this thread
+    /// while the flusher runs (each exporter says which are).
+    template <class E>
+    E& get() noexcept {
+        return std::get<E>(exporters_);
+    }
+
+private:
+    using exporter_tuple = std::tuple<Exporters...>;
+
+    template <std::size_t... I>
+    static exporter_tuple make_exporters(const exporter_context& ctx, std::index_sequence<I...>) {
+        return exporter_tuple{(static_cast<void>(I), ctx)...};
+    }
+
+    /// Fills the calling thread's next slot and publishes it; drops and counts when full.
+    template <class Fill>
+    void stage(Fill&& fill) noexcept {
+        detail::staging_ring* ring = registry_.local_ring();
+        if (ring == nullptr) [[unlikely]] {
+            registry_.note_unstaged_drop();
+            return;
+        }
+        detail::staged_record* r = ring->try_claim();
+        if (r == nullptr) [[unlikely]] {
+            ring->note_drop();
+            return;
+        }
+        fill(*r);
+        ring->publish();
+    }
+
+    void run_flusher() {
+        std::unique_lock lock(wake_mutex_);
+        while (!stopping_) {
+            wake_.wait_for(lock, interval_, [this] { return stopping_; });
+            if (stopping_) {
+                break;
+            }
+            lock.unlock();
+            flush();
+            lock.lock();
+        }
+    }
+
+    void flush_locked() {
+        registry_.snapshot(rings_);
+        for (const auto& ring : rings_) {
+            // Take at most one ring's worth per round, so a producer that never pauses cannot
+            // keep the flusher on one ring forever.
+            std::size_t budget = ring->capacity();
+            while (budget > 0) {
+                const std::size_t take = std::min(budget, std::max<std::size_t>(opts_.batch_size / 4, 1));
+                const std::size_t n = ring->drain([this](const detail::staged_record& r) { expand(r); }, take);
+                if (batch_.size() >= opts_.batch_size) {
+                    export_batch();
+                }
+                if (n < take) {
+                    break;
+                }
+                budget -= n;
+            }
+        }
+        rings_.clear();
+        const std::uint64_t dropped = registry_.dropped();
+        if (dropped > dropped_reported_) {
+            batch_.push_back(make_event(clock::now_us(), category::system,
+                                        names::telemetry_events_dropped, dropped - dropped_reported_,
+                                        value_kind::counter));
+            dropped_reported_ = dropped;
+        }
+        export_batch();
+        std::apply([](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_flush_end(e), ...); },
+                   exporters_);
+    }
+
+    static event make_event(std::uint64_t ts,
+                            category cat,
+                            const event_name& name,
+                            std::uint64_t value,
+                            value_kind kind) noexcept {
+        event e;
+        e.timestamp_us = ts;
+        e.value = value;
+        e.cat = cat;
+        e.kind = kind;
+        e.name = name;
+        return e;
+    }
+
+    void expand(const detail::staged_record& r) {
+        if (r.kind == detail::record_kind::event) {
+            event& e = batch_.emplace_back();
+            e.timestamp_us = r.timestamp_us;
+            e.value = r.value;
+            e.cat = r.cat;
+            e.kind = r.vkind;
+            std::memcpy(&e.name, r.payload, sizeof(event_name));
+            return;
+        }
+        detail::transfer_fields f;
+        std::memcpy(&f, r.payload, sizeof f);
+        const bool tx = r.kind == detail::record_kind::transfer_tx;
+        batch_.push_back(make_event(r.timestamp_us, category::transfer,
+                                    tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
+                                    value_kind::counter));
+        batch_.push_back(make_event(r.timestamp_us, category::transfer,
+                                    tx ? names::agent_tx_requests_num : names::agent_rx_requests_num,
+                                    f.requests, value_kind::counter));
+        batch_.push_back(make_event(r.timestamp_us, category::performance, names::agent_xfer_time,
+                                    f.xfer_us, value_kind::sample));
+        batch_.push_back(make_event(r.timestamp_us, category::performance,
+                                    names::agent_xfer_post_time, f.post_us, value_kind::sample));
+    }
+
+    void export_batch() {
+        if (batch_.empty()) {
+            return;
+        }
+        const std::span<const event> b(batch_.data(), batch_.size());
+        export_each(b, std::index_sequence_for<Exporters...>{});
+        exported_.fetch_add(batch_.size(), std::memory_order_relaxed);
+        batch_.clear();
+    }
+
+    template <std::size_t... I>
+    void export_each(std::span<const event> b, std::index_sequence<I...>) {
+        (export_one<I>(b), ...);
+    }
+
+    template <std::size_t I>
+    void export_one(std::span<const event> b) noexcept {
+        using E = std::tuple_element_t<I, exporter_tuple>;
+        try {
+            std::get<I>(exporters_).export_batch(b);
+        } catch (const std::exception& ex) {
+            note_failure(exporter_traits<E>::name, ex.what(), I);
+        } catch (...) {
+            note_failure(exporter_traits<E>::name, "unknown exception", I);
+        }
+    }
+
+    void note_failure(std::string_view name, std::string_view what, std::size_t index) noexcept {
+        export_errors_.fetch_add(1, std::memory_order_relaxed);
+        const auto n = ++failures_[index];
+        try {
+            detail::report_export_failure(agent_name_, name, what, n);
+        } catch (...) {
+        }
+    }
+
+    const std::string agent_name_;
+    const telemetry_options opts_;
+    const std::chrono::milliseconds interval_;
+    detail::ring_registry registry_;
+    exporter_tuple exporters_;
+
+    // Flusher state.
+    std::mutex flush_mutex_;
+    std::vector<event> batch_;
+    std::vector<std::shared_ptr<detail::staging_ring>> rings_;
+    std::uint64_t dropped_reported_ = 0;
+    std::uint64_t failures_[sizeof...(Exporters) + 1] = {};
+    std::atomic<std::uint64_t> exported_{0};
+    std::atomic<std::uint64_t> export_errors_{0};
+
+    std::mutex wake_mutex_;
+    std::condition_variable wake_;
+    bool stopping_ = false;
+    std::thread flusher_;
+};
+
+}  // namespace xtel

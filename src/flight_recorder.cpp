@@ -1,0 +1,257 @@
+#include "xtel/flight_recorder.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "xtel/clock.hpp"
+#include "xtel/config.hpp"
+
+namespace xtel::flight_recorder {
+
+namespace {
+
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
+constexpr std::size_t event_words = sizeof(event) / sizeof(std::uint64_t);
+static_assert(sizeof(event) % sizeof(std::uint64_t) == 0);
+
+std::atomic_ref<std::uint64_t> word(std::uint64_t& w) noexcept { return std::atomic_ref(w); }
+/// For the reader's read-only mapping: atomic_ref<const T> is not in C++20, so the reference is
+/// made on a cast, and only loads are ever issued through it.
+std::atomic_ref<std::uint64_t> word(const std::uint64_t& w) noexcept {
+    return std::atomic_ref(const_cast<std::uint64_t&>(w));
+}
+
+std::string errno_text(int err) { return std::system_category().message(err); }
+
+/// Closes a file descriptor on scope exit unless released.
+struct fd_guard {
+    int fd = -1;
+    ~fd_guard() {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+    }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// writer
+
+writer::writer(const std::filesystem::path& dir, std::string_view agent_name, std::size_t capacity)
+    : capacity_(capacity) {
+    parse::file_name("agent name", agent_name);
+    if (capacity == 0) {
+        throw exporter_error("flight recorder capacity must be at least 1 event");
+    }
+    path_ = dir / std::string(agent_name);
+
+    struct stat st{};
+    if (::lstat(path_.c_str(), &st) == 0) {
+        if (S_ISLNK(st.st_mode)) {
+            throw exporter_error(fmt::format(
+                "flight recorder {}: refusing to replace a symbolic link", path_.string()));
+        }
+        if (!S_ISREG(st.st_mode)) {
+            throw exporter_error(fmt::format(
+                "flight recorder {}: exists and is not a regular file", path_.string()));
+        }
+        if (st.st_uid != ::geteuid()) {
+            throw exporter_error(fmt::format(
+                "flight recorder {}: belongs to user id {}, not to this process (user id {}); "
+                "refusing to replace it",
+                path_.string(), st.st_uid, ::geteuid()));
+        }
+    } else if (errno != ENOENT) {
+        throw exporter_error(
+            fmt::format("flight recorder {}: {}", path_.string(), errno_text(errno)));
+    }
+
+    // Build the file under a temporary name and rename it into place, so that a reader never
+    // opens a half-initialised header, and readers of a previous file keep their own mapping.
+    const auto tmp = dir / fmt::format(".{}.{}.tmp", agent_name, ::getpid());
+    ::unlink(tmp.c_str());
+    fd_guard fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
+    if (fd.fd < 0) {
+        throw exporter_error(
+            fmt::format("flight recorder {}: cannot create: {}", tmp.string(), errno_text(errno)));
+    }
+    auto fail = [&](std::string_view what, int err) {
+        ::unlink(tmp.c_str());
+        throw exporter_error(
+            fmt::format("flight recorder {}: {}: {}", path_.string(), what, errno_text(err)));
+    };
+    if (::fchmod(fd.fd, 0600) != 0) {
+        fail("cannot set mode 0600", errno);
+    }
+    mapped_size_ = header_size + capacity * slot_size;
+    // Reserve the blocks now: a full tmpfs would otherwise surface later as SIGBUS on a store
+    // into the mapping, inside the agent.
+    if (const int err = ::posix_fallocate(fd.fd, 0, static_cast<off_t>(mapped_size_)); err != 0) {
+        fail(fmt::format("cannot reserve {} bytes", mapped_size_), err);
+    }
+    void* p = ::mmap(nullptr, mapped_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
+    if (p == MAP_FAILED) {
+        fail("cannot map", errno);
+    }
+    header_ = static_cast<file_header*>(p);
+    slots_ = reinterpret_cast<slot*>(static_cast<char*>(p) + header_size);
+
+    std::memset(header_, 0, header_size);
+    header_->version = format_version;
+    header_->header_size = header_size;
+    header_->slot_size = slot_size;
+    header_->event_size = sizeof(event);
+    header_->capacity = capacity;
+    header_->created_us = clock::now_us();
+    header_->writer_pid = static_cast<std::uint32_t>(::getpid());
+    header_->state = static_cast<std::uint32_t>(writer_state::open);
+    const auto n = std::min(agent_name.size(), agent_name_size - 1);
+    std::memcpy(header_->agent_name, agent_name.data(), n);
+    std::memcpy(header_->magic, magic, sizeof magic);
+
+    if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+        const int err = errno;
+        ::munmap(p, mapped_size_);
+        header_ = nullptr;
+        fail("cannot move into place", err);
+    }
+}
+
+writer::~writer() {
+    if (header_ != nullptr) {
+        std::atomic_ref(header_->state)
+            .store(static_cast<std::uint32_t>(writer_state::closed), std::memory_order_release);
+        ::munmap(header_, mapped_size_);
+    }
+}
+
+void writer::append(std::span<const event> events) noexcept {
+    for (const event& e : events) {
+        slot& s = slots_[next_index_];
+        const std::uint64_t seq = next_ + 1;
+        // A seqlock per slot: mark busy, fill, publish. Readers compare the sequence before
+        // and after their copy.
+        word(s.seq).store(seq | busy_bit, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        std::uint64_t src[event_words];
+        std::memcpy(src, &e, sizeof e);
+        auto* dst = reinterpret_cast<std::uint64_t*>(&s.ev);
+        for (std::size_t i = 0; i < event_words; ++i) {
+            word(dst[i]).store(src[i], std::memory_order_relaxed);
+        }
+        word(s.seq).store(seq, std::memory_order_release);
+        ++next_;
+        if (++next_index_ == capacity_) {
+            next_index_ = 0;
+        }
+    }
+    word(header_->write_seq).store(next_, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reader
+
+reader::reader(const std::filesystem::path& path) {
+    const auto name = path.string();
+    fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (fd.fd < 0) {
+        throw format_error(fmt::format("{}: cannot open: {}", name, errno_text(errno)));
+    }
+    struct stat st{};
+    if (::fstat(fd.fd, &st) != 0) {
+        throw format_error(fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        throw format_error(fmt::format("{}: is a directory, not a telemetry buffer", name));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        throw format_error(fmt::format("{}: is not a regular file", name));
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
+    if (size < header_size) {
+        throw format_error(fmt::format(
+            "{}: truncated: {} bytes, smaller than the {}-byte header", name, size, header_size));
+    }
+    file_header h{};
+    if (::pread(fd.fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+        throw format_error(fmt::format("{}: cannot read the header", name));
+    }
+    if (std::memcmp(h.magic, magic, sizeof magic) != 0) {
+        throw format_error(fmt::format("{}: not a telemetry buffer (bad magic)", name));
+    }
+    if (h.version != format_version) {
+        throw format_error(fmt::format(
+            "{}: unsupported format version {} (this reader reads version {})", name, h.version,
+            format_version));
+    }
+    if (h.header_size != header_size || h.slot_size != slot_size || h.event_size != sizeof(event)) {
+        throw format_error(fmt::format(
+            "{}: unexpected layout (header {} bytes, slot {}, event {}; expected {}, {}, {})", name,
+            h.header_size, h.slot_size, h.event_size, header_size, slot_size, sizeof(event)));
+    }
+    if (h.capacity == 0 || h.capacity > (size - header_size) / slot_size) {
+        throw format_error(fmt::format(
+            "{}: truncated: {} bytes cannot hold the {} events the header declares", name, size,
+            h.capacity));
+    }
+    capacity_ = h.capacity;
+    mapped_size_ = header_size + capacity_ * slot_size;
+    void* p = ::mmap(nullptr, mapped_size_, PROT_READ, MAP_SHARED, fd.fd, 0);
+    if (p == MAP_FAILED) {
+        throw format_error(fmt::format("{}: cannot map: {}", name, errno_text(errno)));
+    }
+    header_ = static_cast<const file_header*>(p);
+    slots_ = reinterpret_cast<const slot*>(static_cast<const char*>(p) + header_size);
+}
+
+reader::~reader() {
+    if (header_ != nullptr) {
+        ::munmap(const_cast<file_header*>(header_), mapped_size_);
+    }
+}
+
+std::uint64_t reader::published_count() const noexcept {
+    return word(header_->write_seq).load(std::memory_order_acquire);
+}
+
+bool reader::writer_closed() const noexcept {
+    return std::atomic_ref(const_cast<std::uint32_t&>(header_->state)).load(std::memory_order_acquire) ==
+           static_cast<std::uint32_t>(writer_state::closed);
+}
+
+std::string reader::agent_name() const {
+    return std::string(header_->agent_name, ::strnlen(header_->agent_name, agent_name_size));
+}
+
+std::uint32_t reader::writer_pid() const noexcept { return header_->writer_pid; }
+
+bool reader::read_slot(std::uint64_t seq, event& out) const noexcept {
+    const slot& s = slots_[seq % capacity_];
+    const std::uint64_t expected = seq + 1;
+    if (word(s.seq).load(std::memory_order_acquire) != expected) {
+        return false;  // overwritten by a newer event (or being overwritten)
+    }
+    std::uint64_t buf[event_words];
+    const auto* src = reinterpret_cast<const std::uint64_t*>(&s.ev);
+    for (std::size_t i = 0; i < event_words; ++i) {
+        buf[i] = word(src[i]).load(std::memory_order_relaxed);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (word(s.seq).load(std::memory_order_relaxed) != expected) {
+        return false;  // torn: the writer started on this slot while we copied
+    }
+    std::memcpy(&out, buf, sizeof out);
+    return true;
+}
+
+}  // namespace xtel::flight_recorder

@@ -1,0 +1,72 @@
+#include "xtel/log.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace xtel {
+
+namespace {
+
+log_level initial_level() {
+    const char* v = std::getenv("XTEL_LOG_LEVEL");
+    if (v == nullptr) {
+        return log_level::info;
+    }
+    const std::string_view s(v);
+    if (s == "error") return log_level::error;
+    if (s == "warning") return log_level::warning;
+    if (s == "debug") return log_level::debug;
+    return log_level::info;
+}
+
+struct logger_state {
+    std::mutex mutex;
+    log_sink sink;
+    std::atomic<int> level{static_cast<int>(initial_level())};
+};
+
+logger_state& state() {
+    static logger_state s;
+    return s;
+}
+
+constexpr std::string_view level_name(log_level l) {
+    switch (l) {
+        case log_level::error: return "error";
+        case log_level::warning: return "warning";
+        case log_level::info: return "info";
+        case log_level::debug: return "debug";
+    }
+    return "?";
+}
+
+}  // namespace
+
+void set_log_sink(log_sink sink) {
+    auto& s = state();
+    const std::lock_guard lock(s.mutex);
+    s.sink = std::move(sink);
+}
+
+void set_log_level(log_level level) { state().level.store(static_cast<int>(level)); }
+
+void log(log_level level, std::string_view message) {
+    auto& s = state();
+    if (static_cast<int>(level) > s.level.load(std::memory_order_relaxed)) {
+        return;
+    }
+    const std::lock_guard lock(s.mutex);
+    if (s.sink) {
+        s.sink(level, message);
+        return;
+    }
+    const auto line = fmt::format("xtel: {}: {}\n", level_name(level), message);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+}  // namespace xtel

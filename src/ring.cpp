@@ -1,0 +1,101 @@
+#include "xtel/ring.hpp"
+
+#include <algorithm>
+#include <bit>
+
+namespace xtel::detail {
+
+namespace {
+
+std::atomic<std::uint64_t> next_registry_id{1};
+
+/// Keeps the rings a thread attached to alive until the thread exits, then marks them
+/// abandoned so their pipeline can free them after draining. Touched only on the slow path.
+struct thread_ring_owner {
+    std::vector<std::shared_ptr<staging_ring>> rings;
+    ~thread_ring_owner() {
+        for (auto& r : rings) {
+            r->abandon();
+        }
+    }
+};
+
+thread_local thread_ring_owner owned_rings;
+
+}  // namespace
+
+thread_local ring_registry::thread_cache ring_registry::tls_cache{};
+
+staging_ring::staging_ring(std::size_t capacity)
+    : capacity_(std::bit_ceil(std::max<std::size_t>(capacity, 2))),
+      mask_(capacity_ - 1),
+      slots_(new staged_record[capacity_]) {}
+
+ring_registry::ring_registry(std::size_t ring_capacity)
+    : id_(next_registry_id.fetch_add(1, std::memory_order_relaxed)),
+      ring_capacity_(ring_capacity) {}
+
+ring_registry::~ring_registry() {
+    // Threads that are still alive keep their rings (shared ownership) until they exit; the id
+    // in their cache is never issued again, so they never reach those rings through us.
+    const std::lock_guard lock(mutex_);
+    for (auto& r : rings_) {
+        r->abandon();
+    }
+}
+
+staging_ring* ring_registry::attach_slow() noexcept {
+    auto& c = tls_cache;
+    for (std::size_t i = 1; i < cache_ways; ++i) {
+        if (c.ids[i] == id_) {
+            std::swap(c.ids[0], c.ids[i]);
+            std::swap(c.rings[0], c.rings[i]);
+            return c.rings[0];
+        }
+    }
+    try {
+        auto ring = std::make_shared<staging_ring>(ring_capacity_);
+        {
+            const std::lock_guard lock(mutex_);
+            rings_.push_back(ring);
+        }
+        auto& owned = owned_rings.rings;
+        // Forget rings of pipelines that are gone, so a long-lived thread does not hold them.
+        std::erase_if(owned, [](const auto& r) { return r.use_count() == 1; });
+        owned.push_back(ring);
+        // Shift the cache down one way and put this ring in front.
+        for (std::size_t i = cache_ways - 1; i > 0; --i) {
+            c.ids[i] = c.ids[i - 1];
+            c.rings[i] = c.rings[i - 1];
+        }
+        c.ids[0] = id_;
+        c.rings[0] = ring.get();
+        return ring.get();
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+void ring_registry::snapshot(std::vector<std::shared_ptr<staging_ring>>& out) {
+    out.clear();
+    const std::lock_guard lock(mutex_);
+    std::erase_if(rings_, [this](const std::shared_ptr<staging_ring>& r) {
+        if (r->abandoned() && r->empty()) {
+            released_drops_ += r->dropped();
+            return true;
+        }
+        return false;
+    });
+    out.assign(rings_.begin(), rings_.end());
+}
+
+std::uint64_t ring_registry::dropped() const noexcept {
+    const std::lock_guard lock(mutex_);
+    std::uint64_t total = released_drops_ + unstaged_drops_.load(std::memory_order_relaxed);
+    for (const auto& r : rings_) {
+        total += r->dropped();
+    }
+    return total;
+}
+
+}  // namespace xtel::detail
