@@ -1,0 +1,121 @@
+#pragma once
+// Helpers shared by the tests: temporary directories, environment scopes, running programs.
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xtel_test {
+
+/// A fresh directory under TMPDIR (or /tmp), removed with everything in it.
+class temp_dir {
+public:
+    temp_dir() {
+        auto base = std::filesystem::temp_directory_path() / "xtel-test-XXXXXX";
+        std::string tmpl = base.string();
+        if (::mkdtemp(tmpl.data()) == nullptr) {
+            throw std::runtime_error("mkdtemp failed");
+        }
+        path_ = tmpl;
+    }
+    ~temp_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+/// Sets (or unsets) an environment variable for the life of the scope.
+class scoped_env {
+public:
+    scoped_env(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+        if (const char* old = ::getenv(name_.c_str())) {
+            old_ = old;
+        }
+        if (value) {
+            ::setenv(name_.c_str(), value->c_str(), 1);
+        } else {
+            ::unsetenv(name_.c_str());
+        }
+    }
+    ~scoped_env() {
+        if (old_) {
+            ::setenv(name_.c_str(), old_->c_str(), 1);
+        } else {
+            ::unsetenv(name_.c_str());
+        }
+    }
+    scoped_env(const scoped_env&) = delete;
+    scoped_env& operator=(const scoped_env&) = delete;
+
+private:
+    std::string name_;
+    std::optional<std::string> old_;
+};
+
+struct run_result {
+    int exit_code = -1;
+    std::string out;  ///< standard output
+    std::string err;  ///< standard error
+};
+
+/// Runs a program (no shell) and collects its output and exit status.
+inline run_result run(const std::vector<std::string>& argv) {
+    temp_dir d;
+    const auto out_path = d / "out";
+    const auto err_path = d / "err";
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        throw std::runtime_error("fork failed");
+    }
+    if (pid == 0) {
+        if (!std::freopen(out_path.c_str(), "w", stdout) ||
+            !std::freopen(err_path.c_str(), "w", stderr)) {
+            ::_exit(126);
+        }
+        std::vector<char*> args;
+        for (const auto& a : argv) {
+            args.push_back(const_cast<char*>(a.c_str()));
+        }
+        args.push_back(nullptr);
+        ::execvp(args[0], args.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    auto slurp = [](const std::filesystem::path& p) {
+        std::string s;
+        if (FILE* f = std::fopen(p.c_str(), "rb")) {
+            std::array<char, 65536> buf;
+            size_t n;
+            while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+                s.append(buf.data(), n);
+            }
+            std::fclose(f);
+        }
+        return s;
+    };
+    run_result r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out_path);
+    r.err = slurp(err_path);
+    return r;
+}
+
+}  // namespace xtel_test

@@ -1,0 +1,136 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "test_util.hpp"
+#include "xtel/config.hpp"
+#include "xtel/error.hpp"
+
+namespace {
+
+xtel::env_lookup table(std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
+            return it->second;
+        }
+        return std::nullopt;
+    };
+}
+
+}  // namespace
+
+TEST_CASE("telemetry is off when NIXL_TELEMETRY_ENABLE is unset") {
+    const auto c = xtel::config::from_env(table({}));
+    CHECK_FALSE(c.enabled);
+}
+
+TEST_CASE("every spelling of on and off is accepted in any letter case") {
+    const auto [value, expected] = GENERATE(table<std::string, bool>({
+        {"y", true}, {"Y", true}, {"yes", true}, {"YeS", true}, {"on", true}, {"ON", true},
+        {"1", true}, {"true", true}, {"TRUE", true}, {"n", false}, {"N", false}, {"no", false},
+        {"No", false}, {"off", false}, {"OFF", false}, {"0", false}, {"false", false},
+        {"False", false}}));
+    CAPTURE(value);
+    CHECK(xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", value}})).enabled == expected);
+}
+
+TEST_CASE("defaults apply when only NIXL_TELEMETRY_ENABLE is set") {
+    const auto c = xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "y"}}));
+    CHECK(c.enabled);
+    CHECK(c.buffer_size == 4096);
+    CHECK(c.run_interval == std::chrono::milliseconds(100));
+    CHECK(c.exporters == std::vector<std::string>{"buffer"});
+    CHECK(c.output_path.empty());
+    CHECK(c.plugin_dir.empty());
+}
+
+TEST_CASE("well-formed values are read") {
+    xtel_test::temp_dir dir;
+    const auto c = xtel::config::from_env(table({
+        {"NIXL_TELEMETRY_ENABLE", "on"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "65536"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "25"},
+        {"NIXL_TELEMETRY_EXPORTER", "buffer, custom-1"},
+        {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", dir.path().string()},
+        {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+    }));
+    CHECK(c.buffer_size == 65536);
+    CHECK(c.run_interval == std::chrono::milliseconds(25));
+    CHECK(c.exporters == std::vector<std::string>{"buffer", "custom-1"});
+    CHECK(c.exporters_string() == "buffer,custom-1");
+    CHECK(c.plugin_dir == dir.path());
+    CHECK(c.output_path == dir.path().string());
+}
+
+TEST_CASE("a stale malformed value does not stop an agent whose telemetry is off") {
+    const auto c = xtel::config::from_env(
+        table({{"NIXL_TELEMETRY_ENABLE", "0"}, {"NIXL_TELEMETRY_BUFFER_SIZE", "lots"}}));
+    CHECK_FALSE(c.enabled);
+}
+
+TEST_CASE("every malformed value is refused with the variable, the value and what is accepted") {
+    struct bad_case {
+        const char* variable;
+        std::string value;
+        const char* accepted;  // a fragment the message must contain
+    };
+    const auto missing_dir = std::string("/nonexistent/xtel-test-dir");
+    const auto c = GENERATE_COPY(values<bad_case>({
+        {"NIXL_TELEMETRY_ENABLE", "", "expected one of y, yes"},
+        {"NIXL_TELEMETRY_ENABLE", "maybe", "expected one of y, yes"},
+        {"NIXL_TELEMETRY_ENABLE", "yes please", "expected one of y, yes"},
+        {"NIXL_TELEMETRY_ENABLE", "2", "expected one of y, yes"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "", "whole number from 1 to 16777216"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "abc", "whole number from 1 to 16777216"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "4096k", "whole number from 1 to 16777216"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "0", "whole number from 1 to 16777216"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "-5", "whole number from 1 to 16777216"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", " 64", "whole number from 1 to 16777216"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "16777217", "whole number from 1 to 16777216"},
+        {"NIXL_TELEMETRY_BUFFER_SIZE", "99999999999999999999999", "whole number from 1"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "fast", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "100ms", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "0", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "-100", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "1.5", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_RUN_INTERVAL", "3600001", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_EXPORTER", "", "comma-separated list of exporter names"},
+        {"NIXL_TELEMETRY_EXPORTER", "buffer,", "comma-separated list of exporter names"},
+        {"NIXL_TELEMETRY_EXPORTER", "../evil", "comma-separated list of exporter names"},
+        {"NIXL_TELEMETRY_EXPORTER", "a/b", "comma-separated list of exporter names"},
+        {"NIXL_TELEMETRY_EXPORTER", "buffer,buffer", "named twice"},
+        {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", "", "existing directory"},
+        {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", missing_dir, "does not exist"},
+        {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", "/dev/null", "not a directory"},
+        {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", "", "non-empty value"},
+        {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", missing_dir, "does not exist"},
+    }));
+    CAPTURE(c.variable, c.value);
+    std::map<std::string, std::string> vars{{"NIXL_TELEMETRY_ENABLE", "y"}};
+    vars[c.variable] = c.value;
+    try {
+        (void)xtel::config::from_env(table(vars));
+        FAIL("no exception for " << c.variable << "='" << c.value << "'");
+    } catch (const xtel::config_error& e) {
+        const std::string msg = e.what();
+        CHECK_THAT(msg, Catch::Contains(c.variable));
+        CHECK_THAT(msg, Catch::Contains("'" + c.value + "'"));
+        CHECK_THAT(msg, Catch::Contains(c.accepted));
+    }
+}
+
+TEST_CASE("a config error is an xtel::error") {
+    CHECK_THROWS_AS(xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "sure"}})),
+                    xtel::error);
+}
+
+TEST_CASE("agent names that would escape the output directory are refused") {
+    for (const char* bad : {"", ".", "..", "a/b", "/abs", "name with space"}) {
+        CAPTURE(bad);
+        CHECK_THROWS_AS(xtel::parse::file_name("agent name", bad), xtel::config_error);
+    }
+    CHECK_NOTHROW(xtel::parse::file_name("agent name", "agent-0.rank_3"));
+}

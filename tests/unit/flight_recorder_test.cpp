@@ -1,0 +1,219 @@
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "test_util.hpp"
+#include "xtel/exporters/buffer.hpp"
+#include "xtel/flight_recorder.hpp"
+
+namespace fr = xtel::flight_recorder;
+
+namespace {
+
+xtel::event make(std::uint64_t i) {
+    xtel::event e;
+    e.timestamp_us = 1'000'000 + i;
+    e.value = i * 3;
+    e.cat = static_cast<xtel::category>(i % xtel::category_count);
+    e.kind = xtel::value_kind::counter;
+    e.name = xtel::event_name("event_" + std::to_string(i));
+    return e;
+}
+
+std::vector<xtel::event> make_range(std::uint64_t from, std::uint64_t to) {
+    std::vector<xtel::event> v;
+    for (auto i = from; i < to; ++i) {
+        v.push_back(make(i));
+    }
+    return v;
+}
+
+std::vector<xtel::event> read_all(fr::reader& r) {
+    std::vector<xtel::event> out;
+    r.poll([&](const xtel::event& e) { out.push_back(e); });
+    return out;
+}
+
+void write_bytes(const std::filesystem::path& p, const void* data, std::size_t n) {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+}
+
+std::string open_error(const std::filesystem::path& p) {
+    try {
+        fr::reader r(p);
+    } catch (const fr::format_error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("the flight recorder file is created with mode 0600 and a complete header") {
+    xtel_test::temp_dir dir;
+    fr::writer w(dir.path(), "agent-a", 16);
+    struct stat st{};
+    REQUIRE(::stat((dir / "agent-a").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK(st.st_size == static_cast<off_t>(fr::header_size + 16 * fr::slot_size));
+    fr::reader r(dir / "agent-a");
+    CHECK(r.capacity() == 16);
+    CHECK(r.agent_name() == "agent-a");
+    CHECK(r.writer_pid() == static_cast<std::uint32_t>(::getpid()));
+    CHECK(r.published_count() == 0);
+    CHECK_FALSE(r.writer_closed());
+}
+
+TEST_CASE("a reader gets back exactly the events written") {
+    xtel_test::temp_dir dir;
+    fr::writer w(dir.path(), "agent", 64);
+    const auto events = make_range(0, 10);
+    w.append(events);
+    fr::reader r(dir / "agent");
+    const auto got = read_all(r);
+    REQUIRE(got.size() == 10);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(std::memcmp(&got[i], &events[i], sizeof(xtel::event)) == 0);
+    }
+    CHECK(r.missed() == 0);
+}
+
+TEST_CASE("a following reader sees only new events on each poll") {
+    xtel_test::temp_dir dir;
+    fr::writer w(dir.path(), "agent", 64);
+    fr::reader r(dir / "agent");
+    CHECK(read_all(r).empty());
+    w.append(make_range(0, 3));
+    CHECK(read_all(r).size() == 3);
+    w.append(make_range(3, 8));
+    const auto got = read_all(r);
+    REQUIRE(got.size() == 5);
+    CHECK(got.front().value == 9);
+    CHECK(r.position() == 8);
+}
+
+TEST_CASE("the ring overwrites the oldest events and the reader counts them as missed") {
+    xtel_test::temp_dir dir;
+    fr::writer w(dir.path(), "agent", 8);
+    w.append(make_range(0, 20));
+    fr::reader r(dir / "agent");
+    const auto got = read_all(r);
+    REQUIRE(got.size() == 8);
+    CHECK(got.front().value == make(12).value);
+    CHECK(got.back().value == make(19).value);
+    CHECK(r.missed() == 12);
+    // A reader that falls behind by more than the capacity misses exactly the overwritten part.
+    w.append(make_range(20, 45));
+    const auto later = read_all(r);
+    REQUIRE(later.size() == 8);
+    CHECK(later.front().value == make(37).value);
+    CHECK(r.missed() == 12 + 17);
+}
+
+TEST_CASE("a closed writer is visible to readers and the file stays for post-mortem reading") {
+    xtel_test::temp_dir dir;
+    {
+        fr::writer w(dir.path(), "agent", 8);
+        w.append(make_range(0, 2));
+    }
+    fr::reader r(dir / "agent");
+    CHECK(r.writer_closed());
+    CHECK(read_all(r).size() == 2);
+}
+
+TEST_CASE("a new writer replaces the previous file of the same agent") {
+    xtel_test::temp_dir dir;
+    {
+        fr::writer w(dir.path(), "agent", 8);
+        w.append(make_range(0, 5));
+    }
+    fr::writer w(dir.path(), "agent", 32);
+    fr::reader r(dir / "agent");
+    CHECK(r.capacity() == 32);
+    CHECK(r.published_count() == 0);
+}
+
+TEST_CASE("the writer refuses a symbolic link at its path and leaves the target alone") {
+    xtel_test::temp_dir dir;
+    const auto target = dir / "precious";
+    write_bytes(target, "keep", 4);
+    std::filesystem::create_symlink(target, dir / "agent");
+    CHECK_THROWS_WITH(fr::writer(dir.path(), "agent", 8), Catch::Contains("symbolic link"));
+    CHECK(std::filesystem::file_size(target) == 4);
+    CHECK(std::filesystem::is_symlink(dir / "agent"));
+}
+
+TEST_CASE("the writer refuses agent names that are not a single file name") {
+    xtel_test::temp_dir dir;
+    for (const char* bad : {"", ".", "..", "../x", "a/b"}) {
+        CAPTURE(bad);
+        CHECK_THROWS_AS(fr::writer(dir.path(), bad, 8), xtel::error);
+    }
+}
+
+TEST_CASE("the writer reports a directory it cannot create files in") {
+    CHECK_THROWS_WITH(fr::writer("/nonexistent-xtel-dir", "agent", 8),
+                      Catch::Contains("/nonexistent-xtel-dir") && Catch::Contains("cannot create"));
+}
+
+TEST_CASE("files that are not telemetry buffers are refused with the reason") {
+    xtel_test::temp_dir dir;
+    CHECK_THAT(open_error(dir / "missing"), Catch::Contains("cannot open"));
+    CHECK_THAT(open_error(dir.path()), Catch::Contains("is a directory"));
+
+    write_bytes(dir / "short", "XTELTLM", 7);
+    CHECK_THAT(open_error(dir / "short"), Catch::Contains("truncated"));
+
+    std::vector<char> junk(4096, 'x');
+    write_bytes(dir / "junk", junk.data(), junk.size());
+    CHECK_THAT(open_error(dir / "junk"), Catch::Contains("bad magic"));
+
+    {
+        fr::writer w(dir.path(), "good", 8);
+    }
+    std::vector<char> bytes(fr::header_size + 8 * fr::slot_size);
+    std::ifstream(dir / "good", std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+
+    auto version = bytes;
+    const std::uint32_t v99 = 99;
+    std::memcpy(version.data() + offsetof(fr::file_header, version), &v99, 4);
+    write_bytes(dir / "version", version.data(), version.size());
+    CHECK_THAT(open_error(dir / "version"), Catch::Contains("unsupported format version 99"));
+
+    write_bytes(dir / "cut", bytes.data(), bytes.size() - 1);
+    CHECK_THAT(open_error(dir / "cut"), Catch::Contains("truncated"));
+
+    auto layout = bytes;
+    const std::uint32_t slot128 = 128;
+    std::memcpy(layout.data() + offsetof(fr::file_header, slot_size), &slot128, 4);
+    write_bytes(dir / "layout", layout.data(), layout.size());
+    CHECK_THAT(open_error(dir / "layout"), Catch::Contains("unexpected layout"));
+
+    auto huge = bytes;
+    const std::uint64_t cap = std::uint64_t{1} << 60;
+    std::memcpy(huge.data() + offsetof(fr::file_header, capacity), &cap, 8);
+    write_bytes(dir / "huge", huge.data(), huge.size());
+    CHECK_THAT(open_error(dir / "huge"), Catch::Contains("truncated"));
+}
+
+TEST_CASE("the buffer exporter writes to the output path named by the configuration") {
+    xtel_test::temp_dir dir;
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.buffer_size = 32;
+    cfg.output_path = dir.path().string();
+    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent-x"});
+    CHECK(b.path() == dir / "agent-x");
+    const auto events = make_range(0, 4);
+    b.export_batch(events);
+    fr::reader r(dir / "agent-x");
+    CHECK(r.capacity() == 32);
+    CHECK(read_all(r).size() == 4);
+}

@@ -1,0 +1,280 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "collecting_exporter.hpp"
+#include "xtel/log.hpp"
+#include "xtel/telemetry.hpp"
+
+using xtel::category;
+using xtel::value_kind;
+using xtel_test::collecting_exporter;
+
+namespace {
+
+xtel::config enabled_config(std::chrono::milliseconds interval = std::chrono::milliseconds(100)) {
+    xtel::config c;
+    c.enabled = true;
+    c.run_interval = interval;
+    return c;
+}
+
+const xtel::telemetry_options manual{.staging_capacity = 1024, .batch_size = 256,
+                                     .start_flusher = false};
+
+/// Captures log lines for the life of the scope.
+struct log_capture {
+    std::mutex m;
+    std::vector<std::string> lines;
+    log_capture() {
+        xtel::set_log_sink([this](xtel::log_level, std::string_view s) {
+            const std::lock_guard lock(m);
+            lines.emplace_back(s);
+        });
+    }
+    ~log_capture() { xtel::set_log_sink({}); }
+};
+
+}  // namespace
+
+TEST_CASE("the disabled pipeline has no exporters and records nothing") {
+    STATIC_REQUIRE_FALSE(xtel::telemetry<>::enabled);
+    xtel::telemetry<> t(enabled_config(), "disabled");
+    t.record(category::custom, "x", 1);
+    t.record_transfer(xtel::direction::tx, 1, 2, 3, 4, 5);
+    t.flush();
+    CHECK(t.stats().events_exported == 0);
+}
+
+TEST_CASE("a recorded event reaches the exporter with its fields intact") {
+    xtel_test::reset_sink("fields");
+    {
+        xtel::telemetry<collecting_exporter> t(enabled_config(), "fields", manual);
+        t.record_at(1'700'000'000'123'456, category::backend, "ucx_transports_in_use", 42,
+                    value_kind::gauge);
+        t.flush();
+    }
+    const auto events = xtel_test::sink_for("fields")->snapshot();
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].timestamp_us == 1'700'000'000'123'456);
+    CHECK(events[0].cat == category::backend);
+    CHECK(events[0].kind == value_kind::gauge);
+    CHECK(events[0].name_view() == "ucx_transports_in_use");
+    CHECK(events[0].value == 42);
+}
+
+TEST_CASE("a transfer record expands into the four NIXL transfer events") {
+    xtel_test::reset_sink("xfer");
+    {
+        xtel::telemetry<collecting_exporter> t(enabled_config(), "xfer", manual);
+        t.record_transfer(xtel::direction::tx, 1000, 65536, 2, 7, 31);
+        t.record_transfer(xtel::direction::rx, 2000, 4096, 1, 3, 9);
+        t.flush();
+    }
+    const auto ev = xtel_test::sink_for("xfer")->snapshot();
+    REQUIRE(ev.size() == 8);
+    struct expect {
+        const char* name;
+        category cat;
+        value_kind kind;
+        std::uint64_t value;
+        std::uint64_t ts;
+    };
+    const expect want[] = {
+        {"agent_tx_bytes", category::transfer, value_kind::counter, 65536, 1000},
+        {"agent_tx_requests_num", category::transfer, value_kind::counter, 2, 1000},
+        {"agent_xfer_time", category::performance, value_kind::sample, 31, 1000},
+        {"agent_xfer_post_time", category::performance, value_kind::sample, 7, 1000},
+        {"agent_rx_bytes", category::transfer, value_kind::counter, 4096, 2000},
+        {"agent_rx_requests_num", category::transfer, value_kind::counter, 1, 2000},
+        {"agent_xfer_time", category::performance, value_kind::sample, 9, 2000},
+        {"agent_xfer_post_time", category::performance, value_kind::sample, 3, 2000},
+    };
+    for (std::size_t i = 0; i < 8; ++i) {
+        CAPTURE(i);
+        CHECK(ev[i].name_view() == want[i].name);
+        CHECK(ev[i].cat == want[i].cat);
+        CHECK(ev[i].kind == want[i].kind);
+        CHECK(ev[i].value == want[i].value);
+        CHECK(ev[i].timestamp_us == want[i].ts);
+    }
+}
+
+TEST_CASE("names longer than the limit are truncated, not overrun") {
+    const xtel::event_name n(std::string(100, 'a'));
+    CHECK(n.view().size() == xtel::max_name_length);
+    CHECK(xtel::event_name("short").view() == "short");
+}
+
+TEST_CASE("the flusher delivers events without an explicit flush") {
+    xtel_test::reset_sink("periodic");
+    auto sink = xtel_test::sink_for("periodic");
+    xtel::telemetry<collecting_exporter> t(enabled_config(std::chrono::milliseconds(5)),
+                                           "periodic");
+    t.add(category::transfer, "agent_tx_bytes", 10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sink->snapshot().empty() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const auto ev = sink->snapshot();
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].value == 10);
+    CHECK(ev[0].kind == value_kind::counter);
+}
+
+TEST_CASE("destroying the pipeline flushes every event recorded before it") {
+    xtel_test::reset_sink("shutdown");
+    {
+        // A long interval: only the final flush can deliver these.
+        xtel::telemetry<collecting_exporter> t(enabled_config(std::chrono::milliseconds(3'600'000)),
+                                               "shutdown");
+        for (int i = 0; i < 1000; ++i) {
+            t.set(category::memory, "agent_memory_registered", static_cast<std::uint64_t>(i));
+        }
+    }
+    auto sink = xtel_test::sink_for("shutdown");
+    const auto ev = sink->snapshot();
+    REQUIRE(ev.size() == 1000);
+    for (int i = 0; i < 1000; ++i) {
+        REQUIRE(ev[static_cast<std::size_t>(i)].value == static_cast<std::uint64_t>(i));
+    }
+    CHECK(sink->stopped);
+}
+
+TEST_CASE("many threads record at once and every event arrives in each thread's order") {
+    xtel_test::reset_sink("threads");
+    constexpr int threads = 8;
+    constexpr std::uint64_t per_thread = 20'000;
+    {
+        xtel::telemetry<collecting_exporter> t(enabled_config(std::chrono::milliseconds(1)),
+                                               "threads",
+                                               {.staging_capacity = 1 << 16, .batch_size = 4096});
+        std::vector<std::thread> workers;
+        for (int w = 0; w < threads; ++w) {
+            workers.emplace_back([&t, w] {
+                for (std::uint64_t i = 0; i < per_thread; ++i) {
+                    t.record(category::custom, "seq", (static_cast<std::uint64_t>(w) << 32) | i);
+                }
+            });
+        }
+        for (auto& th : workers) {
+            th.join();
+        }
+        CHECK(t.stats().records_dropped == 0);
+    }
+    const auto ev = xtel_test::sink_for("threads")->snapshot();
+    REQUIRE(ev.size() == threads * per_thread);
+    std::map<std::uint64_t, std::uint64_t> next;
+    for (const auto& e : ev) {
+        const auto w = e.value >> 32;
+        const auto i = e.value & 0xffffffffu;
+        REQUIRE(i == next[w]);
+        ++next[w];
+    }
+    CHECK(next.size() == threads);
+}
+
+TEST_CASE("a full staging ring drops, counts, and reports the count as an event") {
+    xtel_test::reset_sink("full");
+    std::uint64_t dropped = 0;
+    {
+        xtel::telemetry<collecting_exporter> t(
+            enabled_config(), "full", {.staging_capacity = 64, .batch_size = 16,
+                                       .start_flusher = false});
+        for (int i = 0; i < 100; ++i) {
+            t.add(category::transfer, "agent_tx_bytes", 1);
+        }
+        dropped = t.stats().records_dropped;
+        t.flush();
+        // Space again after the flush: recording goes on.
+        t.add(category::transfer, "agent_tx_bytes", 1);
+        t.flush();
+        CHECK(t.stats().records_dropped == 36);
+    }
+    CHECK(dropped == 36);
+    const auto ev = xtel_test::sink_for("full")->snapshot();
+    REQUIRE(ev.size() == 64 + 1 + 1);
+    const auto& report = ev[64];
+    CHECK(report.name_view() == "telemetry_events_dropped");
+    CHECK(report.cat == category::system);
+    CHECK(report.kind == value_kind::counter);
+    CHECK(report.value == 36);
+    CHECK(ev[65].name_view() == "agent_tx_bytes");
+}
+
+TEST_CASE("an exporter that throws is counted and logged once, and the pipeline goes on") {
+    xtel_test::reset_sink("throws");
+    auto sink = xtel_test::sink_for("throws");
+    sink->throw_next = 3;
+    log_capture logs;
+    {
+        xtel::telemetry<collecting_exporter> t(enabled_config(), "throws", manual);
+        for (int i = 0; i < 3; ++i) {
+            t.add(category::transfer, "agent_tx_bytes", 1);
+            t.flush();
+        }
+        t.add(category::transfer, "agent_tx_bytes", 5);
+        t.flush();
+        CHECK(t.stats().export_errors == 3);
+    }
+    const auto ev = sink->snapshot();
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].value == 5);
+    REQUIRE(logs.lines.size() == 1);
+    CHECK_THAT(logs.lines[0], Catch::Contains("throws") && Catch::Contains("collecting") &&
+                                  Catch::Contains("disk on fire"));
+}
+
+TEST_CASE("an exporter's set-up error propagates from the pipeline's constructor") {
+    const auto build = [] {
+        xtel::telemetry<collecting_exporter> t(enabled_config(), "refuse-me", manual);
+    };
+    CHECK_THROWS_AS(build(), xtel::exporter_error);
+}
+
+TEST_CASE("a thread that exits leaves its events behind for the flusher") {
+    xtel_test::reset_sink("exited");
+    {
+        xtel::telemetry<collecting_exporter> t(enabled_config(), "exited", manual);
+        for (int round = 0; round < 5; ++round) {
+            std::thread([&t, round] {
+                t.add(category::custom, "round", static_cast<std::uint64_t>(round));
+            }).join();
+        }
+        t.flush();
+        t.flush();  // the second flush releases the drained rings of exited threads
+    }
+    const auto ev = xtel_test::sink_for("exited")->snapshot();
+    REQUIRE(ev.size() == 5);
+    std::vector<std::uint64_t> values;
+    for (const auto& e : ev) {
+        values.push_back(e.value);
+    }
+    std::sort(values.begin(), values.end());
+    CHECK(values == std::vector<std::uint64_t>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("two pipelines recorded from one thread keep their events apart") {
+    xtel_test::reset_sink("left");
+    xtel_test::reset_sink("right");
+    {
+        xtel::telemetry<collecting_exporter> a(enabled_config(), "left", manual);
+        xtel::telemetry<collecting_exporter> b(enabled_config(), "right", manual);
+        for (std::uint64_t i = 0; i < 10; ++i) {
+            a.add(category::custom, "n", i);
+            b.add(category::custom, "n", 100 + i);
+        }
+    }
+    const auto l = xtel_test::sink_for("left")->snapshot();
+    const auto r = xtel_test::sink_for("right")->snapshot();
+    REQUIRE(l.size() == 10);
+    REQUIRE(r.size() == 10);
+    for (std::uint64_t i = 0; i < 10; ++i) {
+        CHECK(l[i].value == i);
+        CHECK(r[i].value == 100 + i);
+    }
+}
