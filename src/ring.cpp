@@ -24,8 +24,6 @@ thread_local thread_ring_owner owned_rings;
 
 }  // namespace
 
-thread_local ring_registry::thread_cache ring_registry::tls_cache{};
-
 staging_ring::staging_ring(std::size_t capacity)
     : capacity_(std::bit_ceil(std::max<std::size_t>(capacity, 2))),
       mask_(capacity_ - 1),

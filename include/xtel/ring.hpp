@@ -154,12 +154,13 @@ public:
     std::size_t ring_capacity() const noexcept { return ring_capacity_; }
 
     static constexpr std::size_t cache_ways = 4;
-    /// Trivially constructible, so access needs no guard: one TLS-relative load on the hot path.
+    /// Constant-initialised and trivially destructible, so access needs no TLS wrapper call:
+    /// one thread-pointer-relative load on the hot path.
     struct thread_cache {
         std::uint64_t ids[cache_ways];
         staging_ring* rings[cache_ways];
     };
-    static thread_local thread_cache tls_cache;
+    static constinit inline thread_local thread_cache tls_cache{};
 
 private:
     [[gnu::noinline]] staging_ring* attach_slow() noexcept;

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Reads Google Benchmark JSON (with repetitions) and prints a markdown table of medians and
+ratios to each case's baseline, then checks the harness targets (docs/performance.md).
+
+    summarize.py bench.json
+"""
+
+import json
+import sys
+from collections import defaultdict
+
+# Baseline of each family of cases: a ratio says how many times the case costs its baseline.
+BASELINES = [
+    ("BM_baseline/", "BM_floor/relaxed_fetch_add"),
+    ("BM_transfer_tax/", "BM_transfer_tax/mutex_staging"),
+    ("BM_counter_add/", "BM_baseline/atomic_double_add"),
+    ("BM_gauge_set/", "BM_baseline/atomic_double_add"),
+    ("BM_record_event/", "BM_baseline/mutex_staging_event"),
+]
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    runs = defaultdict(dict)
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "aggregate":
+            continue
+        name = b["run_name"]
+        agg = b["aggregate_name"]
+        runs[name][agg] = b
+    return data.get("context", {}), runs
+
+
+def fmt_ns(x):
+    return f"{x:.2f}" if x < 100 else f"{x:.0f}"
+
+
+def main(path):
+    context, runs = load(path)
+    med = {n: r["median"] for n, r in runs.items() if "median" in r}
+    std = {n: r.get("stddev", {}).get("cpu_time", 0.0) for n, r in runs.items()}
+
+    def cpu(name):
+        return med[name]["cpu_time"] if name in med else None
+
+    def baseline_of(name):
+        if name.startswith("BM_ucx_write/"):
+            parts = name.split("/")
+            return "/".join(parts[:2] + ["off"] + parts[3:]) if len(parts) >= 3 else None
+        for prefix, base in BASELINES:
+            if name.startswith(prefix):
+                return base
+        return None
+
+    print(f"Machine: {context.get('num_cpus', '?')} CPUs at {context.get('mhz_per_cpu', '?')} MHz, "
+          f"{context.get('date', '')}")
+    print()
+    print("| case | median CPU ns/op | rate | baseline | ratio to baseline |")
+    print("|---|---:|---:|---|---:|")
+    for name in sorted(med):
+        m = med[name]
+        rate = ""
+        if "items_per_second" in m:
+            rate = f"{m['items_per_second'] / 1e6:.1f} M items/s"
+        if "bytes_per_second" in m:
+            rate = f"{m['bytes_per_second'] / 1e9:.2f} GB/s"
+        base = baseline_of(name)
+        ratio = ""
+        if base and base in med and base != name:
+            if name.startswith("BM_ucx_write/"):
+                # Throughput: on/off of bytes per second.
+                b = med[base].get("bytes_per_second")
+                if b:
+                    ratio = f"{m.get('bytes_per_second', 0) / b:.3f}"
+            elif med[base]["cpu_time"] > 0.05:
+                ratio = f"{m['cpu_time'] / med[base]['cpu_time']:.3f}"
+        print(f"| {name} | {fmt_ns(m['cpu_time'])} | {rate} | {base or ''} | {ratio} |")
+
+    print()
+    print("Targets:")
+    results = []
+
+    def target(ok, text):
+        results.append(ok)
+        print(f"- [{'x' if ok else ' '}] {text}")
+
+    mutex = cpu("BM_transfer_tax/mutex_staging")
+    for variant in ("buffer", "prometheus", "buffer_prometheus"):
+        name = f"BM_transfer_tax/{variant}"
+        v = cpu(name)
+        if v is None:
+            continue
+        target(v <= 5.0, f"{name}: {v:.2f} ns <= 5 ns")
+        if mutex:
+            target(mutex / v >= 10.0,
+                   f"{name}: {mutex / v:.1f}x cheaper than mutex_staging ({mutex:.1f} ns), >= 10x")
+        two = cpu(f"{name}/threads:2")
+        if two is not None:
+            target(two <= 1.3 * v, f"{name}/threads:2: {two:.2f} ns per event per thread, "
+                                   f"{two / v:.2f}x single-thread, <= 1.3x")
+    dis = cpu("BM_transfer_tax/disabled")
+    empty = cpu("BM_floor/empty_loop")
+    if dis is not None and empty is not None:
+        noise = max(0.25, 2 * max(std.get("BM_transfer_tax/disabled", 0),
+                                  std.get("BM_floor/empty_loop", 0)))
+        target(abs(dis - empty) <= noise,
+               f"BM_transfer_tax/disabled: {dis:.3f} ns vs empty loop {empty:.3f} ns, "
+               f"within noise ({noise:.2f} ns)")
+    if "BM_drain/buffer" in med:
+        rate = med["BM_drain/buffer"].get("items_per_second", 0) / 1e6
+        target(rate >= 50.0, f"BM_drain/buffer: {rate:.1f} M events/s >= 50 M events/s")
+    for size in ("4096", "65536"):
+        off = med.get(f"BM_ucx_write/{size}/off", {}).get("bytes_per_second")
+        on = med.get(f"BM_ucx_write/{size}/buffer", {}).get("bytes_per_second")
+        if off and on:
+            target(on >= 0.99 * off, f"BM_ucx_write/{size}: buffer {on / 1e9:.2f} GB/s vs off "
+                                     f"{off / 1e9:.2f} GB/s ({100 * (on / off - 1):+.2f}%), within 1%")
+    missed = results.count(False)
+    print()
+    print(f"{len(results) - missed} of {len(results)} targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
