@@ -2,6 +2,10 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS xtel EXPORT xtel-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# xtel::plugin_api: the header-only target third-party exporter plugins link (docs/plugins.md).
+# Its headers (xtel/plugin/exporter_v1.hpp, xtel/event.hpp) are in the include/xtel install.
+include(plugin_api)
+install(TARGETS xtel_plugin_api EXPORT xtel-targets)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/xtel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT xtel-targets NAMESPACE xtel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xtel)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/xtel-config.cmake.in

@@ -2,6 +2,7 @@
 /// The precompiled pipelines: declared extern here, instantiated once in src/.
 
 #include "xtel/exporters/buffer.hpp"
+#include "xtel/exporters/plugin.hpp"
 #include "xtel/telemetry.hpp"
 
 namespace xtel {
@@ -10,7 +11,10 @@ namespace xtel {
 using disabled_telemetry = telemetry<>;
 /// The flight recorder alone (the default when telemetry is enabled).
 using buffer_telemetry = telemetry<buffer_exporter>;
+/// Third-party exporters loaded from NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR.
+using plugin_telemetry = telemetry<plugin_exporter>;
 
 extern template class telemetry<buffer_exporter>;
+extern template class telemetry<plugin_exporter>;
 
 }  // namespace xtel
