@@ -1,0 +1,29 @@
+# Fuzz targets. Every build replays the committed corpora through each target (a plain
+# driver, no libFuzzer). With XTEL_FUZZ=ON (clang only) the libFuzzer binaries are built too,
+# and each runs briefly as a test; scripts/fuzz runs them for longer.
+file(GLOB XTEL_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_*.cpp)
+set(XTEL_FUZZ_SECONDS 10 CACHE STRING "Seconds each fuzzer runs in the test suite")
+
+foreach(src IN LISTS XTEL_FUZZ_TARGETS)
+    get_filename_component(name ${src} NAME_WE)
+    string(REGEX REPLACE "^fuzz_" "" corpus ${name})
+    set(corpus_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${corpus})
+
+    add_executable(${name}_replay ${src} fuzz/replay_main.cpp)
+    target_link_libraries(${name}_replay PRIVATE xtel::xtel)
+    add_test(NAME "fuzz: ${corpus} corpus replays cleanly" COMMAND ${name}_replay ${corpus_dir})
+
+    if(XTEL_FUZZ)
+        add_executable(${name} ${src})
+        target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
+        target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+        target_link_libraries(${name} PRIVATE xtel::xtel)
+        # Runs on a scratch copy of the corpus, so the committed seeds stay as they are.
+        add_test(NAME "fuzz: ${corpus} survives ${XTEL_FUZZ_SECONDS} s of libFuzzer"
+            COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
+                ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzzer.sh $<TARGET_FILE:${name}> ${corpus_dir}
+                ${XTEL_FUZZ_SECONDS})
+        set_tests_properties("fuzz: ${corpus} survives ${XTEL_FUZZ_SECONDS} s of libFuzzer"
+            PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+    endif()
+endforeach()
