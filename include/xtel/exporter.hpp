@@ -9,6 +9,9 @@
 ///   PRECONDITION: `e.export_batch(std::span<const event>)` takes a batch of events in the order
 ///                 each thread recorded them. It may throw; the pipeline counts, logs once and
 ///                 goes on, so an exporter failure never reaches a transfer.
+///   OPTIONAL:     `void export_transfers(std::span<const transfer_record>, const label_table&)`:
+///                 whole transfers with their attributes (before the events of the same
+///                 batch). Only when some exporter declares it does the flusher build them.
 ///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
 ///   OPTIONAL:     `void on_stop()`: once, after the last batch, before destruction.
 ///   OPTIONAL:     `static constexpr std::string_view name`: used in log messages.
@@ -20,6 +23,7 @@
 
 #include "xtel/config.hpp"
 #include "xtel/event.hpp"
+#include "xtel/transfer_record.hpp"
 
 namespace xtel {
 
@@ -36,6 +40,11 @@ concept exporter = std::constructible_from<E, const exporter_context&> &&
 /// Fills defaults for an exporter's optional members.
 template <exporter E>
 struct exporter_traits {
+    static constexpr bool wants_transfers =
+        requires(E& e, std::span<const transfer_record> t, const label_table& l) {
+            e.export_transfers(t, l);
+        };
+
     static constexpr std::string_view name = [] {
         if constexpr (requires { E::name; }) {
             return std::string_view{E::name};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "xtel/event.hpp"
+#include "xtel/transfer_record.hpp"
 
 namespace xtel::detail {
 
@@ -29,6 +30,7 @@ struct transfer_fields {
     std::uint64_t requests;
     std::uint64_t post_us;
     std::uint64_t xfer_us;
+    transfer_attributes attrs;
 };
 
 /// One staged record: exactly one cache line, so that a record never straddles two.
@@ -45,7 +47,7 @@ struct alignas(cache_line) staged_record {
 };
 static_assert(sizeof(staged_record) == cache_line);
 static_assert(sizeof(event_name) <= sizeof(staged_record::payload));
-static_assert(sizeof(transfer_fields) <= sizeof(staged_record::payload));
+static_assert(sizeof(transfer_fields) == sizeof(staged_record::payload));
 
 /// Single-producer, single-consumer ring. PRECONDITION: only the owning thread calls
 /// try_claim/publish/note_drop; only one consumer at a time calls drain.

@@ -28,11 +28,9 @@
 #include "xtel/event.hpp"
 #include "xtel/exporter.hpp"
 #include "xtel/ring.hpp"
+#include "xtel/transfer_record.hpp"
 
 namespace xtel {
-
-/// Which way a transfer's bytes went, as seen by the agent that records it.
-enum class direction : std::uint8_t { tx, rx };
 
 /// Run-time knobs that are not NIXL variables.
 struct telemetry_options {
@@ -140,13 +138,17 @@ public:
     }
 
     /// Records a completed transfer as one staged record; the flusher expands it into
-    /// agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num, agent_xfer_time, agent_xfer_post_time.
+    /// agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num, agent_xfer_time, agent_xfer_post_time,
+    /// and hands it whole, with its attributes, to exporters that ask for transfers.
+    /// PRECONDITION: `attrs` was filled before this call (say, when the transfer was created):
+    /// it is copied as two 8-byte words.
     void record_transfer(direction dir,
                          std::uint64_t timestamp_us,
                          std::uint64_t bytes,
                          std::uint64_t requests,
                          std::uint64_t post_us,
-                         std::uint64_t xfer_us) noexcept {
+                         std::uint64_t xfer_us,
+                         const transfer_attributes& attrs = default_attributes) noexcept {
         if constexpr (enabled) {
             stage([&](detail::staged_record& r) {
                 r.timestamp_us = timestamp_us;
@@ -158,9 +160,15 @@ public:
                 std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
                 std::memcpy(r.payload + offsetof(detail::transfer_fields, post_us), &post_us, 8);
                 std::memcpy(r.payload + offsetof(detail::transfer_fields, xfer_us), &xfer_us, 8);
+                std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs,
+                            sizeof attrs);
             });
         }
     }
+
+    /// The strings transfer attributes refer to. intern() is for slow paths only.
+    label_table& labels() noexcept { return labels_; }
+    const label_table& labels() const noexcept { return labels_; }
 
     /// Hands everything staged so far to the exporters, on the calling thread. The flusher
     /// calls it on its own; users call it to make events visible without waiting.
@@ -190,6 +198,10 @@ public:
 
 private:
     using exporter_tuple = std::tuple<Exporters...>;
+
+    static constexpr transfer_attributes default_attributes{};
+    /// Whether any exporter takes whole transfer records; when none does, none are built.
+    static constexpr bool any_wants_transfers = (exporter_traits<Exporters>::wants_transfers || ...);
 
     template <std::size_t... I>
     static exporter_tuple make_exporters(const exporter_context& ctx, std::index_sequence<I...>) {
@@ -284,6 +296,11 @@ private:
         detail::transfer_fields f;
         std::memcpy(&f, r.payload, sizeof f);
         const bool tx = r.kind == detail::record_kind::transfer_tx;
+        if constexpr (any_wants_transfers) {
+            transfers_.push_back(transfer_record{r.timestamp_us, r.value, f.requests, f.post_us,
+                                                 f.xfer_us, tx ? direction::tx : direction::rx,
+                                                 f.attrs});
+        }
         batch_.push_back(make_event(r.timestamp_us, category::transfer,
                                     tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
                                     value_kind::counter));
@@ -297,6 +314,13 @@ private:
     }
 
     void export_batch() {
+        if constexpr (any_wants_transfers) {
+            if (!transfers_.empty()) {
+                const std::span<const transfer_record> t(transfers_.data(), transfers_.size());
+                export_transfers_each(t, std::index_sequence_for<Exporters...>{});
+                transfers_.clear();
+            }
+        }
         if (batch_.empty()) {
             return;
         }
@@ -309,6 +333,25 @@ private:
     template <std::size_t... I>
     void export_each(std::span<const event> b, std::index_sequence<I...>) {
         (export_one<I>(b), ...);
+    }
+
+    template <std::size_t... I>
+    void export_transfers_each(std::span<const transfer_record> t, std::index_sequence<I...>) {
+        (export_transfers_one<I>(t), ...);
+    }
+
+    template <std::size_t I>
+    void export_transfers_one(std::span<const transfer_record> t) noexcept {
+        using E = std::tuple_element_t<I, exporter_tuple>;
+        if constexpr (exporter_traits<E>::wants_transfers) {
+            try {
+                std::get<I>(exporters_).export_transfers(t, labels_);
+            } catch (const std::exception& ex) {
+                note_failure(exporter_traits<E>::name, ex.what(), I);
+            } catch (...) {
+                note_failure(exporter_traits<E>::name, "unknown exception", I);
+            }
+        }
     }
 
     template <std::size_t I>
@@ -336,11 +379,13 @@ private:
     const telemetry_options opts_;
     const std::chrono::milliseconds interval_;
     detail::ring_registry registry_;
+    label_table labels_;
     exporter_tuple exporters_;
 
     // Flusher state.
     std::mutex flush_mutex_;
     std::vector<event> batch_;
+    std::vector<transfer_record> transfers_;
     std::vector<std::shared_ptr<detail::staging_ring>> rings_;
     std::uint64_t dropped_reported_ = 0;
     std::uint64_t failures_[sizeof...(Exporters) + 1] = {};

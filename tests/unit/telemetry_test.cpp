@@ -278,3 +278,73 @@ TEST_CASE("two pipelines recorded from one thread keep their events apart") {
         CHECK(r[i].value == 100 + i);
     }
 }
+
+namespace {
+
+/// An exporter that asks for whole transfers as well as events.
+class transfer_collecting_exporter {
+public:
+    static inline std::vector<xtel::transfer_record> transfers;
+    static inline std::vector<std::string> backends;
+    static inline std::vector<std::string> peers;
+    static inline std::size_t events = 0;
+
+    explicit transfer_collecting_exporter(const xtel::exporter_context&) {}
+    void export_batch(std::span<const xtel::event> b) { events += b.size(); }
+    void export_transfers(std::span<const xtel::transfer_record> t, const xtel::label_table& l) {
+        for (const auto& r : t) {
+            transfers.push_back(r);
+            backends.push_back(l.name(r.attrs.backend));
+            peers.push_back(l.name(r.attrs.remote_agent));
+        }
+    }
+};
+
+}  // namespace
+
+TEST_CASE("exporters that ask for transfers get each one whole, with its attributes") {
+    STATIC_REQUIRE(xtel::exporter_traits<transfer_collecting_exporter>::wants_transfers);
+    STATIC_REQUIRE_FALSE(xtel::exporter_traits<collecting_exporter>::wants_transfers);
+    transfer_collecting_exporter::transfers.clear();
+    {
+        xtel::telemetry<transfer_collecting_exporter> t(enabled_config(), "attrs", manual);
+        xtel::transfer_attributes a;
+        a.backend = t.labels().intern("ucx");
+        a.remote_agent = t.labels().intern("decode-7");
+        a.op = xtel::operation::read;
+        a.local_memory = xtel::memory_type::vram;
+        a.remote_memory = xtel::memory_type::dram;
+        a.status = xtel::transfer_status::error;
+        t.record_transfer(xtel::direction::rx, 77, 4096, 3, 5, 11, a);
+        t.record_transfer(xtel::direction::tx, 78, 8192, 1, 2, 4);
+        t.flush();
+    }
+    const auto& r = transfer_collecting_exporter::transfers;
+    REQUIRE(r.size() == 2);
+    CHECK(r[0].timestamp_us == 77);
+    CHECK(r[0].bytes == 4096);
+    CHECK(r[0].requests == 3);
+    CHECK(r[0].post_us == 5);
+    CHECK(r[0].xfer_us == 11);
+    CHECK(r[0].dir == xtel::direction::rx);
+    CHECK(r[0].attrs.op == xtel::operation::read);
+    CHECK(r[0].attrs.local_memory == xtel::memory_type::vram);
+    CHECK(r[0].attrs.status == xtel::transfer_status::error);
+    CHECK(transfer_collecting_exporter::backends[0] == "ucx");
+    CHECK(transfer_collecting_exporter::peers[0] == "decode-7");
+    CHECK(r[1].attrs == xtel::transfer_attributes{});
+    CHECK(transfer_collecting_exporter::backends[1] == "unknown");
+    CHECK(transfer_collecting_exporter::events == 8);
+}
+
+TEST_CASE("the label table stops growing at its capacity and answers 'other'") {
+    xtel::label_table l(3);
+    const auto a = l.intern("a");
+    CHECK(l.intern("a") == a);
+    l.intern("b");
+    l.intern("c");
+    CHECK(l.intern("d") == xtel::label_table::overflow);
+    CHECK(l.name(xtel::label_table::overflow) == "other");
+    CHECK(l.name(12345) == "unknown");
+    CHECK(l.size() == 5);
+}
