@@ -916,6 +916,11 @@ struct ucx_backend::impl {
                         "before posting it again",
                         name, h.id);
         }
+        // Transfers that complete at once (shared memory) are never polled, yet UCX notices a
+        // dead peer only while it progresses: so every few posts progress once.
+        if ((++posts & (progress_every_posts - 1)) == 0) [[unlikely]] {
+            progress_once();
+        }
         remote_agent& r = *t->remote;
         if (!r.usable()) [[unlikely]] {
             outcome.new_error = true;
@@ -1069,6 +1074,8 @@ struct ucx_backend::impl {
     std::vector<transfer> transfers;
     std::vector<std::uint32_t> free_slots;
     std::vector<void*> orphans;
+    std::uint32_t posts = 0;
+    static constexpr std::uint32_t progress_every_posts = 32;  // a power of two
 };
 
 // ---------------------------------------------------------------------------------------------
