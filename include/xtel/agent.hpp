@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "xtel/status.hpp"
 #include "xtel/telemetry.hpp"
 #include "xtel/transfer.hpp"
+#include "xtel/tsc_clock.hpp"
 #include "xtel/ucx_backend.hpp"
 
 namespace xtel {
@@ -179,14 +181,14 @@ class basic_agent final : public agent {
         detail::transfer_outcome outcome;
         std::uint64_t start = 0;
         if constexpr (Telemetry::enabled) {
-            start = clock::now_us();
+            start = clock_.now();
         }
         status st = backend_.post(h, outcome);
         if constexpr (Telemetry::enabled) {
             if (outcome.record != nullptr) {
-                const std::uint64_t end = clock::now_us();
-                outcome.record->post_start_us = start;
-                outcome.record->post_end_us = end;
+                const std::uint64_t end = clock_.now();
+                outcome.record->post_start = start;
+                outcome.record->post_end = end;
                 if (st.ok()) {
                     record_completion(*outcome.record, end);
                 }
@@ -203,7 +205,7 @@ class basic_agent final : public agent {
         status st = backend_.poll(h, outcome);
         if constexpr (Telemetry::enabled) {
             if (outcome.record != nullptr) {
-                record_completion(*outcome.record, clock::now_us());
+                record_completion(*outcome.record, clock_.now());
             }
             if (outcome.new_error) [[unlikely]] {
                 record_error(st.code());
@@ -249,15 +251,12 @@ class basic_agent final : public agent {
         static_cast<basic_agent*>(self)->telemetry_.record(cat, name, value, kind);
     }
 
-    /// A completed transfer: one staged record, stamped with the completion time the caller
-    /// just read; the durations reuse the post's own timestamps.
-    void record_completion(const detail::transfer_record& r, std::uint64_t done_us) noexcept {
-        const auto since = [](std::uint64_t later, std::uint64_t earlier) {
-            return later > earlier ? later - earlier : 0;  // the wall clock may step back
-        };
-        telemetry_.record_transfer(r.dir, done_us, r.bytes, 1,
-                                   since(r.post_end_us, r.post_start_us),
-                                   since(done_us, r.post_start_us));
+    /// A completed transfer: one staged record, stamped with the completion reading the
+    /// caller just took; the durations reuse the post's own readings.
+    void record_completion(const detail::transfer_record& r, std::uint64_t done) noexcept {
+        telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes, 1,
+                                   clock_.micros(r.post_start, r.post_end),
+                                   clock_.micros(r.post_start, done));
     }
 
     void record_error(status_code code) noexcept {
@@ -291,9 +290,18 @@ class basic_agent final : public agent {
     }
 
     const std::string name_;
+    /// Nothing to read (or calibrate) when telemetry is off.
+    struct no_clock {
+        std::uint64_t now() noexcept { return 0; }
+        std::uint64_t micros(std::uint64_t, std::uint64_t) const noexcept { return 0; }
+        std::uint64_t wall_us(std::uint64_t) noexcept { return 0; }
+    };
+
     Telemetry telemetry_;  // before backend_: it records the backend's last events
     const bool started_;
     detail::ucx_backend backend_;
+    [[no_unique_address]] std::conditional_t<Telemetry::enabled, detail::tsc_clock, no_clock>
+        clock_;
     std::uint64_t deregistered_ = 0;
 };
 

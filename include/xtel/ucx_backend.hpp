@@ -45,12 +45,12 @@ struct event_sink {
 };
 
 /// What the agent records for one transfer; it lives in the backend's transfer slot, so the
-/// timestamps the agent takes around a post are kept without another lookup.
+/// clock readings the agent takes around a post are kept without another lookup.
 struct transfer_record {
     direction dir = direction::tx;
     std::uint64_t bytes = 0;
-    std::uint64_t post_start_us = 0;
-    std::uint64_t post_end_us = 0;
+    std::uint64_t post_start = 0;  ///< the agent's clock readings (tsc_clock)
+    std::uint64_t post_end = 0;
 };
 
 /// What post and poll tell the agent besides the status.
