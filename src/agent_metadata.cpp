@@ -40,8 +40,11 @@ class writer {
         }
     }
     void bytes(const void* p, std::size_t n) {
-        const auto* b = static_cast<const std::byte*>(p);
-        out_.insert(out_.end(), b, b + n);
+        if (n > 0) {
+            const std::size_t at = out_.size();
+            out_.resize(at + n);
+            std::memcpy(out_.data() + at, p, n);
+        }
     }
 
   private:
