@@ -319,17 +319,20 @@ struct ucx_backend::impl {
             close(*r);
         }
         remotes.clear();
+        // Closing the connections cancelled whatever UCX still held; collect those requests.
         for (auto& t : transfers) {
             if (t.request != nullptr) {
-                orphans.push_back(t.request);
-                t.request = nullptr;
+                wait_and_free(t.request);
             }
             for (auto& op : t.ops) {
                 --op.region->users;
             }
             t = transfer{};
         }
-        free_orphans(true);
+        for (void*& req : orphans) {
+            wait_and_free(req);
+        }
+        orphans.clear();
         for (auto& [a, region] : local) {
             ::ucp_mem_unmap(context, region.memh);
         }
@@ -432,19 +435,30 @@ struct ucx_backend::impl {
     }
 
     /// Requests of transfers that failed before UCX finished with them; freed once complete.
-    void free_orphans(bool wait) noexcept {
-        const auto give_up = clock::monotonic_us() + 1'000'000;
+    void free_orphans() noexcept {
         for (std::size_t i = 0; i < orphans.size();) {
             if (::ucp_request_check_status(orphans[i]) != UCS_INPROGRESS) {
                 ::ucp_request_free(orphans[i]);
                 orphans[i] = orphans.back();
                 orphans.pop_back();
-            } else if (wait && clock::monotonic_us() < give_up) {
-                ::ucp_worker_progress(worker);
             } else {
                 ++i;
             }
         }
+    }
+
+    /// At shutdown: progresses until UCX is done with `req` (a second at most), then frees it;
+    /// one UCX never completes is left to UCX rather than freed while in use.
+    void wait_and_free(void*& req) noexcept {
+        const auto give_up = clock::monotonic_us() + 1'000'000;
+        while (::ucp_request_check_status(req) == UCS_INPROGRESS &&
+               clock::monotonic_us() < give_up) {
+            ::ucp_worker_progress(worker);
+        }
+        if (::ucp_request_check_status(req) != UCS_INPROGRESS) {
+            ::ucp_request_free(req);
+        }
+        req = nullptr;
     }
 
     // ---- memory ------------------------------------------------------------------------------
@@ -1050,7 +1064,7 @@ struct ucx_backend::impl {
         *t = transfer{};
         t->generation = next_generation;
         free_slots.push_back(static_cast<std::uint32_t>(t - transfers.data()));
-        free_orphans(false);
+        free_orphans();
         return {};
     }
 
