@@ -81,6 +81,23 @@ std::uint64_t parse_size(std::string_view flag, std::string_view v) {
     return n * unit;
 }
 
+std::uint64_t parse_count(std::string_view flag,
+                          std::string_view v,
+                          std::uint64_t min,
+                          std::uint64_t max) {
+    std::uint64_t n = 0;
+    bool ok = !v.empty() && v.size() <= 19;
+    for (const char c : v) {
+        ok = ok && c >= '0' && c <= '9';
+        n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (!ok || n < min || n > max) {
+        usage(fmt::format("{} '{}' is invalid: expected a whole number from {} to {}", flag, v, min,
+                          max));
+    }
+    return n;
+}
+
 options parse(int argc, char** argv) {
     options o;
     for (int i = 1; i < argc; i += 2) {
@@ -106,14 +123,11 @@ options parse(int argc, char** argv) {
             }
             o.op = v;
         } else if (a == "--depth") {
-            o.depth = parse_size(a, v);
-            if (o.depth > 4096) {
-                usage(fmt::format("--depth '{}' is invalid: expected 1 to 4096", v));
-            }
+            o.depth = parse_count(a, v, 1, 4096);
         } else if (a == "--seed") {
-            o.seed = std::strtoull(argv[i + 1], nullptr, 10);
+            o.seed = parse_count(a, v, 0, 1'000'000'000);
         } else if (a == "--timeout") {
-            o.timeout_s = static_cast<int>(parse_size(a, v));
+            o.timeout_s = static_cast<int>(parse_count(a, v, 1, 86400));
         } else if (a == "--target-name") {
             o.target_name = v;
         } else if (a == "--initiator-name") {

@@ -228,6 +228,13 @@ class basic_agent final : public agent {
     std::size_t connections() const noexcept { return backend_.connections(); }
 
   private:
+    /// Nothing to read (or calibrate) when telemetry is off.
+    struct no_clock {
+        std::uint64_t now() noexcept { return 0; }
+        std::uint64_t micros(std::uint64_t, std::uint64_t) const noexcept { return 0; }
+        std::uint64_t wall_us(std::uint64_t) noexcept { return 0; }
+    };
+
     /// agent_start comes first, before the backend's own start-up events.
     bool record_start() noexcept {
         telemetry_.record(category::system, names::agent_start,
@@ -290,13 +297,6 @@ class basic_agent final : public agent {
     }
 
     const std::string name_;
-    /// Nothing to read (or calibrate) when telemetry is off.
-    struct no_clock {
-        std::uint64_t now() noexcept { return 0; }
-        std::uint64_t micros(std::uint64_t, std::uint64_t) const noexcept { return 0; }
-        std::uint64_t wall_us(std::uint64_t) noexcept { return 0; }
-    };
-
     Telemetry telemetry_;  // before backend_: it records the backend's last events
     const bool started_;
     detail::ucx_backend backend_;
