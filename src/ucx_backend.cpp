@@ -129,6 +129,19 @@ bool user_set(const ucx_default& d) {
     });
 }
 
+/// Whether UCX_TLS leaves shared memory in; UCX warns about a shared-memory setting when no
+/// shared-memory transport is in use.
+bool shared_memory_allowed() {
+    constexpr std::string_view shared_memory_names[] = {"all", "sm", "shm", "mm", "posix", "sysv"};
+    const char* tls = std::getenv("UCX_TLS");
+    if (tls == nullptr || tls[0] == '^') {
+        return true;
+    }
+    const std::string_view list(tls);
+    return std::any_of(std::begin(shared_memory_names), std::end(shared_memory_names),
+                       [&](std::string_view n) { return list.find(n) != std::string_view::npos; });
+}
+
 /// The transports an endpoint's lanes use, with how many lanes each ("sysv" -> 1). UCX 1.13 has
 /// no query for it, so this reads the endpoint's printed description ("lane[0]: 3:sysv/memory.0
 /// md[2] ..."); a format it does not recognise yields nothing rather than an error.
@@ -246,7 +259,9 @@ struct ucx_backend::impl {
                                           name, ::ucs_status_string(st)));
         }
         for (const auto& d : ucx_defaults) {
-            if (!user_set(d)) {
+            const bool applies =
+                std::string_view(d.name) != "MM_ERROR_HANDLING" || shared_memory_allowed();
+            if (applies && !user_set(d)) {
                 const ucs_status_t m = ::ucp_config_modify(cfg, d.name, d.value);
                 if (m != UCS_OK) {
                     log(log_level::debug, fmt::format("UCX setting {}={} not applied: {}", d.name,
