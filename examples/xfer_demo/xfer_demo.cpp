@@ -1,0 +1,520 @@
+// Moves data between two xtel agents over UCX, verifies it, and prints throughput as it goes.
+// The agents' telemetry pipeline comes from NIXL_TELEMETRY_* (see xtel/registry.hpp).
+//
+//   xfer_demo [--role both|target|initiator] [--metadata FILE] [--total SIZE] [--block SIZE]
+//             [--op read|write|both] [--depth N] [--seed N] [--timeout SECONDS]
+//             [--target-name NAME] [--initiator-name NAME] [--target-memory allocated|registered]
+//
+// --role both (the default) runs both agents in this process. In two processes, start
+// `--role target --metadata FILE` first: it registers its buffer, writes its metadata to FILE,
+// and serves until FILE.done appears; then `--role initiator --metadata FILE` reads FILE,
+// connects, transfers, and creates FILE.done. Both check the data: the initiator what it read,
+// the target what was written into it. SIZE takes a K, M or G suffix (powers of 1024).
+// Exit status: 0 verified, 1 a transfer or verification failed, 2 bad usage or set-up.
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "xtel/registry.hpp"
+
+namespace {
+
+struct options {
+    std::string role = "both";
+    std::string metadata;
+    std::uint64_t total = 64ull << 20;
+    std::uint64_t block = 64ull << 10;
+    std::string op = "both";
+    std::size_t depth = 16;
+    std::uint64_t seed = 1;
+    int timeout_s = 60;
+    std::string target_name = "xfer_target";
+    std::string initiator_name = "xfer_initiator";
+    bool allocate_target = true;
+};
+
+[[noreturn]] void usage(std::string_view why) {
+    fmt::print(stderr, "xfer_demo: {}\n(see the comment at the top of xfer_demo.cpp)\n", why);
+    std::exit(2);
+}
+
+std::uint64_t parse_size(std::string_view flag, std::string_view v) {
+    std::uint64_t n = 0;
+    std::size_t i = 0;
+    for (; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i) {
+        n = n * 10 + static_cast<std::uint64_t>(v[i] - '0');
+        if (n > (1ull << 40)) {
+            break;
+        }
+    }
+    const std::string_view suffix = v.substr(i);
+    std::uint64_t unit = 1;
+    if (suffix == "K" || suffix == "KiB")
+        unit = 1ull << 10;
+    else if (suffix == "M" || suffix == "MiB")
+        unit = 1ull << 20;
+    else if (suffix == "G" || suffix == "GiB")
+        unit = 1ull << 30;
+    else if (!suffix.empty())
+        i = 0;
+    if (i == 0 || n == 0 || n > (1ull << 40) / unit) {
+        usage(
+            fmt::format("{} '{}' is invalid: expected a size from 1 byte to 1 TiB, like 4096, "
+                        "64K, 256M or 1G",
+                        flag, v));
+    }
+    return n * unit;
+}
+
+std::uint64_t parse_count(std::string_view flag,
+                          std::string_view v,
+                          std::uint64_t min,
+                          std::uint64_t max) {
+    std::uint64_t n = 0;
+    bool ok = !v.empty() && v.size() <= 19;
+    for (const char c : v) {
+        ok = ok && c >= '0' && c <= '9';
+        n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (!ok || n < min || n > max) {
+        usage(fmt::format("{} '{}' is invalid: expected a whole number from {} to {}", flag, v, min,
+                          max));
+    }
+    return n;
+}
+
+options parse(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; i += 2) {
+        const std::string_view a = argv[i];
+        if (i + 1 >= argc) {
+            usage(fmt::format("{} needs a value", a));
+        }
+        const std::string_view v = argv[i + 1];
+        if (a == "--role") {
+            if (v != "both" && v != "target" && v != "initiator") {
+                usage(fmt::format("--role '{}' is invalid: expected both, target or initiator", v));
+            }
+            o.role = v;
+        } else if (a == "--metadata") {
+            o.metadata = v;
+        } else if (a == "--total") {
+            o.total = parse_size(a, v);
+        } else if (a == "--block") {
+            o.block = parse_size(a, v);
+        } else if (a == "--op") {
+            if (v != "read" && v != "write" && v != "both") {
+                usage(fmt::format("--op '{}' is invalid: expected read, write or both", v));
+            }
+            o.op = v;
+        } else if (a == "--depth") {
+            o.depth = parse_count(a, v, 1, 4096);
+        } else if (a == "--seed") {
+            o.seed = parse_count(a, v, 0, 1'000'000'000);
+        } else if (a == "--timeout") {
+            o.timeout_s = static_cast<int>(parse_count(a, v, 1, 86400));
+        } else if (a == "--target-name") {
+            o.target_name = v;
+        } else if (a == "--initiator-name") {
+            o.initiator_name = v;
+        } else if (a == "--target-memory") {
+            if (v != "allocated" && v != "registered") {
+                usage(
+                    fmt::format("--target-memory '{}' is invalid: expected allocated or "
+                                "registered",
+                                v));
+            }
+            o.allocate_target = v == "allocated";
+        } else {
+            usage(fmt::format("unknown option '{}'", a));
+        }
+    }
+    if (o.role != "both" && o.metadata.empty()) {
+        usage(fmt::format("--role {} needs --metadata FILE", o.role));
+    }
+    if (o.block > o.total) {
+        usage(fmt::format("--block {} is larger than --total {}", o.block, o.total));
+    }
+    return o;
+}
+
+// ---- data ---------------------------------------------------------------------------------
+
+/// The expected contents: a different stream for the target's initial data and for what the
+/// initiator writes, so a transfer that did not happen cannot pass for one that did.
+std::uint64_t word_at(std::uint64_t seed, std::uint64_t index) {
+    std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + index;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void fill(std::byte* p, std::uint64_t n, std::uint64_t seed) {
+    for (std::uint64_t i = 0; i < n / 8; ++i) {
+        const std::uint64_t w = word_at(seed, i);
+        std::memcpy(p + i * 8, &w, 8);
+    }
+    for (std::uint64_t i = n / 8 * 8; i < n; ++i) {
+        p[i] = static_cast<std::byte>(word_at(seed, i / 8) >> (8 * (i % 8)));
+    }
+}
+
+/// The first offset that differs from the stream, or nullopt.
+std::optional<std::uint64_t> check(const std::byte* p, std::uint64_t n, std::uint64_t seed) {
+    for (std::uint64_t i = 0; i < n / 8; ++i) {
+        const std::uint64_t w = word_at(seed, i);
+        if (std::memcmp(p + i * 8, &w, 8) != 0) {
+            return i * 8;
+        }
+    }
+    for (std::uint64_t i = n / 8 * 8; i < n; ++i) {
+        if (p[i] != static_cast<std::byte>(word_at(seed, i / 8) >> (8 * (i % 8)))) {
+            return i;
+        }
+    }
+    return std::nullopt;
+}
+
+std::uint64_t target_seed(const options& o) {
+    return o.seed * 2 + 1;
+}
+std::uint64_t initiator_seed(const options& o) {
+    return o.seed * 2 + 2;
+}
+bool does_read(const options& o) {
+    return o.op != "write";
+}
+bool does_write(const options& o) {
+    return o.op != "read";
+}
+
+struct host_buffer {
+    explicit host_buffer(std::uint64_t n)
+        : data(static_cast<std::byte*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))) {
+        if (data == nullptr) {
+            throw std::bad_alloc();
+        }
+    }
+    ~host_buffer() { std::free(data); }
+    host_buffer(const host_buffer&) = delete;
+    host_buffer& operator=(const host_buffer&) = delete;
+
+    std::byte* data;
+};
+
+void require(const xtel::status& st, std::string_view what) {
+    if (!st.ok()) {
+        throw xtel::error(fmt::format("{}: {}", what, st.to_string()));
+    }
+}
+
+std::string flight_recorder_of(const std::string& agent) {
+    const auto cfg = xtel::config::from_env();
+    if (!cfg.enabled) {
+        return "telemetry off";
+    }
+    const std::string dir =
+        cfg.output_path.empty() ? xtel::config::default_output_dir : cfg.output_path;
+    return fmt::format("telemetry {} -> {}/{}", cfg.exporters_string(), dir, agent);
+}
+
+// ---- the target ---------------------------------------------------------------------------
+
+/// The target's buffer: allocated by the agent (shared directly on this host) or registered
+/// from the process's own memory.
+class target_memory {
+  public:
+    target_memory(xtel::agent& a, const options& o) : agent_(a) {
+        if (o.allocate_target) {
+            require(a.allocate_memory(o.total, region_), "allocating the target buffer");
+        } else {
+            own_ = std::make_unique<host_buffer>(o.total);
+            region_ = xtel::descriptor::dram(own_->data, o.total);
+            require(a.register_memory(region_), "registering the target buffer");
+        }
+        fill(data(), o.total, target_seed(o));
+    }
+    ~target_memory() { (void)agent_.deregister_memory(region_); }
+
+    std::byte* data() const { return static_cast<std::byte*>(region_.pointer()); }
+
+  private:
+    xtel::agent& agent_;
+    std::unique_ptr<host_buffer> own_;
+    xtel::descriptor region_;
+};
+
+bool verify_target(const target_memory& m, const options& o) {
+    const std::uint64_t expected = does_write(o) ? initiator_seed(o) : target_seed(o);
+    if (const auto bad = check(m.data(), o.total, expected)) {
+        fmt::print("target: data differs at offset {} of {}\n", *bad, o.total);
+        return false;
+    }
+    fmt::print("target: verified {} bytes ({})\n", o.total,
+               does_write(o) ? "as the initiator wrote them" : "unchanged");
+    return true;
+}
+
+void write_file_atomically(const std::string& path, const std::vector<std::byte>& bytes) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        f.write(reinterpret_cast<const char*>(bytes.data()),
+                static_cast<std::streamsize>(bytes.size()));
+        if (!f) {
+            throw xtel::error(fmt::format("cannot write '{}'", tmp));
+        }
+    }
+    std::filesystem::rename(tmp, path);
+}
+
+int run_target(const options& o) {
+    auto a = xtel::make_agent(o.target_name);
+    fmt::print("target '{}': {}\n", a->name(), flight_recorder_of(a->name()));
+    target_memory memory(*a, o);
+    std::vector<std::byte> blob;
+    require(a->export_metadata(blob), "exporting metadata");
+    const std::string done = o.metadata + ".done";
+    std::filesystem::remove(done);
+    write_file_atomically(o.metadata, blob);
+    fmt::print("target: {} bytes ready; metadata in {}; waiting for {}\n", o.total, o.metadata,
+               done);
+    std::fflush(stdout);
+
+    // Serve: some transports need the target's progress. Look for the done file now and then.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+    for (std::uint64_t spins = 0;; ++spins) {
+        a->progress();
+        if ((spins & 1023) == 0) {
+            struct stat st {};
+            if (::stat(done.c_str(), &st) == 0) {
+                break;
+            }
+            if (std::chrono::steady_clock::now() > give_up) {
+                fmt::print(stderr, "target: no {} within {} s\n", done, o.timeout_s);
+                return 1;
+            }
+        }
+    }
+    return verify_target(memory, o) ? 0 : 1;
+}
+
+// ---- the initiator ------------------------------------------------------------------------
+
+/// Runs one phase: every block once, `depth` transfers in flight, progress lines as it goes.
+/// `target`, when in this process, is progressed too.
+bool run_phase(xtel::agent& a,
+               xtel::agent* target,
+               xtel::transfer_op op,
+               const std::string& remote,
+               const xtel::descriptor& local,
+               const xtel::descriptor& remote_region,
+               const options& o) {
+    const std::uint64_t blocks = (o.total + o.block - 1) / o.block;
+    std::vector<xtel::transfer_handle> handles(blocks);
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+        const std::uint64_t off = b * o.block;
+        const std::uint64_t n = std::min(o.block, o.total - off);
+        const xtel::descriptor l{local.address + off, n, local.kind, local.device};
+        const xtel::descriptor r{remote_region.address + off, n, remote_region.kind,
+                                 remote_region.device};
+        require(a.create_transfer(op, std::span(&l, 1), std::span(&r, 1), remote, handles[b]),
+                "creating a transfer");
+    }
+    const std::string_view name = op == xtel::transfer_op::write ? "write" : "read";
+    const auto start = std::chrono::steady_clock::now();
+    auto last_report = start;
+    std::vector<std::uint64_t> in_flight;
+    std::uint64_t next = 0, done_bytes = 0, completed = 0;
+    bool ok = true;
+    auto report = [&](bool final) {
+        const auto now = std::chrono::steady_clock::now();
+        const double s = std::chrono::duration<double>(now - start).count();
+        fmt::print(
+            "{:5s} {:6.1f}%  {:10.1f} MiB  {:7.2f} GB/s{}\n", name,
+            100.0 * static_cast<double>(done_bytes) / static_cast<double>(o.total),
+            static_cast<double>(done_bytes) / (1 << 20),
+            s > 0 ? static_cast<double>(done_bytes) / s / 1e9 : 0.0,
+            final ? fmt::format("  ({} transfers of {} bytes in {:.3f} s)", completed, o.block, s)
+                  : "");
+        last_report = now;
+    };
+    while (ok && completed < blocks) {
+        while (next < blocks && in_flight.size() < o.depth) {
+            const xtel::status st = a.post(handles[next]);
+            if (st.ok()) {
+                done_bytes += std::min(o.block, o.total - next * o.block);
+                ++completed;
+            } else if (st.code() == xtel::status_code::in_progress) {
+                in_flight.push_back(next);
+            } else {
+                fmt::print(stderr, "{} block {}: {}\n", name, next, st.to_string());
+                ok = false;
+                break;
+            }
+            ++next;
+        }
+        if (target != nullptr) {
+            target->progress();
+        }
+        for (std::size_t i = 0; ok && i < in_flight.size();) {
+            const std::uint64_t b = in_flight[i];
+            const xtel::status st = a.poll(handles[b]);
+            if (st.code() == xtel::status_code::in_progress) {
+                ++i;
+                continue;
+            }
+            if (!st.ok()) {
+                fmt::print(stderr, "{} block {}: {}\n", name, b, st.to_string());
+                ok = false;
+                break;
+            }
+            done_bytes += std::min(o.block, o.total - b * o.block);
+            ++completed;
+            in_flight[i] = in_flight.back();
+            in_flight.pop_back();
+        }
+        if ((completed & 255) == 0 &&
+            std::chrono::steady_clock::now() - last_report > std::chrono::milliseconds(500)) {
+            report(false);
+        }
+    }
+    if (ok) {
+        report(true);
+    }
+    // Transfers still in flight after an error finish (or fail) before they are released.
+    for (const std::uint64_t b : in_flight) {
+        for (int spins = 0;
+             a.poll(handles[b]).code() == xtel::status_code::in_progress && spins < 10'000'000;
+             ++spins) {
+            if (target != nullptr) {
+                target->progress();
+            }
+        }
+    }
+    for (const auto h : handles) {
+        (void)a.release(h);
+    }
+    return ok;
+}
+
+/// Reads (target's data into local, checked), then writes (initiator's data into the target).
+int run_initiator(xtel::agent& a,
+                  xtel::agent* target,
+                  const std::vector<std::byte>& target_metadata,
+                  const options& o) {
+    std::string remote;
+    require(a.load_remote_metadata(target_metadata, remote), "loading the target's metadata");
+    std::vector<xtel::descriptor> regions;
+    require(a.remote_regions(remote, regions), "listing the target's regions");
+    const auto region = std::find_if(regions.begin(), regions.end(),
+                                     [&](const auto& r) { return r.length >= o.total; });
+    if (region == regions.end()) {
+        fmt::print(stderr, "initiator: target '{}' registered no region of {} bytes\n", remote,
+                   o.total);
+        return 1;
+    }
+    host_buffer buffer(o.total);
+    const auto local = xtel::descriptor::dram(buffer.data, o.total);
+    require(a.register_memory(local), "registering the initiator buffer");
+    bool ok = true;
+    if (does_read(o)) {
+        std::memset(buffer.data, 0, o.total);
+        ok = run_phase(a, target, xtel::transfer_op::read, remote, local, *region, o);
+        if (ok) {
+            if (const auto bad = check(buffer.data, o.total, target_seed(o))) {
+                fmt::print("initiator: read data differs at offset {}\n", *bad);
+                ok = false;
+            } else {
+                fmt::print("initiator: verified {} bytes read\n", o.total);
+            }
+        }
+    }
+    if (ok && does_write(o)) {
+        fill(buffer.data, o.total, initiator_seed(o));
+        ok = run_phase(a, target, xtel::transfer_op::write, remote, local, *region, o);
+    }
+    require(a.deregister_memory(local), "deregistering the initiator buffer");
+    return ok ? 0 : 1;
+}
+
+std::vector<std::byte> wait_for_metadata(const options& o) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+    while (!std::filesystem::exists(o.metadata)) {
+        if (std::chrono::steady_clock::now() > give_up) {
+            throw xtel::error(
+                fmt::format("no metadata file {} within {} s (start the target "
+                            "first)",
+                            o.metadata, o.timeout_s));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::ifstream f(o.metadata, std::ios::binary);
+    const std::vector<char> chars((std::istreambuf_iterator<char>(f)), {});
+    std::vector<std::byte> blob(chars.size());
+    std::memcpy(blob.data(), chars.data(), chars.size());
+    return blob;
+}
+
+int run_remote_initiator(const options& o) {
+    const auto blob = wait_for_metadata(o);
+    auto a = xtel::make_agent(o.initiator_name);
+    fmt::print("initiator '{}': {}\n", a->name(), flight_recorder_of(a->name()));
+    const int rc = run_initiator(*a, nullptr, blob, o);
+    write_file_atomically(o.metadata + ".done", {});
+    return rc;
+}
+
+int run_both(const options& o) {
+    auto target = xtel::make_agent(o.target_name);
+    auto initiator = xtel::make_agent(o.initiator_name);
+    fmt::print("target '{}': {}\ninitiator '{}': {}\n", target->name(),
+               flight_recorder_of(target->name()), initiator->name(),
+               flight_recorder_of(initiator->name()));
+    target_memory memory(*target, o);
+    std::vector<std::byte> blob;
+    require(target->export_metadata(blob), "exporting metadata");
+    int rc = run_initiator(*initiator, target.get(), blob, o);
+    if (rc == 0 && !verify_target(memory, o)) {
+        rc = 1;
+    }
+    return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const options o = parse(argc, argv);
+    try {
+        fmt::print("xfer_demo: {} bytes in blocks of {}, op {}, {} in flight\n", o.total, o.block,
+                   o.op, o.depth);
+        if (o.role == "target") {
+            return run_target(o);
+        }
+        if (o.role == "initiator") {
+            return run_remote_initiator(o);
+        }
+        return run_both(o);
+    } catch (const xtel::config_error& e) {
+        fmt::print(stderr, "xfer_demo: {}\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "xfer_demo: {}\n", e.what());
+        return 1;
+    }
+}

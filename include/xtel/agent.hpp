@@ -1,0 +1,316 @@
+#pragma once
+/// The transfer agent: registers memory, exchanges metadata with other agents, and moves data
+/// between them over UCX, recording the built-in events where they happen.
+///
+/// `basic_agent<Telemetry>` is the agent for one pipeline type; its record calls are inline
+/// and non-virtual. `agent` is the run-time facade the registry (registry.hpp) hands out: one
+/// virtual call per operation, then everything below it is the concrete pipeline's code.
+///
+/// An agent is used by one thread at a time. UCX progresses only inside post, poll and
+/// progress, on the calling thread; the agent starts no thread of its own besides the
+/// telemetry flusher.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "xtel/agent_events.hpp"
+#include "xtel/clock.hpp"
+#include "xtel/config.hpp"
+#include "xtel/pipelines.hpp"
+#include "xtel/status.hpp"
+#include "xtel/telemetry.hpp"
+#include "xtel/transfer.hpp"
+#include "xtel/tsc_clock.hpp"
+#include "xtel/ucx_backend.hpp"
+
+namespace xtel {
+
+struct agent_options {
+    /// A transfer still in progress this long after its post fails with timed_out and closes
+    /// the connection to its remote agent (peer failures UCX detects end it sooner). Zero: no
+    /// deadline.
+    std::chrono::milliseconds transfer_timeout{30'000};
+    /// The pipeline's own knobs (staging capacity, batch size, flusher thread).
+    telemetry_options telemetry{};
+};
+
+/// The run-time interface of an agent, whatever its telemetry pipeline.
+class agent {
+  public:
+    virtual ~agent() = default;
+
+    /// The name other agents know this one by; also the flight recorder's file name.
+    virtual const std::string& name() const noexcept = 0;
+
+    /// Registers memory the caller owns so that transfers may use it and remote agents may
+    /// read and write it (once they load this agent's metadata again).
+    virtual status register_memory(const descriptor& region) = 0;
+    /// Allocates and registers host memory that UCX shares directly with agents on this host,
+    /// faster there than registered user memory; deregister_memory frees it.
+    virtual status allocate_memory(std::uint64_t bytes, descriptor& out) = 0;
+    /// Deregisters exactly a region registered or allocated before; busy while transfers use it.
+    virtual status deregister_memory(const descriptor& region) = 0;
+
+    /// This agent's metadata (name, UCX address, registered regions) as a blob for other
+    /// agents' load_remote_metadata, in this process or another.
+    virtual status export_metadata(std::vector<std::byte>& blob) const = 0;
+    /// Connects to the agent a blob describes (or refreshes its regions); `remote_name` gets
+    /// its name. A malformed blob is bad_metadata.
+    virtual status load_remote_metadata(std::span<const std::byte> blob,
+                                        std::string& remote_name) = 0;
+    /// Closes the connection to a remote agent; busy while transfers to it are in progress.
+    virtual status disconnect(std::string_view remote_agent) = 0;
+    /// The regions a loaded remote agent announced (its addresses), sorted by address.
+    virtual status remote_regions(std::string_view remote_agent,
+                                  std::vector<descriptor>& out) const = 0;
+
+    /// Prepares a transfer of local[i] to or from remote[i] for every i; it can be posted many
+    /// times. READ brings remote memory here (counted as rx), WRITE sends it (tx).
+    virtual status create_transfer(transfer_op op,
+                                   std::span<const descriptor> local,
+                                   std::span<const descriptor> remote,
+                                   std::string_view remote_agent,
+                                   transfer_handle& out) = 0;
+    /// Starts the transfer: ok when it completed at once, in_progress, or an error.
+    virtual status post(transfer_handle h) noexcept = 0;
+    /// Progresses UCX once and reports on the transfer: in_progress, ok, or its error.
+    virtual status poll(transfer_handle h) noexcept = 0;
+    /// Forgets the transfer; busy while it is in progress.
+    virtual status release(transfer_handle h) = 0;
+    /// Progresses UCX once without a transfer to look at: an agent whose memory others use
+    /// calls it while it waits, since some transports need the target's help. Returns how many
+    /// UCX events it handled.
+    virtual unsigned progress() noexcept = 0;
+
+    /// Hands the recorded events to the exporters now, instead of at the next interval.
+    virtual void flush_telemetry() = 0;
+    virtual telemetry_stats stats() const = 0;
+    /// False for an agent built with telemetry off.
+    virtual bool telemetry_enabled() const noexcept = 0;
+};
+
+namespace detail {
+/// Checks an agent name (it becomes a file name); throws config_error.
+std::string checked_agent_name(std::string name);
+}  // namespace detail
+
+/// The agent for one telemetry pipeline. `basic_agent<telemetry<>>` records nothing and reads
+/// no clock for telemetry; `basic_agent<buffer_telemetry>` and the other precompiled ones are
+/// instantiated once in src/agent.cpp.
+template <class Telemetry>
+class basic_agent final : public agent {
+  public:
+    /// Starts UCX and the pipeline; throws config_error for a bad name or configuration and
+    /// agent_error when UCX does not start.
+    basic_agent(std::string name, const config& cfg, agent_options opts = {})
+        : name_(detail::checked_agent_name(std::move(name))),
+          telemetry_(cfg, name_, opts.telemetry),
+          started_(record_start()),
+          backend_(name_, detail::backend_options{opts.transfer_timeout}, sink()) {}
+
+    /// Closes connections and deregisters what is left (recorded), then records agent_stop;
+    /// the pipeline flushes everything on its way out.
+    ~basic_agent() override {
+        const std::uint64_t left = backend_.registered_bytes();
+        backend_.shutdown();
+        if constexpr (Telemetry::enabled) {
+            if (left > 0) {
+                deregistered_ += left;
+                telemetry_.set(category::memory, names::agent_memory_registered, 0);
+                telemetry_.set(category::memory, names::agent_memory_deregistered, deregistered_);
+            }
+        }
+        telemetry_.record(category::system, names::agent_stop,
+                          static_cast<std::uint64_t>(::getpid()), value_kind::sample);
+    }
+
+    basic_agent(const basic_agent&) = delete;
+    basic_agent& operator=(const basic_agent&) = delete;
+
+    const std::string& name() const noexcept override { return name_; }
+
+    status register_memory(const descriptor& region) override {
+        return note_memory(backend_.register_memory(region), 0);
+    }
+
+    status allocate_memory(std::uint64_t bytes, descriptor& out) override {
+        return note_memory(backend_.allocate_memory(bytes, out), 0);
+    }
+
+    status deregister_memory(const descriptor& region) override {
+        return note_memory(backend_.deregister_memory(region), region.length);
+    }
+
+    status export_metadata(std::vector<std::byte>& blob) const override {
+        // const: an error here cannot be recorded, and none is expected but a format limit.
+        return backend_.export_metadata(blob);
+    }
+
+    status load_remote_metadata(std::span<const std::byte> blob,
+                                std::string& remote_name) override {
+        return noted(backend_.load_remote_metadata(blob, remote_name));
+    }
+
+    status disconnect(std::string_view remote_agent) override {
+        return noted(backend_.disconnect(remote_agent));
+    }
+
+    status remote_regions(std::string_view remote_agent,
+                          std::vector<descriptor>& out) const override {
+        return backend_.remote_regions(remote_agent, out);
+    }
+
+    status create_transfer(transfer_op op,
+                           std::span<const descriptor> local,
+                           std::span<const descriptor> remote,
+                           std::string_view remote_agent,
+                           transfer_handle& out) override {
+        return noted(backend_.create_transfer(op, local, remote, remote_agent, out));
+    }
+
+    status post(transfer_handle h) noexcept override {
+        detail::transfer_outcome outcome;
+        std::uint64_t start = 0;
+        if constexpr (Telemetry::enabled) {
+            start = clock_.now();
+        }
+        status st = backend_.post(h, outcome);
+        if constexpr (Telemetry::enabled) {
+            if (outcome.record != nullptr) {
+                const std::uint64_t end = clock_.now();
+                outcome.record->post_start = start;
+                outcome.record->post_end = end;
+                if (st.ok()) {
+                    record_completion(*outcome.record, end);
+                }
+            }
+            if (outcome.new_error) [[unlikely]] {
+                record_error(st.code());
+            }
+        }
+        return st;
+    }
+
+    status poll(transfer_handle h) noexcept override {
+        detail::transfer_outcome outcome;
+        status st = backend_.poll(h, outcome);
+        if constexpr (Telemetry::enabled) {
+            if (outcome.record != nullptr) {
+                record_completion(*outcome.record, clock_.now());
+            }
+            if (outcome.new_error) [[unlikely]] {
+                record_error(st.code());
+            }
+        }
+        return st;
+    }
+
+    status release(transfer_handle h) override { return noted(backend_.release(h)); }
+
+    unsigned progress() noexcept override { return backend_.progress(); }
+
+    void flush_telemetry() override { telemetry_.flush(); }
+    telemetry_stats stats() const override { return telemetry_.stats(); }
+    bool telemetry_enabled() const noexcept override { return Telemetry::enabled; }
+
+    /// The pipeline, for what the facade does not cover (an exporter's own accessors).
+    Telemetry& telemetry() noexcept { return telemetry_; }
+    /// Agents loaded and usable now.
+    std::size_t connections() const noexcept { return backend_.connections(); }
+
+  private:
+    /// Nothing to read (or calibrate) when telemetry is off.
+    struct no_clock {
+        std::uint64_t now() noexcept { return 0; }
+        std::uint64_t micros(std::uint64_t, std::uint64_t) const noexcept { return 0; }
+        std::uint64_t wall_us(std::uint64_t) noexcept { return 0; }
+    };
+
+    /// agent_start comes first, before the backend's own start-up events.
+    bool record_start() noexcept {
+        telemetry_.record(category::system, names::agent_start,
+                          static_cast<std::uint64_t>(::getpid()), value_kind::sample);
+        return true;
+    }
+
+    detail::event_sink sink() noexcept {
+        if constexpr (Telemetry::enabled) {
+            return {this, &basic_agent::record_from_backend};
+        } else {
+            return {};
+        }
+    }
+
+    static void record_from_backend(void* self,
+                                    category cat,
+                                    const event_name& name,
+                                    std::uint64_t value,
+                                    value_kind kind) noexcept {
+        static_cast<basic_agent*>(self)->telemetry_.record(cat, name, value, kind);
+    }
+
+    /// A completed transfer: one staged record, stamped with the completion reading the
+    /// caller just took; the durations reuse the post's own readings.
+    void record_completion(const detail::transfer_record& r, std::uint64_t done) noexcept {
+        telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes, 1,
+                                   clock_.micros(r.post_start, r.post_end),
+                                   clock_.micros(r.post_start, done));
+    }
+
+    void record_error(status_code code) noexcept {
+        telemetry_.add(category::error, names::agent_error(code), 1);
+    }
+
+    status noted(status st) noexcept {
+        if constexpr (Telemetry::enabled) {
+            if (st.is_error()) {
+                record_error(st.code());
+            }
+        }
+        return st;
+    }
+
+    /// Memory gauges after a (de)registration: bytes registered now, and bytes deregistered
+    /// since the agent started.
+    status note_memory(status st, std::uint64_t deregistered) noexcept {
+        if constexpr (Telemetry::enabled) {
+            if (st.ok()) {
+                telemetry_.set(category::memory, names::agent_memory_registered,
+                               backend_.registered_bytes());
+                if (deregistered > 0) {
+                    deregistered_ += deregistered;
+                    telemetry_.set(category::memory, names::agent_memory_deregistered,
+                                   deregistered_);
+                }
+            }
+        }
+        return noted(std::move(st));
+    }
+
+    const std::string name_;
+    Telemetry telemetry_;  // before backend_: it records the backend's last events
+    const bool started_;
+    detail::ucx_backend backend_;
+    [[no_unique_address]] std::conditional_t<Telemetry::enabled, detail::tsc_clock, no_clock>
+        clock_;
+    std::uint64_t deregistered_ = 0;
+};
+
+extern template class basic_agent<telemetry<>>;
+extern template class basic_agent<telemetry<buffer_exporter>>;
+
+/// Whether this build and machine can register GPU memory: ok, or why not (not_supported).
+inline status vram_support() {
+    return detail::vram_support();
+}
+
+}  // namespace xtel

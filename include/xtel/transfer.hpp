@@ -1,0 +1,54 @@
+#pragma once
+/// What a transfer names: memory descriptors, the operation, and the handle of a transfer.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace xtel {
+
+/// Where memory lives. The numeric values are part of the metadata format.
+enum class memory_kind : std::uint8_t {
+    dram = 0,  ///< host memory
+    vram = 1,  ///< GPU memory (CUDA)
+};
+
+constexpr std::string_view to_string(memory_kind k) noexcept {
+    return k == memory_kind::dram ? "DRAM" : k == memory_kind::vram ? "VRAM" : "UNKNOWN";
+}
+
+/// A contiguous span of memory in the process that owns it. Remote descriptors carry the
+/// remote process's addresses, as the remote agent's metadata announced them.
+struct descriptor {
+    std::uint64_t address = 0;
+    std::uint64_t length = 0;
+    memory_kind kind = memory_kind::dram;
+    std::uint32_t device = 0;  ///< GPU ordinal for vram; 0 for dram
+
+    /// Host memory at p, n bytes long.
+    static descriptor dram(const void* p, std::size_t n) noexcept {
+        return {reinterpret_cast<std::uintptr_t>(p), n, memory_kind::dram, 0};
+    }
+    void* pointer() const noexcept { return reinterpret_cast<void*>(address); }
+    std::uint64_t end() const noexcept { return address + length; }
+
+    friend bool operator==(const descriptor&, const descriptor&) = default;
+};
+
+/// READ brings remote memory into local memory; WRITE sends local memory to remote memory.
+enum class transfer_op : std::uint8_t { read = 0, write = 1 };
+
+constexpr std::string_view to_string(transfer_op op) noexcept {
+    return op == transfer_op::read ? "READ" : "WRITE";
+}
+
+/// Names a transfer created by an agent; valid until released. A stale or foreign handle is
+/// reported as invalid_argument, never followed.
+struct transfer_handle {
+    std::uint64_t id = 0;
+
+    explicit operator bool() const noexcept { return id != 0; }
+    friend bool operator==(transfer_handle, transfer_handle) = default;
+};
+
+}  // namespace xtel

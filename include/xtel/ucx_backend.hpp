@@ -1,0 +1,123 @@
+#pragma once
+/// The UCX transport behind basic_agent. UCX's own types stay in src/ucx_backend.cpp, so that
+/// users' headers need no ucp.h; the agent template calls these out-of-line, non-virtual
+/// functions. One backend owns one UCX context and worker, and progresses it only when its
+/// owner calls post, poll or progress: there is no progress thread.
+///
+/// PRECONDITION: one thread at a time calls a backend (the agent's contract).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xtel/event.hpp"
+#include "xtel/status.hpp"
+#include "xtel/telemetry.hpp"
+#include "xtel/transfer.hpp"
+
+namespace xtel::detail {
+
+/// Where the backend reports its rare events (start, connections, transports, endpoint
+/// failures). A function pointer, called only off the per-transfer path.
+struct event_sink {
+    using record_fn = void (*)(void* context,
+                               category cat,
+                               const event_name& name,
+                               std::uint64_t value,
+                               value_kind kind) noexcept;
+
+    void* context = nullptr;
+    record_fn record = nullptr;
+
+    void operator()(category cat,
+                    const event_name& name,
+                    std::uint64_t value,
+                    value_kind kind) const noexcept {
+        if (record != nullptr) {
+            record(context, cat, name, value, kind);
+        }
+    }
+};
+
+/// What the agent records for one transfer; it lives in the backend's transfer slot, so the
+/// clock readings the agent takes around a post are kept without another lookup.
+struct transfer_record {
+    direction dir = direction::tx;
+    std::uint64_t bytes = 0;
+    std::uint64_t post_start = 0;  ///< the agent's clock readings (tsc_clock)
+    std::uint64_t post_end = 0;
+};
+
+/// What post and poll tell the agent besides the status.
+struct transfer_outcome {
+    /// The transfer's record; set by post when the transfer was posted (completed or not), and
+    /// by poll when it completed in that call.
+    transfer_record* record = nullptr;
+    /// True when the status is an error that this call found first (one ERROR event each).
+    bool new_error = false;
+};
+
+struct backend_options {
+    /// A transfer still in progress this long after its post fails with timed_out, and the
+    /// connection to its remote agent is closed. Zero: no deadline.
+    std::chrono::milliseconds transfer_timeout{30'000};
+};
+
+class ucx_backend {
+  public:
+    /// Starts UCX; throws agent_error when it cannot.
+    ucx_backend(std::string_view agent_name, backend_options opts, event_sink sink);
+    ~ucx_backend();
+
+    ucx_backend(const ucx_backend&) = delete;
+    ucx_backend& operator=(const ucx_backend&) = delete;
+
+    /// Closes connections (transfers still in progress after a second are cancelled),
+    /// deregisters memory and stops UCX. The destructor calls it; calling it twice is harmless.
+    void shutdown() noexcept;
+
+    status register_memory(const descriptor& region);
+    /// Allocates `bytes` of host memory that UCX can share directly with peers on this host
+    /// (faster than registering user memory there) and registers it; `out` describes it.
+    status allocate_memory(std::uint64_t bytes, descriptor& out);
+    /// `region` must be exactly a registered (or allocated) region; allocated memory is freed.
+    status deregister_memory(const descriptor& region);
+    /// Bytes registered now (allocated regions included).
+    std::uint64_t registered_bytes() const noexcept;
+
+    status export_metadata(std::vector<std::byte>& out) const;
+    /// Connects to (or refreshes) the agent the blob describes; `remote_name` is its name.
+    status load_remote_metadata(std::span<const std::byte> blob, std::string& remote_name);
+    status disconnect(std::string_view remote_name);
+    /// The regions a loaded remote agent announced in its last metadata.
+    status remote_regions(std::string_view remote_name, std::vector<descriptor>& out) const;
+    /// Agents loaded and usable now.
+    std::size_t connections() const noexcept;
+
+    status create_transfer(transfer_op op,
+                           std::span<const descriptor> local,
+                           std::span<const descriptor> remote,
+                           std::string_view remote_name,
+                           transfer_handle& out);
+    status post(transfer_handle h, transfer_outcome& outcome) noexcept;
+    /// Progresses the worker once, then looks at h.
+    status poll(transfer_handle h, transfer_outcome& outcome) noexcept;
+    /// PRECONDITION-checked: a transfer in progress is not released (busy).
+    status release(transfer_handle h);
+    /// Progresses the worker once; returns the number of UCX events it handled.
+    unsigned progress() noexcept;
+
+  private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+/// Whether this build and machine can register GPU memory: ok, or why not (not_supported).
+status vram_support();
+
+}  // namespace xtel::detail

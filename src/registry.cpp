@@ -1,0 +1,98 @@
+#include "xtel/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "xtel/error.hpp"
+
+namespace xtel {
+
+namespace {
+
+using agent_factory = std::unique_ptr<agent> (*)(std::string, const config&, const agent_options&);
+
+template <class Telemetry>
+std::unique_ptr<agent> make(std::string name, const config& cfg, const agent_options& opts) {
+    return std::make_unique<basic_agent<Telemetry>>(std::move(name), cfg, opts);
+}
+
+struct pipeline_entry {
+    std::string_view exporters;  ///< canonical: sorted, comma-joined
+    agent_factory make;
+};
+
+// The precompiled pipelines, one line each. To add one: instantiate basic_agent<T> in
+// src/agent.cpp (with its extern template in xtel/agent.hpp), then add {"<sorted names>",
+// &make<T>} here, e.g. {"buffer,prometheus", &make<telemetry<buffer_exporter,
+// prometheus_exporter>>}. The static_assert below keeps the keys canonical.
+constexpr pipeline_entry pipelines[] = {
+    {"buffer", &make<telemetry<buffer_exporter>>},
+};
+
+constexpr bool is_canonical(std::string_view set) {
+    std::string_view previous;
+    while (!set.empty()) {
+        const auto comma = set.find(',');
+        const std::string_view name = set.substr(0, comma);
+        if (name.empty() || (!previous.empty() && !(previous < name))) {
+            return false;
+        }
+        previous = name;
+        set = comma == std::string_view::npos ? std::string_view{} : set.substr(comma + 1);
+    }
+    return !previous.empty();
+}
+
+constexpr bool all_canonical() {
+    for (const auto& p : pipelines) {
+        if (!is_canonical(p.exporters)) {
+            return false;
+        }
+    }
+    return true;
+}
+static_assert(all_canonical(), "registry keys must be sorted, comma-joined exporter names");
+
+}  // namespace
+
+std::string canonical_exporter_set(std::span<const std::string> names) {
+    std::vector<std::string> sorted(names.begin(), names.end());
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    return fmt::format("{}", fmt::join(sorted, ","));
+}
+
+std::vector<std::string> exporter_sets() {
+    std::vector<std::string> out;
+    for (const auto& p : pipelines) {
+        out.emplace_back(p.exporters);
+    }
+    return out;
+}
+
+std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_options opts) {
+    if (!cfg.enabled) {
+        return make<telemetry<>>(std::move(name), cfg, opts);
+    }
+    const std::vector<std::string> defaults{config::default_exporter};
+    const auto key = canonical_exporter_set(cfg.exporters.empty() ? defaults : cfg.exporters);
+    for (const auto& p : pipelines) {
+        if (p.exporters == key) {
+            return p.make(std::move(name), cfg, opts);
+        }
+    }
+    // Third-party exporter plugins (NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR) will be looked up here,
+    // before the error.
+    throw config_error(fmt::format(
+        "{}='{}' is invalid: no precompiled telemetry pipeline exports to {{{}}}; the exporter "
+        "sets that exist are: {} (names in any order, comma-separated)",
+        env::exporter, cfg.exporters_string(), key, fmt::join(exporter_sets(), "; ")));
+}
+
+std::unique_ptr<agent> make_agent(std::string name) {
+    return make_agent(std::move(name), config::from_env());
+}
+
+}  // namespace xtel

@@ -1,0 +1,159 @@
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "xtel/registry.hpp"
+
+namespace {
+
+class temp_dir {
+  public:
+    temp_dir() {
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "xtel-registry-XXXXXX").string();
+        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+        path_ = pattern;
+    }
+    ~temp_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    const std::filesystem::path& path() const { return path_; }
+
+  private:
+    std::filesystem::path path_;
+};
+
+xtel::config buffer_config(const temp_dir& dir, std::vector<std::string> exporters = {"buffer"}) {
+    xtel::config c;
+    c.enabled = true;
+    c.exporters = std::move(exporters);
+    c.output_path = dir.path().string();
+    return c;
+}
+
+/// Sets environment variables for one scope and restores what was there.
+class scoped_env {
+  public:
+    void set(const char* name, const std::string& value) {
+        const char* old = std::getenv(name);
+        saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+        ::setenv(name, value.c_str(), 1);
+    }
+    ~scoped_env() {
+        for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+            if (it->second) {
+                ::setenv(it->first, it->second->c_str(), 1);
+            } else {
+                ::unsetenv(it->first);
+            }
+        }
+    }
+
+  private:
+    std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+}  // namespace
+
+TEST_CASE("an exporter list names the same pipeline in any order") {
+    const std::vector<std::string> a{"prometheus", "buffer"}, b{"buffer", "prometheus"};
+    CHECK(xtel::canonical_exporter_set(a) == "buffer,prometheus");
+    CHECK(xtel::canonical_exporter_set(b) == "buffer,prometheus");
+    CHECK(xtel::canonical_exporter_set(std::vector<std::string>{"buffer"}) == "buffer");
+}
+
+TEST_CASE("the registry builds the buffer pipeline") {
+    const auto sets = xtel::exporter_sets();
+    CHECK(std::find(sets.begin(), sets.end(), "buffer") != sets.end());
+    for (const auto& s : sets) {
+        // Every key is already canonical.
+        std::vector<std::string> names;
+        std::size_t start = 0;
+        while (start <= s.size()) {
+            const auto comma = s.find(',', start);
+            names.push_back(s.substr(start, comma - start));
+            start = comma == std::string::npos ? s.size() + 1 : comma + 1;
+        }
+        CHECK(xtel::canonical_exporter_set(names) == s);
+    }
+}
+
+TEST_CASE("telemetry off gives an agent that records nothing and writes no file") {
+    temp_dir dir;
+    auto cfg = buffer_config(dir);
+    cfg.enabled = false;
+    const auto a = xtel::make_agent("quiet", cfg);
+    CHECK_FALSE(a->telemetry_enabled());
+    CHECK(a->name() == "quiet");
+    a->flush_telemetry();
+    CHECK(a->stats().events_exported == 0);
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "quiet"));
+}
+
+TEST_CASE("the buffer exporter gives an agent whose flight recorder is named after it") {
+    temp_dir dir;
+    const auto a = xtel::make_agent("recorded", buffer_config(dir));
+    CHECK(a->telemetry_enabled());
+    CHECK(std::filesystem::is_regular_file(dir.path() / "recorded"));
+    a->flush_telemetry();
+    CHECK(a->stats().events_exported >= 3);  // agent_start and the backend's start-up events
+}
+
+TEST_CASE("an enabled configuration without exporter names gets the buffer exporter") {
+    temp_dir dir;
+    const auto a = xtel::make_agent("defaulted", buffer_config(dir, {}));
+    CHECK(a->telemetry_enabled());
+    CHECK(std::filesystem::is_regular_file(dir.path() / "defaulted"));
+}
+
+TEST_CASE("an unknown exporter name is an error that lists the exporter sets that exist") {
+    temp_dir dir;
+    try {
+        (void)xtel::make_agent("nobody", buffer_config(dir, {"buffer", "nosuch"}));
+        FAIL("make_agent accepted an unknown exporter");
+    } catch (const xtel::config_error& e) {
+        const std::string what = e.what();
+        CHECK_THAT(what, Catch::Contains("NIXL_TELEMETRY_EXPORTER='buffer,nosuch'"));
+        CHECK_THAT(what, Catch::Contains("{buffer,nosuch}"));
+        CHECK_THAT(what, Catch::Contains("exist are: buffer"));
+    }
+    // Nothing was created on the way to the error.
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("an agent name that cannot be a file name is refused before anything starts") {
+    temp_dir dir;
+    CHECK_THROWS_WITH(xtel::make_agent("../escape", buffer_config(dir)),
+                      Catch::Contains("'../escape'") && Catch::Contains("agent name"));
+    CHECK_THROWS_AS(xtel::make_agent("", buffer_config(dir)), xtel::config_error);
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("make_agent without a configuration reads NIXL_TELEMETRY_* from the environment") {
+    temp_dir dir;
+    scoped_env env;
+    env.set("NIXL_TELEMETRY_ENABLE", "yes");
+    env.set("NIXL_TELEMETRY_EXPORTER", "buffer");
+    env.set("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string());
+    const auto a = xtel::make_agent("from_env");
+    CHECK(a->telemetry_enabled());
+    CHECK(std::filesystem::is_regular_file(dir.path() / "from_env"));
+
+    env.set("NIXL_TELEMETRY_EXPORTER", "bogus");
+    CHECK_THROWS_WITH(xtel::make_agent("from_env_bad"), Catch::Contains("'bogus'"));
+}
+
+TEST_CASE("the concrete agents are final, so calls on them need no virtual dispatch") {
+    STATIC_REQUIRE(std::is_final_v<xtel::basic_agent<xtel::buffer_telemetry>>);
+    STATIC_REQUIRE(std::is_final_v<xtel::basic_agent<xtel::disabled_telemetry>>);
+    STATIC_REQUIRE(std::is_base_of_v<xtel::agent, xtel::basic_agent<xtel::buffer_telemetry>>);
+}
