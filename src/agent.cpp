@@ -15,5 +15,7 @@ std::string checked_agent_name(std::string name) {
 // xtel/agent.hpp); a new precompiled pipeline adds its line here and its entry in registry.cpp.
 template class basic_agent<telemetry<>>;
 template class basic_agent<telemetry<buffer_exporter>>;
+template class basic_agent<telemetry<buffer_exporter, plugin_exporter>>;
+template class basic_agent<telemetry<plugin_exporter>>;
 
 }  // namespace xtel

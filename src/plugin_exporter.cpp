@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "xtel/error.hpp"
+#include "xtel/exporters/buffer.hpp"
 #include "xtel/exporters/plugin.hpp"
 #include "xtel/log.hpp"
 #include "xtel/telemetry.hpp"
@@ -20,14 +21,21 @@ struct plugin_exporter::loaded {
 };
 
 plugin_exporter::plugin_exporter(const exporter_context& ctx) : agent_name_(ctx.agent_name) {
-    if (ctx.cfg.exporters.empty()) {
+    // Built-in names (buffer, prometheus) in the same list are other policies of the pipeline.
+    std::vector<std::string> names;
+    for (const auto& n : ctx.cfg.exporters) {
+        if (!is_builtin_exporter(n)) {
+            names.push_back(n);
+        }
+    }
+    if (names.empty()) {
         throw exporter_error(
             fmt::format("the plugin exporter was chosen but {} names no plugin", env::exporter));
     }
     // Every library is loaded and checked before any exporter is built: a deployment mistake
     // stops the agent before any plugin has created a file or opened a connection.
-    plugins_.reserve(ctx.cfg.exporters.size());
-    for (const auto& plugin_name : ctx.cfg.exporters) {
+    plugins_.reserve(names.size());
+    for (const auto& plugin_name : names) {
         auto p = std::make_unique<loaded>();
         p->library = load_plugin(ctx.cfg.plugin_dir, plugin_name);
         plugins_.push_back(std::move(p));
@@ -128,5 +136,6 @@ void plugin_exporter::note_failure(loaded& p,
 // The pipeline the registry hands out for a plugin is compiled here once (see the extern
 // template in xtel/pipelines.hpp).
 template class telemetry<plugin_exporter>;
+template class telemetry<buffer_exporter, plugin_exporter>;
 
 }  // namespace xtel

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "xtel/error.hpp"
+#include "xtel/exporters/plugin.hpp"
 
 namespace xtel {
 
@@ -27,8 +28,11 @@ struct pipeline_entry {
 // src/agent.cpp (with its extern template in xtel/agent.hpp), then add {"<sorted names>",
 // &make<T>} here, e.g. {"buffer,prometheus", &make<telemetry<buffer_exporter,
 // prometheus_exporter>>}. The static_assert below keeps the keys canonical.
+// "plugin" stands for every name that is not built in: those are loaded by plugin_exporter.
 constexpr pipeline_entry pipelines[] = {
     {"buffer", &make<telemetry<buffer_exporter>>},
+    {"buffer,plugin", &make<telemetry<buffer_exporter, plugin_exporter>>},
+    {"plugin", &make<telemetry<plugin_exporter>>},
 };
 
 constexpr bool is_canonical(std::string_view set) {
@@ -55,6 +59,11 @@ constexpr bool all_canonical() {
 }
 static_assert(all_canonical(), "registry keys must be sorted, comma-joined exporter names");
 
+std::string plugins_listing(const std::filesystem::path& dir) {
+    const auto found = list_plugins(dir);
+    return found.empty() ? std::string("none") : fmt::format("{}", fmt::join(found, ", "));
+}
+
 }  // namespace
 
 std::string canonical_exporter_set(std::span<const std::string> names) {
@@ -77,17 +86,43 @@ std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_opt
         return make<telemetry<>>(std::move(name), cfg, opts);
     }
     const std::vector<std::string> defaults{config::default_exporter};
-    const auto key = canonical_exporter_set(cfg.exporters.empty() ? defaults : cfg.exporters);
+    const auto& names = cfg.exporters.empty() ? defaults : cfg.exporters;
+    // Names that are not built in are plugins: they collapse into the one "plugin" policy.
+    std::vector<std::string> policies;
+    std::vector<std::string> plugins;
+    for (const auto& n : names) {
+        if (is_builtin_exporter(n)) {
+            policies.push_back(n);
+        } else {
+            plugins.push_back(n);
+        }
+    }
+    if (!plugins.empty()) {
+        policies.emplace_back("plugin");
+        for (const auto& p : plugins) {
+            if (!plugin_available(cfg, p)) {
+                throw config_error(fmt::format(
+                    "{}='{}' is invalid: '{}' is not a built-in exporter ({}) and {}",
+                    env::exporter, cfg.exporters_string(), p, fmt::join(builtin_exporters, ", "),
+                    cfg.plugin_dir.empty()
+                        ? fmt::format("{} is not set, so no plugin can be loaded",
+                                      env::plugin_dir)
+                        : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),
+                                      plugin_file_name(p),
+                                      plugins_listing(cfg.plugin_dir))));
+            }
+        }
+    }
+    const auto key = canonical_exporter_set(policies);
     for (const auto& p : pipelines) {
         if (p.exporters == key) {
             return p.make(std::move(name), cfg, opts);
         }
     }
-    // Third-party exporter plugins (NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR) will be looked up here,
-    // before the error.
     throw config_error(fmt::format(
         "{}='{}' is invalid: no precompiled telemetry pipeline exports to {{{}}}; the exporter "
-        "sets that exist are: {} (names in any order, comma-separated)",
+        "sets that exist are: {} (names in any order, comma-separated; 'plugin' stands for any "
+        "number of plugins)",
         env::exporter, cfg.exporters_string(), key, fmt::join(exporter_sets(), "; ")));
 }
 

@@ -307,6 +307,8 @@ class basic_agent final : public agent {
 
 extern template class basic_agent<telemetry<>>;
 extern template class basic_agent<telemetry<buffer_exporter>>;
+extern template class basic_agent<telemetry<buffer_exporter, plugin_exporter>>;
+extern template class basic_agent<telemetry<plugin_exporter>>;
 
 /// Whether this build and machine can register GPU memory: ok, or why not (not_supported).
 inline status vram_support() {

@@ -16,5 +16,8 @@ using plugin_telemetry = telemetry<plugin_exporter>;
 
 extern template class telemetry<buffer_exporter>;
 extern template class telemetry<plugin_exporter>;
+/// The flight recorder and third-party plugins together.
+using buffer_plugin_telemetry = telemetry<buffer_exporter, plugin_exporter>;
+extern template class telemetry<buffer_exporter, plugin_exporter>;
 
 }  // namespace xtel

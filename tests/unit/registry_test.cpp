@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -115,7 +116,7 @@ TEST_CASE("an enabled configuration without exporter names gets the buffer expor
     CHECK(std::filesystem::is_regular_file(dir.path() / "defaulted"));
 }
 
-TEST_CASE("an unknown exporter name is an error that lists the exporter sets that exist") {
+TEST_CASE("an unknown exporter name without a plugin directory is an error naming what exists") {
     temp_dir dir;
     try {
         (void)xtel::make_agent("nobody", buffer_config(dir, {"buffer", "nosuch"}));
@@ -123,10 +124,27 @@ TEST_CASE("an unknown exporter name is an error that lists the exporter sets tha
     } catch (const xtel::config_error& e) {
         const std::string what = e.what();
         CHECK_THAT(what, Catch::Contains("NIXL_TELEMETRY_EXPORTER='buffer,nosuch'"));
-        CHECK_THAT(what, Catch::Contains("{buffer,nosuch}"));
-        CHECK_THAT(what, Catch::Contains("exist are: buffer"));
+        CHECK_THAT(what, Catch::Contains("'nosuch' is not a built-in exporter (buffer, prometheus)"));
+        CHECK_THAT(what, Catch::Contains("NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR is not set"));
     }
     // Nothing was created on the way to the error.
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("an unknown exporter name missing from the plugin directory lists the plugins there") {
+    temp_dir dir;
+    temp_dir plugins;
+    std::ofstream(plugins.path() / "libtelemetry_exporter_alpha.so") << "x";
+    auto cfg = buffer_config(dir, {"nosuch"});
+    cfg.plugin_dir = plugins.path();
+    try {
+        (void)xtel::make_agent("nobody", cfg);
+        FAIL("make_agent accepted an unknown exporter");
+    } catch (const xtel::config_error& e) {
+        const std::string what = e.what();
+        CHECK_THAT(what, Catch::Contains("has no libtelemetry_exporter_nosuch.so"));
+        CHECK_THAT(what, Catch::Contains("plugins there: alpha"));
+    }
     CHECK(std::filesystem::is_empty(dir.path()));
 }
 
