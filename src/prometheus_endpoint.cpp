@@ -25,7 +25,6 @@ constexpr std::string_view allowed = "GET, HEAD";
 constexpr std::size_t worker_threads = 4;
 /// Short, because an idle keep-alive connection holds a worker and delays shutdown by as much.
 constexpr time_t keep_alive_seconds = 1;
-constexpr std::size_t max_request_body = 64 * 1024;
 constexpr auto start_timeout = std::chrono::seconds(5);
 
 struct endpoint_registry {
@@ -95,7 +94,6 @@ prometheus_endpoint::prometheus_endpoint(const prometheus_address& address)
         ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
     server_->set_keep_alive_timeout(keep_alive_seconds);
-    server_->set_payload_max_length(max_request_body);
     install_routes();
 
     errno = 0;
@@ -145,37 +143,31 @@ void prometheus_endpoint::install_routes() {
             set_text(res, 500, fmt::format("rendering failed: {}\n", e.what()));
         }
     });
-    const auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-        res.set_header("Allow", std::string(allowed));
-        set_text(
-            res, 405,
-            fmt::format("method {} is not allowed on {}; use GET\n", req.method, metrics_path));
-    };
-    server_->Post(path, not_allowed);
-    server_->Put(path, not_allowed);
-    server_->Patch(path, not_allowed);
-    server_->Delete(path, not_allowed);
-    server_->Options(path, not_allowed);
-    // Methods httplib has no route table for (TRACE, CONNECT) would fall through to 404.
-    server_->set_pre_routing_handler(
-        [not_allowed](const httplib::Request& req, httplib::Response& res) {
-            static constexpr std::string_view routed[] = {"GET",   "HEAD",   "POST",   "PUT",
-                                                          "PATCH", "DELETE", "OPTIONS"};
-            if (req.path == metrics_path &&
-                std::find(std::begin(routed), std::end(routed), req.method) == std::end(routed)) {
-                not_allowed(req, res);
-                return httplib::Server::HandlerResponse::Handled;
-            }
-            return httplib::Server::HandlerResponse::Unhandled;
-        });
-    server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) {
-            return;
+    // Everything but GET and HEAD of /metrics is answered here, before httplib reads a body it
+    // would have no use for (a bodyless POST would otherwise wait for the read timeout).
+    server_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+        // An unread body must not be taken for the next request on this connection.
+        const auto length = req.get_header_value("Content-Length");
+        if ((!length.empty() && length != "0") || req.has_header("Transfer-Encoding")) {
+            res.set_header("Connection", "close");
         }
-        if (res.status == 404) {
+        const bool metrics = req.path == metrics_path;
+        if (metrics && (req.method == "GET" || req.method == "HEAD")) {
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
+        if (metrics) {
+            res.set_header("Allow", std::string(allowed));
+            set_text(
+                res, 405,
+                fmt::format("method {} is not allowed on {}; use GET\n", req.method, metrics_path));
+        } else {
             set_text(res, 404,
                      fmt::format("{} not found; metrics are at {}\n", req.path, metrics_path));
-        } else {
+        }
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+        if (res.body.empty()) {
             set_text(res, res.status, fmt::format("HTTP error {}\n", res.status));
         }
     });
