@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <utility>
 
@@ -14,32 +15,33 @@ namespace xtel::detail {
 namespace {
 
 struct builtin_family {
-    std::string_view event;  ///< event name; empty for the exporter's own counter
+    event_name event;  ///< empty for the exporter's own counter
     std::string_view name;
     family_type type;
     std::string_view help;
 };
 
+// Ordered by how often the flusher meets them: every transfer brings its times and its bytes.
 constexpr builtin_family builtins[] = {
-    {names::agent_tx_bytes.view(), "agent_tx_bytes_total", family_type::counter,
-     "Bytes the agent transmitted."},
-    {names::agent_rx_bytes.view(), "agent_rx_bytes_total", family_type::counter,
-     "Bytes the agent received."},
-    {names::agent_tx_requests_num.view(), "agent_tx_requests_num_total", family_type::counter,
-     "Transmit requests the agent completed."},
-    {names::agent_rx_requests_num.view(), "agent_rx_requests_num_total", family_type::counter,
-     "Receive requests the agent completed."},
-    {names::agent_memory_registered.view(), "agent_memory_registered", family_type::gauge,
-     "Bytes of memory registered, as the agent last reported it."},
-    {names::agent_memory_deregistered.view(), "agent_memory_deregistered", family_type::gauge,
-     "Bytes of memory deregistered, as the agent last reported it."},
-    {names::agent_xfer_time.view(), "agent_xfer_time", family_type::histogram,
+    {names::agent_xfer_time, "agent_xfer_time", family_type::histogram,
      "Transfer time in microseconds, from post to completion."},
-    {names::agent_xfer_post_time.view(), "agent_xfer_post_time", family_type::histogram,
+    {names::agent_xfer_post_time, "agent_xfer_post_time", family_type::histogram,
      "Time to post a transfer, in microseconds."},
-    {names::telemetry_events_dropped.view(), "telemetry_events_dropped_total", family_type::counter,
+    {names::agent_tx_bytes, "agent_tx_bytes_total", family_type::counter,
+     "Bytes the agent transmitted."},
+    {names::agent_tx_requests_num, "agent_tx_requests_num_total", family_type::counter,
+     "Transmit requests the agent completed."},
+    {names::agent_rx_bytes, "agent_rx_bytes_total", family_type::counter,
+     "Bytes the agent received."},
+    {names::agent_rx_requests_num, "agent_rx_requests_num_total", family_type::counter,
+     "Receive requests the agent completed."},
+    {names::agent_memory_registered, "agent_memory_registered", family_type::gauge,
+     "Bytes of memory registered, as the agent last reported it."},
+    {names::agent_memory_deregistered, "agent_memory_deregistered", family_type::gauge,
+     "Bytes of memory deregistered, as the agent last reported it."},
+    {names::telemetry_events_dropped, "telemetry_events_dropped_total", family_type::counter,
      "Telemetry events dropped because a per-thread staging ring was full."},
-    {"", "telemetry_prometheus_ignored_events_total", family_type::counter,
+    {event_name{}, "telemetry_prometheus_ignored_events_total", family_type::counter,
      "Events the Prometheus exporter did not fold into a family: a value kind the family's "
      "type does not take, a name that collides with another family, or a name past the limit "
      "of distinct names."},
@@ -315,13 +317,20 @@ void prometheus_agent::ignore() noexcept {
 }
 
 std::uint32_t prometheus_agent::find_or_add(const event& e) {
-    const std::string_view event_name = e.name_view();
+    // Names are NUL-padded to a fixed width, so equal names are equal bytes: a few vector
+    // compares each. The character-wise loop below catches a name with stray padding.
     for (std::uint32_t i = 0; i < ignored_builtin; ++i) {
-        if (builtins[i].event == event_name) {
+        if (std::memcmp(&builtins[i].event, &e.name, sizeof(event_name)) == 0) {
             return i;
         }
     }
-    if (const auto it = dynamic_.find(event_name); it != dynamic_.end()) {
+    const std::string_view text = e.name_view();
+    for (std::uint32_t i = 0; i < ignored_builtin; ++i) {
+        if (builtins[i].event.view() == text) {
+            return i;
+        }
+    }
+    if (const auto it = dynamic_.find(text); it != dynamic_.end()) {
         return it->second;
     }
     if (dynamic_count_ >= prometheus_settings::max_dynamic_families) {
@@ -330,7 +339,7 @@ std::uint32_t prometheus_agent::find_or_add(const event& e) {
     const family_type type = e.kind == value_kind::counter ? family_type::counter
                              : e.kind == value_kind::gauge ? family_type::gauge
                                                            : family_type::summary;
-    std::string name = sanitize_metric_name(event_name);
+    std::string name = sanitize_metric_name(text);
     if (type == family_type::counter && !name.ends_with("_total")) {
         name += "_total";
     }
@@ -344,11 +353,11 @@ std::uint32_t prometheus_agent::find_or_add(const event& e) {
     } else if (names_free(name, type)) {
         constexpr std::string_view how[] = {"counter increments", "the last level set", "histogram",
                                             "sum and count of samples"};
-        const auto help = fmt::format("{} event {}: {}.", to_string(e.cat), event_name,
+        const auto help = fmt::format("{} event {}: {}.", to_string(e.cat), text,
                                       how[static_cast<std::size_t>(type)]);
         index = add_family(std::move(name), escape_help(help), type);
     }
-    dynamic_.emplace(std::string(event_name), index);
+    dynamic_.emplace(std::string(text), index);
     ++dynamic_count_;
     return index;
 }
