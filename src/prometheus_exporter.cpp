@@ -122,12 +122,13 @@ std::vector<double> prometheus_settings::default_buckets() {
             2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000};
 }
 
-std::vector<double> parse_prometheus_buckets(std::string_view var, std::string_view value) {
+std::vector<double> prometheus_settings::parse_buckets(std::string_view var,
+                                                       std::string_view value) {
     const auto accepted = fmt::format(
         "expected 1 to {} comma-separated bucket upper bounds in microseconds, each a finite "
         "number not below 0 and greater than the one before (for example 10,100,1000); +Inf "
         "is always added",
-        prometheus_settings::max_buckets);
+        max_buckets);
     std::vector<double> out;
     std::string_view rest = value;
     while (true) {
@@ -137,7 +138,7 @@ std::vector<double> parse_prometheus_buckets(std::string_view var, std::string_v
         const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), b);
         if (item.empty() || ec != std::errc{} || ptr != item.data() + item.size() ||
             !std::isfinite(b) || b < 0 || (!out.empty() && b <= out.back()) ||
-            out.size() == prometheus_settings::max_buckets) {
+            out.size() == max_buckets) {
             fail(var, value, accepted);
         }
         out.push_back(b);
@@ -159,7 +160,7 @@ prometheus_settings prometheus_settings::from_env(const config& cfg, const env_l
         s.address = prometheus_address::parse(env::output_path, cfg.output_path);
     }
     if (const auto v = lookup(env::prometheus_buckets)) {
-        s.buckets = parse_prometheus_buckets(env::prometheus_buckets, *v);
+        s.buckets = parse_buckets(env::prometheus_buckets, *v);
     }
     return s;
 }

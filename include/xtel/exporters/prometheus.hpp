@@ -67,10 +67,11 @@ struct prometheus_settings {
     /// directory), else the default 127.0.0.1:9464; and NIXL_TELEMETRY_PROMETHEUS_BUCKETS.
     /// Throws config_error.
     static prometheus_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
-};
 
-/// Parses a NIXL_TELEMETRY_PROMETHEUS_BUCKETS value; throws config_error naming `var`.
-std::vector<double> parse_prometheus_buckets(std::string_view var, std::string_view value);
+    /// Parses a list of bucket bounds as NIXL_TELEMETRY_PROMETHEUS_BUCKETS takes it; throws
+    /// config_error naming `var`, quoting `value` and saying what is accepted.
+    static std::vector<double> parse_buckets(std::string_view var, std::string_view value);
+};
 
 namespace detail {
 class prometheus_agent;
