@@ -253,7 +253,7 @@ TEST_CASE("a fixed port is free again as soon as the last exporter on it goes") 
     CHECK(again.exporter.port() == port);
 }
 
-TEST_CASE("recording loses nothing while scrapes run at the same time") {
+TEST_CASE("recording loses nothing while scrapes run at the same time", "[concurrency]") {
     auto cfg = prometheus_config("127.0.0.1:0");
     cfg.run_interval = std::chrono::milliseconds(5);
     xtel::prometheus_telemetry t(cfg, "busy_scraped", {.staging_capacity = 1 << 16});
