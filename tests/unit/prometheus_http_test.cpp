@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "prometheus_fixtures.hpp"
+#include "test_util.hpp"
 #include "xtel/error.hpp"
+#include "xtel/flight_recorder.hpp"
 #include "xtel/pipelines.hpp"
 
 using prom_test::exporter_under_test;
@@ -294,4 +296,32 @@ TEST_CASE("recording loses nothing while scrapes run at the same time", "[concur
           std::to_string(transfers * 1000));
     CHECK(value_of(text, R"(agent_tx_requests_num_total{agent_name="busy_scraped")") ==
           std::to_string(transfers));
+}
+
+TEST_CASE(
+    "the buffer and prometheus pipeline records each transfer in the flight recorder and on "
+    "/metrics") {
+    const xtel_test::temp_dir dir;
+    const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = {"buffer", "prometheus"};
+    cfg.output_path = dir.path().string();
+    xtel::buffer_prometheus_telemetry t(cfg, "both", {.start_flusher = false});
+    for (int i = 0; i < 10; ++i) {
+        t.record_transfer(xtel::direction::tx, 1, 100, 1, 1, 1);
+    }
+    t.flush();
+
+    std::uint64_t recorded = 0;
+    xtel::flight_recorder::reader r(t.get<xtel::buffer_exporter>().path());
+    r.poll([&](const xtel::event& e) {
+        if (e.name_view() == "agent_tx_bytes") {
+            recorded += e.value;
+        }
+    });
+    CHECK(recorded == 1000);
+    auto& prom = t.get<xtel::prometheus_exporter>();
+    REQUIRE(prom.active());
+    CHECK(value_of(prom.scrape(), R"(agent_tx_bytes_total{agent_name="both")") == "1000");
 }
