@@ -17,5 +17,7 @@ template class basic_agent<telemetry<>>;
 template class basic_agent<telemetry<buffer_exporter>>;
 template class basic_agent<telemetry<buffer_exporter, plugin_exporter>>;
 template class basic_agent<telemetry<plugin_exporter>>;
+template class basic_agent<telemetry<prometheus_exporter>>;
+template class basic_agent<telemetry<buffer_exporter, prometheus_exporter>>;
 
 }  // namespace xtel

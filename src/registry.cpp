@@ -32,7 +32,9 @@ struct pipeline_entry {
 constexpr pipeline_entry pipelines[] = {
     {"buffer", &make<telemetry<buffer_exporter>>},
     {"buffer,plugin", &make<telemetry<buffer_exporter, plugin_exporter>>},
+    {"buffer,prometheus", &make<telemetry<buffer_exporter, prometheus_exporter>>},
     {"plugin", &make<telemetry<plugin_exporter>>},
+    {"prometheus", &make<telemetry<prometheus_exporter>>},
 };
 
 constexpr bool is_canonical(std::string_view set) {

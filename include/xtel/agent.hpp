@@ -309,6 +309,8 @@ extern template class basic_agent<telemetry<>>;
 extern template class basic_agent<telemetry<buffer_exporter>>;
 extern template class basic_agent<telemetry<buffer_exporter, plugin_exporter>>;
 extern template class basic_agent<telemetry<plugin_exporter>>;
+extern template class basic_agent<telemetry<prometheus_exporter>>;
+extern template class basic_agent<telemetry<buffer_exporter, prometheus_exporter>>;
 
 /// Whether this build and machine can register GPU memory: ok, or why not (not_supported).
 inline status vram_support() {

@@ -1,0 +1,121 @@
+#pragma once
+/// The Prometheus exporter: per-agent metric state served at GET /metrics over HTTP.
+///
+/// The exporter folds each batch into its agent's metric state on the flusher thread and
+/// publishes a snapshot after every flush round; the HTTP endpoint renders published snapshots
+/// on its own threads. Recording threads never reach any of this, so a scrape cannot block a
+/// transfer. Several agents in one process that name the same address share one endpoint;
+/// their series are told apart by the agent_name label.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xtel/config.hpp"
+#include "xtel/exporter.hpp"
+
+namespace xtel {
+
+namespace env {
+/// host:port of the Prometheus endpoint; takes precedence over NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH.
+inline constexpr const char* prometheus_address = "NIXL_TELEMETRY_PROMETHEUS_ADDRESS";
+/// Histogram bucket upper bounds in microseconds, comma-separated, strictly increasing.
+inline constexpr const char* prometheus_buckets = "NIXL_TELEMETRY_PROMETHEUS_BUCKETS";
+}  // namespace env
+
+/// Where the endpoint listens.
+struct prometheus_address {
+    static constexpr std::string_view default_host = "127.0.0.1";
+    static constexpr std::uint16_t default_port = 9464;
+
+    /// An IPv4 address, a host name, or an IPv6 address without brackets ("::1").
+    std::string host{default_host};
+    /// 0 asks the system for a free port.
+    std::uint16_t port = default_port;
+
+    /// Accepts `host:port`, `[ipv6]:port` or a bare `port` (which listens on 127.0.0.1).
+    /// Throws config_error naming `var`, quoting `value` and saying what is accepted.
+    static prometheus_address parse(std::string_view var, std::string_view value);
+
+    /// "127.0.0.1:9464", "[::1]:9464".
+    std::string to_string() const;
+
+    friend bool operator==(const prometheus_address&, const prometheus_address&) = default;
+};
+
+/// Everything the Prometheus exporter is configured with.
+struct prometheus_settings {
+    /// Default histogram bounds in microseconds: 1-2-5 steps from 1 µs to 1 s.
+    static std::vector<double> default_buckets();
+    static constexpr std::size_t max_buckets = 64;
+    /// Distinct event names beyond the built-in ones that one agent exports; later ones are
+    /// ignored and counted, so a backend that invents names cannot grow a scrape without bound.
+    static constexpr std::size_t max_dynamic_families = 16384;
+
+    prometheus_address address;
+    /// Upper bounds of the agent_xfer_time and agent_xfer_post_time buckets, in microseconds.
+    std::vector<double> buckets = default_buckets();
+    /// The hostname label; this machine's name by default.
+    std::string hostname;
+
+    /// Reads NIXL_TELEMETRY_PROMETHEUS_ADDRESS, else NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when
+    /// prometheus is the only built-in exporter named (buffer takes OUTPUT_PATH as a
+    /// directory), else the default 127.0.0.1:9464; and NIXL_TELEMETRY_PROMETHEUS_BUCKETS.
+    /// Throws config_error.
+    static prometheus_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
+
+    /// Parses a list of bucket bounds as NIXL_TELEMETRY_PROMETHEUS_BUCKETS takes it; throws
+    /// config_error naming `var`, quoting `value` and saying what is accepted.
+    static std::vector<double> parse_buckets(std::string_view var, std::string_view value);
+};
+
+namespace detail {
+class prometheus_agent;
+class prometheus_endpoint;
+}  // namespace detail
+
+class prometheus_exporter {
+  public:
+    static constexpr std::string_view name = "prometheus";
+
+    /// Configured from the environment (prometheus_settings::from_env); throws config_error.
+    explicit prometheus_exporter(const exporter_context& ctx);
+    /// An endpoint that cannot listen (a port that is taken) is logged as an error, not
+    /// thrown: the exporter stays inactive and the agent goes on transferring.
+    prometheus_exporter(const exporter_context& ctx, const prometheus_settings& settings);
+    ~prometheus_exporter();
+
+    prometheus_exporter(const prometheus_exporter&) = delete;
+    prometheus_exporter& operator=(const prometheus_exporter&) = delete;
+
+    /// Flusher thread only.
+    void export_batch(std::span<const event> batch);
+    /// Flusher thread only: makes what the batches of this round added visible to scrapes.
+    void on_flush_end();
+
+    // The members below are safe to call from any thread.
+
+    /// False when the endpoint could not listen or the agent name is already served there.
+    bool active() const noexcept { return endpoint_ != nullptr; }
+    /// The port the endpoint listens on (the chosen one when 0 was asked); 0 when inactive.
+    std::uint16_t port() const noexcept;
+    /// host:port the endpoint listens on; empty when inactive.
+    std::string address() const;
+    /// What GET /metrics answers now (every agent on the endpoint); empty when inactive.
+    std::string scrape() const;
+    /// Events handed to an inactive exporter.
+    std::uint64_t events_ignored() const noexcept {
+        return ignored_.load(std::memory_order_relaxed);
+    }
+
+  private:
+    std::shared_ptr<detail::prometheus_agent> agent_;
+    std::shared_ptr<detail::prometheus_endpoint> endpoint_;
+    std::atomic<std::uint64_t> ignored_{0};
+};
+
+}  // namespace xtel

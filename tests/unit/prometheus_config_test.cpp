@@ -1,0 +1,132 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "xtel/error.hpp"
+#include "xtel/exporters/prometheus.hpp"
+
+using xtel::prometheus_address;
+using xtel::prometheus_settings;
+
+namespace {
+
+xtel::env_lookup table(std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
+            return it->second;
+        }
+        return std::nullopt;
+    };
+}
+
+xtel::config enabled_with(std::vector<std::string> exporters, std::string output_path = {}) {
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = std::move(exporters);
+    cfg.output_path = std::move(output_path);
+    return cfg;
+}
+
+/// The message of the config_error `f` throws; empty when it throws nothing.
+template <class F>
+std::string config_error_of(F&& f) {
+    try {
+        f();
+    } catch (const xtel::config_error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("a Prometheus address is host:port, [ipv6]:port or a bare port") {
+    CHECK(prometheus_address::parse("V", "127.0.0.1:9000") ==
+          prometheus_address{"127.0.0.1", 9000});
+    CHECK(prometheus_address::parse("V", "localhost:0") == prometheus_address{"localhost", 0});
+    CHECK(prometheus_address::parse("V", "0.0.0.0:65535") == prometheus_address{"0.0.0.0", 65535});
+    CHECK(prometheus_address::parse("V", "[::1]:9464") == prometheus_address{"::1", 9464});
+    CHECK(prometheus_address::parse("V", "8080") == prometheus_address{"127.0.0.1", 8080});
+}
+
+TEST_CASE("a Prometheus address prints as it is written") {
+    CHECK(prometheus_address{"127.0.0.1", 9464}.to_string() == "127.0.0.1:9464");
+    CHECK(prometheus_address{"::1", 9464}.to_string() == "[::1]:9464");
+}
+
+TEST_CASE(
+    "a malformed Prometheus address is a config_error naming the value and what is accepted") {
+    for (const char* bad :
+         {"", "abc", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:12a", "[::1]",
+          "[::1]9464", "[]:1", "::1:9464", "host name:1", "-host:1", "1.2.3.4:123456"}) {
+        INFO("value: '" << bad << "'");
+        const auto what = config_error_of([&] { prometheus_address::parse("SOME_VAR", bad); });
+        CHECK(what.find(std::string("SOME_VAR='") + bad + "' is invalid") != std::string::npos);
+        CHECK(what.find("expected host:port") != std::string::npos);
+    }
+}
+
+TEST_CASE("an address without a host before the colon is refused rather than opened to all") {
+    const auto what = config_error_of([] { prometheus_address::parse("V", ":9464"); });
+    CHECK(what.find("a host is needed") != std::string::npos);
+    CHECK(what.find("0.0.0.0:port") != std::string::npos);
+}
+
+TEST_CASE("the Prometheus address defaults to 127.0.0.1:9464") {
+    const auto s = prometheus_settings::from_env(enabled_with({"prometheus"}), table({}));
+    CHECK(s.address == prometheus_address{"127.0.0.1", 9464});
+    CHECK(s.buckets == prometheus_settings::default_buckets());
+    CHECK_FALSE(s.hostname.empty());
+}
+
+TEST_CASE("the output path is the Prometheus address when buffer is not named") {
+    const auto s =
+        prometheus_settings::from_env(enabled_with({"prometheus"}, "127.0.0.1:0"), table({}));
+    CHECK(s.address == prometheus_address{"127.0.0.1", 0});
+}
+
+TEST_CASE("with buffer named the output path is buffer's directory, not the address") {
+    const auto s =
+        prometheus_settings::from_env(enabled_with({"buffer", "prometheus"}, "flight-recorder-dir"), table({}));
+    CHECK(s.address == prometheus_address{});
+}
+
+TEST_CASE("NIXL_TELEMETRY_PROMETHEUS_ADDRESS takes precedence over the output path") {
+    const auto s = prometheus_settings::from_env(
+        enabled_with({"prometheus"}, "127.0.0.1:1"),
+        table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "localhost:2"}}));
+    CHECK(s.address == prometheus_address{"localhost", 2});
+}
+
+TEST_CASE("a malformed output path for prometheus names NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH") {
+    const auto what = config_error_of(
+        [] { prometheus_settings::from_env(enabled_with({"prometheus"}, "/dev/shm"), table({})); });
+    CHECK(what.find("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='/dev/shm' is invalid") !=
+          std::string::npos);
+}
+
+TEST_CASE("NIXL_TELEMETRY_PROMETHEUS_BUCKETS sets the histogram bounds") {
+    const auto s = prometheus_settings::from_env(
+        enabled_with({"prometheus"}),
+        table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", "0, 2.5,10 ,1e3"}}));
+    CHECK(s.buckets == std::vector<double>{0, 2.5, 10, 1000});
+}
+
+TEST_CASE("malformed buckets are a config_error naming the value and what is accepted") {
+    std::string too_many;
+    for (int i = 1; i <= 65; ++i) {
+        too_many += (i > 1 ? "," : "") + std::to_string(i);
+    }
+    for (const std::string& bad : std::vector<std::string>{
+             "", "a", "10,5", "10,10", "-1", "inf", "nan", "1,,2", "1,", "0x10", "5us", too_many}) {
+        INFO("value: '" << bad << "'");
+        const auto what = config_error_of([&] {
+            prometheus_settings::from_env(enabled_with({"prometheus"}),
+                                          table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", bad}}));
+        });
+        CHECK(what.find("NIXL_TELEMETRY_PROMETHEUS_BUCKETS='" + bad + "' is invalid") !=
+              std::string::npos);
+        CHECK(what.find("greater than the one before") != std::string::npos);
+    }
+}

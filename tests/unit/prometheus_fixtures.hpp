@@ -1,0 +1,113 @@
+#pragma once
+// Helpers shared by the Prometheus exporter's unit tests.
+
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "xtel/event.hpp"
+#include "xtel/exporters/prometheus.hpp"
+#include "xtel/log.hpp"
+
+namespace prom_test {
+
+/// An exporter on a free loopback port with fixed labels and two buckets, built the way the
+/// pipeline builds it.
+struct exporter_under_test {
+    explicit exporter_under_test(std::string agent = "a1",
+                                 std::vector<double> buckets = {10, 100},
+                                 std::string address = "127.0.0.1:0")
+        : exporter({cfg, std::move(agent)}, settings(std::move(buckets), address)) {}
+
+    static xtel::prometheus_settings settings(std::vector<double> buckets,
+                                              std::string_view address) {
+        xtel::prometheus_settings s;
+        s.address = xtel::prometheus_address::parse("test", address);
+        s.buckets = std::move(buckets);
+        s.hostname = "h";
+        return s;
+    }
+
+    /// Exports `events` as one flush round.
+    void flush(const std::vector<xtel::event>& events) {
+        exporter.export_batch(events);
+        exporter.on_flush_end();
+    }
+
+    xtel::config cfg;
+    xtel::prometheus_exporter exporter;
+};
+
+inline xtel::event make(xtel::category cat,
+                        std::string_view name,
+                        std::uint64_t value,
+                        xtel::value_kind kind) {
+    xtel::event e;
+    e.timestamp_us = 1;
+    e.cat = cat;
+    e.name = name;
+    e.value = value;
+    e.kind = kind;
+    return e;
+}
+
+/// The four events the pipeline expands a transmit record into.
+inline std::vector<xtel::event> tx_transfer(std::uint64_t bytes,
+                                            std::uint64_t post_us,
+                                            std::uint64_t xfer_us) {
+    using xtel::category;
+    using xtel::value_kind;
+    return {make(category::transfer, "agent_tx_bytes", bytes, value_kind::counter),
+            make(category::transfer, "agent_tx_requests_num", 1, value_kind::counter),
+            make(category::performance, "agent_xfer_time", xfer_us, value_kind::sample),
+            make(category::performance, "agent_xfer_post_time", post_us, value_kind::sample)};
+}
+
+/// Collects xtel's log messages while alive.
+class log_capture {
+  public:
+    log_capture() {
+        xtel::set_log_sink([this](xtel::log_level level, std::string_view message) {
+            const std::lock_guard lock(mutex_);
+            messages_.emplace_back(level, std::string(message));
+        });
+    }
+    ~log_capture() { xtel::set_log_sink({}); }
+
+    log_capture(const log_capture&) = delete;
+    log_capture& operator=(const log_capture&) = delete;
+
+    /// The first message at `level` that contains `part`; empty when none.
+    std::string find(xtel::log_level level, std::string_view part) const {
+        const std::lock_guard lock(mutex_);
+        for (const auto& [l, m] : messages_) {
+            if (l == level && m.find(part) != std::string::npos) {
+                return m;
+            }
+        }
+        return {};
+    }
+
+  private:
+    mutable std::mutex mutex_;
+    std::vector<std::pair<xtel::log_level, std::string>> messages_;
+};
+
+/// Lines of `text` from the one that starts with `first` up to and including the one that
+/// starts with `last`; empty when either is missing.
+inline std::string block(const std::string& text, std::string_view first, std::string_view last) {
+    const auto begin = text.find(std::string(first));
+    if (begin == std::string::npos || (begin != 0 && text[begin - 1] != '\n')) {
+        return {};
+    }
+    auto end = text.find(std::string("\n") + std::string(last), begin);
+    if (end == std::string::npos) {
+        return {};
+    }
+    end = text.find('\n', end + 1);
+    return end == std::string::npos ? std::string() : text.substr(begin, end + 1 - begin);
+}
+
+}  // namespace prom_test

@@ -1,0 +1,244 @@
+#include <catch2/catch.hpp>
+
+#include "prometheus_fixtures.hpp"
+
+using prom_test::block;
+using prom_test::exporter_under_test;
+using prom_test::make;
+using prom_test::tx_transfer;
+using xtel::category;
+using xtel::value_kind;
+
+namespace {
+
+constexpr std::string_view labels = R"(agent_name="a1",hostname="h")";
+
+bool has_line(const std::string& text, std::string_view line) {
+    return text.find("\n" + std::string(line) + "\n") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("a new agent shows every built-in family at zero, sorted by name") {
+    exporter_under_test t;
+    CHECK(
+        t.exporter.scrape() ==
+        R"(# HELP agent_memory_deregistered Bytes of memory deregistered, as the agent last reported it.
+# TYPE agent_memory_deregistered gauge
+agent_memory_deregistered{agent_name="a1",hostname="h"} 0
+# HELP agent_memory_registered Bytes of memory registered, as the agent last reported it.
+# TYPE agent_memory_registered gauge
+agent_memory_registered{agent_name="a1",hostname="h"} 0
+# HELP agent_rx_bytes_total Bytes the agent received.
+# TYPE agent_rx_bytes_total counter
+agent_rx_bytes_total{agent_name="a1",hostname="h"} 0
+# HELP agent_rx_requests_num_total Receive requests the agent completed.
+# TYPE agent_rx_requests_num_total counter
+agent_rx_requests_num_total{agent_name="a1",hostname="h"} 0
+# HELP agent_tx_bytes_total Bytes the agent transmitted.
+# TYPE agent_tx_bytes_total counter
+agent_tx_bytes_total{agent_name="a1",hostname="h"} 0
+# HELP agent_tx_requests_num_total Transmit requests the agent completed.
+# TYPE agent_tx_requests_num_total counter
+agent_tx_requests_num_total{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_post_time Time to post a transfer, in microseconds.
+# TYPE agent_xfer_post_time histogram
+agent_xfer_post_time_bucket{agent_name="a1",hostname="h",le="10"} 0
+agent_xfer_post_time_bucket{agent_name="a1",hostname="h",le="100"} 0
+agent_xfer_post_time_bucket{agent_name="a1",hostname="h",le="+Inf"} 0
+agent_xfer_post_time_sum{agent_name="a1",hostname="h"} 0
+agent_xfer_post_time_count{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_time Transfer time in microseconds, from post to completion.
+# TYPE agent_xfer_time histogram
+agent_xfer_time_bucket{agent_name="a1",hostname="h",le="10"} 0
+agent_xfer_time_bucket{agent_name="a1",hostname="h",le="100"} 0
+agent_xfer_time_bucket{agent_name="a1",hostname="h",le="+Inf"} 0
+agent_xfer_time_sum{agent_name="a1",hostname="h"} 0
+agent_xfer_time_count{agent_name="a1",hostname="h"} 0
+# HELP telemetry_events_dropped_total Telemetry events dropped because a per-thread staging ring was full.
+# TYPE telemetry_events_dropped_total counter
+telemetry_events_dropped_total{agent_name="a1",hostname="h"} 0
+# HELP telemetry_prometheus_ignored_events_total Events the Prometheus exporter did not fold into a family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
+# TYPE telemetry_prometheus_ignored_events_total counter
+telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 0
+)");
+}
+
+TEST_CASE("transfers add to the byte and request counters") {
+    exporter_under_test t;
+    t.flush(tx_transfer(4096, 2, 30));
+    t.flush(tx_transfer(1000, 2, 30));
+    t.flush({make(category::transfer, "agent_rx_bytes", 777, value_kind::counter),
+             make(category::transfer, "agent_rx_requests_num", 3, value_kind::counter)});
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 5096)"));
+    CHECK(has_line(text, R"(agent_tx_requests_num_total{agent_name="a1",hostname="h"} 2)"));
+    CHECK(has_line(text, R"(agent_rx_bytes_total{agent_name="a1",hostname="h"} 777)"));
+    CHECK(has_line(text, R"(agent_rx_requests_num_total{agent_name="a1",hostname="h"} 3)"));
+}
+
+TEST_CASE("transfer times fill cumulative histogram buckets with their sum and count") {
+    exporter_under_test t;
+    // 10 lands in le="10" (bounds are inclusive), 11 and 100 in le="100", 5000 only in +Inf.
+    for (const std::uint64_t us : {3, 10, 11, 100, 5000}) {
+        t.flush(tx_transfer(1, 1, us));
+    }
+    CHECK(block(t.exporter.scrape(), "agent_xfer_time_bucket", "agent_xfer_time_count") ==
+          R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="10"} 2
+agent_xfer_time_bucket{agent_name="a1",hostname="h",le="100"} 4
+agent_xfer_time_bucket{agent_name="a1",hostname="h",le="+Inf"} 5
+agent_xfer_time_sum{agent_name="a1",hostname="h"} 5124
+agent_xfer_time_count{agent_name="a1",hostname="h"} 5
+)");
+}
+
+TEST_CASE("histogram bounds that are not whole numbers keep their fraction in le") {
+    exporter_under_test t("a1", {0.5, 2.25, 1e6});
+    t.flush(tx_transfer(1, 0, 1));
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="0.5"} 0)"));
+    CHECK(has_line(text, R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="2.25"} 1)"));
+    CHECK(has_line(text, R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="1000000"} 1)"));
+}
+
+TEST_CASE("registered memory is a gauge that shows the level last set") {
+    exporter_under_test t;
+    t.flush({make(category::memory, "agent_memory_registered", 1 << 20, value_kind::gauge)});
+    t.flush({make(category::memory, "agent_memory_registered", 4096, value_kind::gauge),
+             make(category::memory, "agent_memory_deregistered", 8192, value_kind::gauge)});
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(agent_memory_registered{agent_name="a1",hostname="h"} 4096)"));
+    CHECK(has_line(text, R"(agent_memory_deregistered{agent_name="a1",hostname="h"} 8192)"));
+}
+
+TEST_CASE("memory sent as counter increments accumulates in the gauge") {
+    exporter_under_test t;
+    t.flush({make(category::memory, "agent_memory_registered", 100, value_kind::counter),
+             make(category::memory, "agent_memory_registered", 50, value_kind::counter),
+             make(category::memory, "agent_memory_deregistered", 30, value_kind::counter)});
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(agent_memory_registered{agent_name="a1",hostname="h"} 150)"));
+    CHECK(has_line(text, R"(agent_memory_deregistered{agent_name="a1",hostname="h"} 30)"));
+}
+
+TEST_CASE("dropped events add to the dropped-events counter") {
+    exporter_under_test t;
+    t.flush({make(category::system, "telemetry_events_dropped", 7, value_kind::counter)});
+    t.flush({make(category::system, "telemetry_events_dropped", 5, value_kind::counter)});
+    CHECK(has_line(t.exporter.scrape(),
+                   R"(telemetry_events_dropped_total{agent_name="a1",hostname="h"} 12)"));
+}
+
+TEST_CASE("other events become a counter, gauge or summary by their value kind") {
+    exporter_under_test t;
+    t.flush({make(category::backend, "ucx_retries", 2, value_kind::counter),
+             make(category::backend, "ucx_retries", 3, value_kind::counter),
+             make(category::connection, "queue-depth", 9, value_kind::gauge),
+             make(category::custom, "app.latency", 40, value_kind::sample),
+             make(category::custom, "app.latency", 2, value_kind::sample)});
+    const auto text = t.exporter.scrape();
+    CHECK(block(text, "# HELP ucx_retries_total", "ucx_retries_total{") ==
+          R"(# HELP ucx_retries_total BACKEND event ucx_retries: counter increments.
+# TYPE ucx_retries_total counter
+ucx_retries_total{agent_name="a1",hostname="h"} 5
+)");
+    CHECK(block(text, "# HELP queue_depth", "queue_depth{") ==
+          R"(# HELP queue_depth CONNECTION event queue-depth: the last level set.
+# TYPE queue_depth gauge
+queue_depth{agent_name="a1",hostname="h"} 9
+)");
+    CHECK(block(text, "# HELP app_latency", "app_latency_count{") ==
+          R"(# HELP app_latency CUSTOM event app.latency: sum and count of samples.
+# TYPE app_latency summary
+app_latency_sum{agent_name="a1",hostname="h"} 42
+app_latency_count{agent_name="a1",hostname="h"} 2
+)");
+}
+
+TEST_CASE("an event whose kind its family does not take is ignored and counted") {
+    exporter_under_test t;
+    t.flush({make(category::backend, "ucx_retries", 2, value_kind::counter),
+             make(category::backend, "ucx_retries", 9, value_kind::gauge),
+             make(category::transfer, "agent_tx_bytes", 5, value_kind::gauge)});
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(ucx_retries_total{agent_name="a1",hostname="h"} 2)"));
+    CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
+    CHECK(has_line(text,
+                   R"(telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 2)"));
+}
+
+TEST_CASE("a name that would collide with another family's lines is ignored and counted") {
+    exporter_under_test t;
+    t.flush({make(category::custom, "agent_xfer_time_count", 1, value_kind::gauge),
+             make(category::custom, "agent_tx_bytes_total", 1, value_kind::counter)});
+    const auto text = t.exporter.scrape();
+    CHECK(text.find("# TYPE agent_xfer_time_count") == std::string::npos);
+    CHECK(has_line(text, R"(agent_xfer_time_count{agent_name="a1",hostname="h"} 0)"));
+    CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
+    CHECK(has_line(text,
+                   R"(telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 2)"));
+}
+
+TEST_CASE("event names outside the metric name alphabet are mapped onto it") {
+    exporter_under_test t;
+    t.flush({make(category::custom, "9lives-x", 1, value_kind::gauge)});
+    CHECK(has_line(t.exporter.scrape(), R"(_9lives_x{agent_name="a1",hostname="h"} 1)"));
+}
+
+TEST_CASE("label values are escaped and invalid UTF-8 is replaced") {
+    xtel::config cfg;
+    auto s = exporter_under_test::settings({10}, "127.0.0.1:0");
+    s.hostname = "host\"q";
+    const xtel::prometheus_exporter e({cfg, "a\\b\nc\xff"}, s);
+    CHECK(e.scrape().find("{agent_name=\"a\\\\b\\nc\xEF\xBF\xBD\",hostname=\"host\\\"q\"} 0\n") !=
+          std::string::npos);
+}
+
+TEST_CASE("a scrape shows a flush round only once it has ended") {
+    exporter_under_test t;
+    t.exporter.export_batch(tx_transfer(64, 1, 1));
+    CHECK(has_line(t.exporter.scrape(), R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
+    t.exporter.on_flush_end();
+    CHECK(
+        has_line(t.exporter.scrape(), R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 64)"));
+}
+
+TEST_CASE("agents on one address share one endpoint and each family is listed once") {
+    exporter_under_test a("agent_b");
+    exporter_under_test b("agent_a");
+    REQUIRE(a.exporter.active());
+    REQUIRE(b.exporter.active());
+    CHECK(a.exporter.port() == b.exporter.port());
+    a.flush(tx_transfer(10, 1, 1));
+    b.flush(tx_transfer(20, 1, 1));
+    const auto text = a.exporter.scrape();
+    CHECK(text == b.exporter.scrape());
+    CHECK(
+        block(text, "# HELP agent_tx_bytes_total", "agent_tx_bytes_total{agent_name=\"agent_b\"") ==
+        R"(# HELP agent_tx_bytes_total Bytes the agent transmitted.
+# TYPE agent_tx_bytes_total counter
+agent_tx_bytes_total{agent_name="agent_a",hostname="h"} 20
+agent_tx_bytes_total{agent_name="agent_b",hostname="h"} 10
+)");
+}
+
+TEST_CASE("an agent leaves the shared endpoint when its exporter goes") {
+    exporter_under_test a("stays");
+    {
+        exporter_under_test b("leaves");
+        CHECK(a.exporter.scrape().find(R"(agent_name="leaves")") != std::string::npos);
+    }
+    CHECK(a.exporter.scrape().find(R"(agent_name="leaves")") == std::string::npos);
+    CHECK(a.exporter.scrape().find(R"(agent_name="stays")") != std::string::npos);
+}
+
+TEST_CASE("a second agent of the same name on one endpoint is refused and logged") {
+    const prom_test::log_capture logs;
+    exporter_under_test first("twin");
+    exporter_under_test second("twin");
+    CHECK(first.exporter.active());
+    CHECK_FALSE(second.exporter.active());
+    CHECK_FALSE(logs.find(xtel::log_level::error, "agent 'twin'").empty());
+    second.flush(tx_transfer(10, 1, 1));
+    CHECK(second.exporter.events_ignored() == 4);
+}
