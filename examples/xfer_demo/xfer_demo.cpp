@@ -4,18 +4,23 @@
 //   xfer_demo [--role both|target|initiator] [--metadata FILE] [--total SIZE] [--block SIZE]
 //             [--op read|write|both] [--depth N] [--seed N] [--timeout SECONDS]
 //             [--target-name NAME] [--initiator-name NAME] [--target-memory allocated|registered]
+//             [--linger SECONDS]
 //
 // --role both (the default) runs both agents in this process. In two processes, start
 // `--role target --metadata FILE` first: it registers its buffer, writes its metadata to FILE,
 // and serves until FILE.done appears; then `--role initiator --metadata FILE` reads FILE,
 // connects, transfers, and creates FILE.done. Both check the data: the initiator what it read,
 // the target what was written into it. SIZE takes a K, M or G suffix (powers of 1024).
+// --linger keeps the agents (and so their telemetry, a Prometheus endpoint say) up for that long
+// after the data is verified, or until SIGINT/SIGTERM; telemetry is flushed first.
 // Exit status: 0 verified, 1 a transfer or verification failed, 2 bad usage or set-up.
 
 #include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <csignal>
+#include <initializer_list>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -46,6 +51,7 @@ struct options {
     std::string target_name = "xfer_target";
     std::string initiator_name = "xfer_initiator";
     bool allocate_target = true;
+    int linger_s = 0;
 };
 
 [[noreturn]] void usage(std::string_view why) {
@@ -128,6 +134,8 @@ options parse(int argc, char** argv) {
             o.seed = parse_count(a, v, 0, 1'000'000'000);
         } else if (a == "--timeout") {
             o.timeout_s = static_cast<int>(parse_count(a, v, 1, 86400));
+        } else if (a == "--linger") {
+            o.linger_s = static_cast<int>(parse_count(a, v, 0, 86400));
         } else if (a == "--target-name") {
             o.target_name = v;
         } else if (a == "--initiator-name") {
@@ -480,6 +488,27 @@ int run_remote_initiator(const options& o) {
     return rc;
 }
 
+volatile std::sig_atomic_t stop_lingering = 0;
+
+/// Keeps the agents up for --linger seconds (or until a signal), their telemetry flushed, so
+/// that a scraper or a reader can look at them.
+void linger(const options& o, std::initializer_list<xtel::agent*> agents) {
+    if (o.linger_s <= 0) {
+        return;
+    }
+    for (auto* a : agents) {
+        a->flush_telemetry();
+    }
+    std::signal(SIGINT, [](int) { stop_lingering = 1; });
+    std::signal(SIGTERM, [](int) { stop_lingering = 1; });
+    fmt::print("lingering for {} s\n", o.linger_s);
+    std::fflush(stdout);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.linger_s);
+    while (!stop_lingering && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
 int run_both(const options& o) {
     auto target = xtel::make_agent(o.target_name);
     auto initiator = xtel::make_agent(o.initiator_name);
@@ -493,6 +522,7 @@ int run_both(const options& o) {
     if (rc == 0 && !verify_target(memory, o)) {
         rc = 1;
     }
+    linger(o, {target.get(), initiator.get()});
     return rc;
 }
 

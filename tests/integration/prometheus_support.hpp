@@ -225,19 +225,18 @@ class child_process {
     std::string output_;
 };
 
-/// A program that transfers a known number of bytes with the Prometheus exporter on and keeps
-/// its endpoint up until stopped. Any program that reads the NIXL_TELEMETRY_* variables,
-/// logs xtel's "serving http://host:port/metrics" line and stays up fits; xfer_demo takes this
-/// place by changing argv and tx_bytes.
+/// xfer_demo with the Prometheus exporter on: two agents in one process move a known number of
+/// bytes, verify them, then keep their endpoint up (--linger) until stopped.
 struct workload {
     std::vector<std::string> argv;
-    std::string agent_name;
+    std::string agent_name;  ///< the initiator, whose agent_tx_bytes_total the test checks
     std::uint64_t tx_bytes = 0;
 };
 
 inline workload transfer_workload(std::string agent, std::uint64_t transfers, std::uint64_t block) {
-    return {{XTEL_PROMETHEUS_WORKLOAD, "--agent", agent, "--transfers", std::to_string(transfers),
-             "--block-size", std::to_string(block), "--linger-ms", "120000"},
+    return {{XTEL_XFER_DEMO, "--op", "write", "--total", std::to_string(transfers * block),
+             "--block", std::to_string(block), "--initiator-name", agent, "--target-name",
+             agent + "_target", "--linger", "120"},
             agent,
             transfers * block};
 }
