@@ -8,11 +8,14 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "xtel/log.hpp"
 
 namespace xtel_test {
 
@@ -67,6 +70,46 @@ public:
 private:
     std::string name_;
     std::optional<std::string> old_;
+};
+
+/// Collects xtel's log lines (from any thread) until destroyed, then restores the stderr sink.
+class log_capture {
+public:
+    log_capture() {
+        xtel::set_log_sink([this](xtel::log_level level, std::string_view message) {
+            const std::lock_guard lock(mutex_);
+            lines_.emplace_back(level, std::string(message));
+        });
+    }
+    ~log_capture() { xtel::set_log_sink({}); }
+    log_capture(const log_capture&) = delete;
+    log_capture& operator=(const log_capture&) = delete;
+
+    /// The messages logged at `level`, in order.
+    std::vector<std::string> at(xtel::log_level level) const {
+        const std::lock_guard lock(mutex_);
+        std::vector<std::string> out;
+        for (const auto& [l, m] : lines_) {
+            if (l == level) {
+                out.push_back(m);
+            }
+        }
+        return out;
+    }
+
+    /// Every message, in order.
+    std::vector<std::string> all() const {
+        const std::lock_guard lock(mutex_);
+        std::vector<std::string> out;
+        for (const auto& line : lines_) {
+            out.push_back(line.second);
+        }
+        return out;
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::vector<std::pair<xtel::log_level, std::string>> lines_;
 };
 
 struct run_result {

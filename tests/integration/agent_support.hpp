@@ -15,34 +15,13 @@
 #include <system_error>
 #include <vector>
 
+#include "test_util.hpp"
 #include "xtel/agent.hpp"
 #include "xtel/flight_recorder.hpp"
 
 namespace agent_test {
 
-/// A fresh directory under the system's temporary directory, removed with what it holds.
-class temp_dir {
-  public:
-    temp_dir() {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "xtel-agent-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) {
-            FAIL("mkdtemp failed: " << std::strerror(errno));
-        }
-        path_ = pattern;
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    temp_dir(const temp_dir&) = delete;
-    temp_dir& operator=(const temp_dir&) = delete;
-
-    const std::filesystem::path& path() const { return path_; }
-
-  private:
-    std::filesystem::path path_;
-};
+using xtel_test::temp_dir;
 
 /// Telemetry on, the buffer exporter writing into `dir`, room for every event a test makes.
 inline xtel::config telemetry_config(const temp_dir& dir) {

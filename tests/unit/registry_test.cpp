@@ -11,27 +11,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "test_util.hpp"
 #include "xtel/registry.hpp"
 
 namespace {
 
-class temp_dir {
-  public:
-    temp_dir() {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "xtel-registry-XXXXXX").string();
-        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-        path_ = pattern;
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    const std::filesystem::path& path() const { return path_; }
-
-  private:
-    std::filesystem::path path_;
-};
+using xtel_test::temp_dir;
 
 xtel::config buffer_config(const temp_dir& dir, std::vector<std::string> exporters = {"buffer"}) {
     xtel::config c;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collecting_exporter.hpp"
+#include "test_util.hpp"
 #include "xtel/log.hpp"
 #include "xtel/telemetry.hpp"
 
@@ -25,19 +26,6 @@ xtel::config enabled_config(std::chrono::milliseconds interval = std::chrono::mi
 
 const xtel::telemetry_options manual{.staging_capacity = 1024, .batch_size = 256,
                                      .start_flusher = false};
-
-/// Captures log lines for the life of the scope.
-struct log_capture {
-    std::mutex m;
-    std::vector<std::string> lines;
-    log_capture() {
-        xtel::set_log_sink([this](xtel::log_level, std::string_view s) {
-            const std::lock_guard lock(m);
-            lines.emplace_back(s);
-        });
-    }
-    ~log_capture() { xtel::set_log_sink({}); }
-};
 
 }  // namespace
 
@@ -210,7 +198,7 @@ TEST_CASE("an exporter that throws is counted and logged once, and the pipeline 
     xtel_test::reset_sink("throws");
     auto sink = xtel_test::sink_for("throws");
     sink->throw_next = 3;
-    log_capture logs;
+    xtel_test::log_capture logs;
     {
         xtel::telemetry<collecting_exporter> t(enabled_config(), "throws", manual);
         for (int i = 0; i < 3; ++i) {
@@ -224,8 +212,9 @@ TEST_CASE("an exporter that throws is counted and logged once, and the pipeline 
     const auto ev = sink->snapshot();
     REQUIRE(ev.size() == 1);
     CHECK(ev[0].value == 5);
-    REQUIRE(logs.lines.size() == 1);
-    CHECK_THAT(logs.lines[0], Catch::Contains("throws") && Catch::Contains("collecting") &&
+    const auto lines = logs.all();
+    REQUIRE(lines.size() == 1);
+    CHECK_THAT(lines[0], Catch::Contains("throws") && Catch::Contains("collecting") &&
                                   Catch::Contains("disk on fire"));
 }
 
