@@ -24,14 +24,35 @@ thread_local thread_ring_owner owned_rings;
 
 }  // namespace
 
-staging_ring::staging_ring(std::size_t capacity)
-    : capacity_(std::bit_ceil(std::max<std::size_t>(capacity, 2))),
+staging_ring::staging_ring(std::size_t capacity, flush_signal* signal)
+    : signal_(signal),
+      capacity_(std::bit_ceil(std::max<std::size_t>(capacity, 2))),
       mask_(capacity_ - 1),
-      slots_(new staged_record[capacity_]) {}
+      slots_(new staged_record[capacity_]) {
+    check_mark_ = capacity_ / 2;
+}
 
-ring_registry::ring_registry(std::size_t ring_capacity)
+bool staging_ring::make_room(std::uint64_t head) noexcept {
+    cached_tail_ = tail_.load(std::memory_order_acquire);
+    const std::uint64_t used = head - cached_tail_;
+    const std::uint64_t half = capacity_ / 2;
+    if (used >= half && signal_ != nullptr) {
+        signal_->request();
+    }
+    if (used >= capacity_) {
+        check_mark_ = head;  // stay on this path until the consumer frees a slot
+        return false;
+    }
+    // Past half full, look again only when the ring would be full (the flusher has been asked);
+    // below it, when it reaches half full.
+    check_mark_ = cached_tail_ + (used >= half ? capacity_ : half);
+    return true;
+}
+
+ring_registry::ring_registry(std::size_t ring_capacity, flush_signal* signal)
     : id_(next_registry_id.fetch_add(1, std::memory_order_relaxed)),
-      ring_capacity_(ring_capacity) {}
+      ring_capacity_(ring_capacity),
+      signal_(signal) {}
 
 ring_registry::~ring_registry() {
     // Threads that are still alive keep their rings (shared ownership) until they exit; the id
@@ -52,7 +73,7 @@ staging_ring* ring_registry::attach_slow() noexcept {
         }
     }
     try {
-        auto ring = std::make_shared<staging_ring>(ring_capacity_);
+        auto ring = std::make_shared<staging_ring>(ring_capacity_, signal_);
         {
             const std::lock_guard lock(mutex_);
             rings_.push_back(ring);

@@ -4,6 +4,7 @@
 /// two recording threads, so recording takes no lock and touches no other thread's lines.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -49,22 +50,46 @@ static_assert(sizeof(staged_record) == cache_line);
 static_assert(sizeof(event_name) <= sizeof(staged_record::payload));
 static_assert(sizeof(transfer_fields) == sizeof(staged_record::payload));
 
+/// How a ring that is filling up asks its pipeline's flusher to run before its interval ends.
+/// Lock-free on the recording side: a flag and a notify without the mutex. A wake-up that
+/// races with the flusher going to sleep can be lost; the flusher then runs at its interval,
+/// which is what it would have done anyway.
+class flush_signal {
+public:
+    explicit flush_signal(std::condition_variable& cv) noexcept : cv_(cv) {}
+
+    void request() noexcept {
+        if (!requested_.exchange(true, std::memory_order_acq_rel)) {
+            cv_.notify_one();
+        }
+    }
+    /// The flusher's side: true once per request.
+    bool take() noexcept { return requested_.exchange(false, std::memory_order_acq_rel); }
+    bool pending() const noexcept { return requested_.load(std::memory_order_acquire); }
+
+private:
+    std::atomic<bool> requested_{false};
+    std::condition_variable& cv_;
+};
+
 /// Single-producer, single-consumer ring. PRECONDITION: only the owning thread calls
 /// try_claim/publish/note_drop; only one consumer at a time calls drain.
 class staging_ring {
 public:
-    explicit staging_ring(std::size_t capacity);  // rounded up to a power of two
+    /// `capacity` is rounded up to a power of two; `signal` (may be null) is asked for an early
+    /// flush when the ring is half full.
+    explicit staging_ring(std::size_t capacity, flush_signal* signal = nullptr);
 
     staging_ring(const staging_ring&) = delete;
     staging_ring& operator=(const staging_ring&) = delete;
 
     /// The slot for the next record, or nullptr when the ring is full (the caller counts the
-    /// drop). Reads the consumer's index only when the cached copy says the ring is full.
+    /// drop). One compare on the fast path: the consumer's index is read only at a check mark,
+    /// which is never beyond the point where the ring would be full.
     staged_record* try_claim() noexcept {
         const std::uint64_t head = head_local_;
-        if (head - cached_tail_ >= capacity_) [[unlikely]] {
-            cached_tail_ = tail_.load(std::memory_order_acquire);
-            if (head - cached_tail_ >= capacity_) {
+        if (head >= check_mark_) [[unlikely]] {
+            if (!make_room(head)) {
                 return nullptr;
             }
         }
@@ -110,11 +135,17 @@ public:
     bool abandoned() const noexcept { return abandoned_.load(std::memory_order_acquire); }
 
 private:
+    /// Refreshes the consumer's index; asks for an early flush past half full; sets the next
+    /// check mark. False when the ring is full.
+    [[gnu::noinline]] bool make_room(std::uint64_t head) noexcept;
+
     // Producer's line.
     alignas(cache_line) std::atomic<std::uint64_t> head_{0};
     std::uint64_t head_local_ = 0;
     std::uint64_t cached_tail_ = 0;
+    std::uint64_t check_mark_ = 0;
     std::atomic<std::uint64_t> dropped_{0};
+    flush_signal* const signal_;
     // Consumer's line.
     alignas(cache_line) std::atomic<std::uint64_t> tail_{0};
     std::atomic<bool> abandoned_{false};
@@ -128,7 +159,7 @@ private:
 /// come here once (their first record); the flusher takes snapshots. Never on the hot path.
 class ring_registry {
 public:
-    explicit ring_registry(std::size_t ring_capacity);
+    explicit ring_registry(std::size_t ring_capacity, flush_signal* signal = nullptr);
     ~ring_registry();
 
     ring_registry(const ring_registry&) = delete;
@@ -169,6 +200,7 @@ private:
 
     const std::uint64_t id_;
     const std::size_t ring_capacity_;
+    flush_signal* const signal_;
     mutable std::mutex mutex_;
     std::vector<std::shared_ptr<staging_ring>> rings_;
     std::uint64_t released_drops_ = 0;  // drops of rings already released; under mutex_

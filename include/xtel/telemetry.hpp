@@ -68,7 +68,7 @@ public:
         : agent_name_(std::move(agent_name)),
           opts_(opts),
           interval_(cfg.run_interval),
-          registry_(opts.staging_capacity),
+          registry_(opts.staging_capacity, opts.start_flusher ? &early_flush_ : nullptr),
           exporters_(make_exporters(exporter_context{cfg, agent_name_},
                                     std::index_sequence_for<Exporters...>{})) {
         if constexpr (enabled) {
@@ -228,7 +228,10 @@ private:
     void run_flusher() {
         std::unique_lock lock(wake_mutex_);
         while (!stopping_) {
-            wake_.wait_for(lock, interval_, [this] { return stopping_; });
+            // A ring past half full cuts the wait short, so bursts faster than one interval's
+            // worth of staging are drained instead of dropped.
+            wake_.wait_for(lock, interval_, [this] { return stopping_ || early_flush_.pending(); });
+            early_flush_.take();
             if (stopping_) {
                 break;
             }
@@ -378,6 +381,10 @@ private:
     const std::string agent_name_;
     const telemetry_options opts_;
     const std::chrono::milliseconds interval_;
+    // Declared before the registry, whose rings signal through them.
+    std::mutex wake_mutex_;
+    std::condition_variable wake_;
+    detail::flush_signal early_flush_{wake_};
     detail::ring_registry registry_;
     label_table labels_;
     exporter_tuple exporters_;
@@ -392,8 +399,6 @@ private:
     std::atomic<std::uint64_t> exported_{0};
     std::atomic<std::uint64_t> export_errors_{0};
 
-    std::mutex wake_mutex_;
-    std::condition_variable wake_;
     bool stopping_ = false;
     std::thread flusher_;
 };

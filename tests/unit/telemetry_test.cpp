@@ -337,3 +337,23 @@ TEST_CASE("the label table stops growing at its capacity and answers 'other'") {
     CHECK(l.name(12345) == "unknown");
     CHECK(l.size() == 5);
 }
+
+TEST_CASE("a staging ring past half full wakes the flusher before its interval ends", "[concurrency]") {
+    xtel_test::reset_sink("early");
+    auto sink = xtel_test::sink_for("early");
+    // An interval of an hour: only an early flush can deliver anything during the test.
+    xtel::telemetry<collecting_exporter> t(enabled_config(std::chrono::milliseconds(3'600'000)),
+                                           "early", {.staging_capacity = 1024, .batch_size = 256});
+    constexpr std::size_t burst = 700;  // past half of 1024, short of full
+    for (std::size_t round = 1; round <= 5; ++round) {
+        for (std::size_t i = 0; i < burst; ++i) {
+            t.add(category::transfer, "agent_tx_bytes", 1);
+        }
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (sink->snapshot().size() < round * burst && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        REQUIRE(sink->snapshot().size() == round * burst);
+    }
+    CHECK(t.stats().records_dropped == 0);
+}
