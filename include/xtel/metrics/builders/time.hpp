@@ -1,0 +1,45 @@
+#pragma once
+/// Durations accumulated per attribute set: counters of microseconds, so that
+/// rate(time) / rate(requests) is the mean time of any slice.
+
+#include <string_view>
+#include <vector>
+
+#include "xtel/metrics/builder.hpp"
+
+namespace xtel::metrics {
+
+/// xtel_transfer_time_us_total (post to completion) and xtel_transfer_post_time_us_total
+/// (the post alone), labelled as the comprehensive families are.
+class time_builder {
+  public:
+    static constexpr std::string_view name = "time";
+
+    void setup(metric_store& store, const attribute_registry& registry) {
+        xfer_ = store.add_family(
+            {"xtel_transfer_time_us_total",
+             "Microseconds transfers took from post to completion, summed, by every transfer "
+             "attribute.",
+             metric_type::counter, registry.names()});
+        post_ = store.add_family({"xtel_transfer_post_time_us_total",
+                                  "Microseconds spent posting transfers, summed, by every "
+                                  "transfer attribute.",
+                                  metric_type::counter, registry.names()});
+    }
+
+    void build(const transfer_group& g, metric_store& store) {
+        values_.clear();
+        for (const field& f : g.data.fields) {
+            values_.push_back(f.label);
+        }
+        store.add(xfer_, values_, g.totals.xfer_us);
+        store.add(post_, values_, g.totals.post_us);
+    }
+
+  private:
+    family_id xfer_ = 0;
+    family_id post_ = 0;
+    std::vector<std::string_view> values_;
+};
+
+}  // namespace xtel::metrics
