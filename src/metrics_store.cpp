@@ -72,6 +72,11 @@ family_id metric_store::add_family(family_spec spec) {
         throw metrics_error(fmt::format(
             "metric family name '{}' is invalid: expected [a-zA-Z_:][a-zA-Z0-9_:]*", spec.name));
     }
+    if (spec.decimals > 18) {
+        throw metrics_error(fmt::format(
+            "metric family '{}' has {} decimals: expected 0 to 18 (a 64-bit value's digits)",
+            spec.name, spec.decimals));
+    }
     if (spec.type == metric_type::counter && !spec.name.ends_with("_total")) {
         throw metrics_error(fmt::format(
             "counter family name '{}' is invalid: expected a name ending in _total", spec.name));

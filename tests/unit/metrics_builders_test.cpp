@@ -110,9 +110,9 @@ TEST_CASE("the time builder accumulates transfer and post microseconds per attri
     t.feed({"p", xtel::operation::read, xtel::transfer_status::success, {1, 1, 1, 70, 2}});
     const std::initializer_list<std::string_view> write = {"ucx",  "write", "tx",      "vram",
                                                            "dram", "p",     "success", "unknown"};
-    CHECK(t.store.value("xtel_transfer_time_us_total", write) == 500u);
-    CHECK(t.store.value("xtel_transfer_post_time_us_total", write) == 25u);
-    CHECK(t.store.value("xtel_transfer_time_us_total",
+    CHECK(t.store.value("xtel_transfer_time_seconds_total", write) == 500u);
+    CHECK(t.store.value("xtel_transfer_post_time_seconds_total", write) == 25u);
+    CHECK(t.store.value("xtel_transfer_time_seconds_total",
                         {"ucx", "read", "rx", "vram", "dram", "p", "success", "unknown"}) == 70u);
 }
 

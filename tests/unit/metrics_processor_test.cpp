@@ -96,9 +96,9 @@ TEST_CASE("a processor with all three builders fills every family from one batch
     CHECK(bytes_of(s, "d1", "write") == 8192u);
     CHECK(bytes_of(s, "d2", "write") == 100u);
     CHECK(bytes_of(s, "d1", "read") == 64u);
-    CHECK(s.value("xtel_transfer_time_us_total",
+    CHECK(s.value("xtel_transfer_time_seconds_total",
                   {"ucx", "write", "tx", "dram", "dram", "d1", "success", "unknown"}) == 40u);
-    CHECK(s.value("xtel_transfer_post_time_us_total",
+    CHECK(s.value("xtel_transfer_post_time_seconds_total",
                   {"ucx", "write", "tx", "dram", "dram", "d1", "success", "unknown"}) == 2u);
     CHECK(p.cached_groups() == 3);
 }
@@ -129,8 +129,8 @@ TEST_CASE("a processor runs only the compile-time builders its options name") {
     p.process(std::vector{t.make("d1", xtel::operation::write, 10, 3)}, t.labels);
     CHECK(p.store().find("agent_tx_bytes_total") == nullptr);
     CHECK(p.store().find("xtel_transfer_bytes_total") == nullptr);
-    CHECK(p.store().value("xtel_transfer_time_us_total", {"ucx", "write", "tx", "dram", "dram",
-                                                          "d1", "success", "unknown"}) == 3u);
+    CHECK(p.store().value("xtel_transfer_time_seconds_total", {"ucx", "write", "tx", "dram", "dram",
+                                                               "d1", "success", "unknown"}) == 3u);
 }
 
 TEST_CASE("an unknown builder name is refused with the names there are") {

@@ -38,6 +38,10 @@ struct family_spec {
     std::string help;
     metric_type type = metric_type::counter;
     std::vector<std::string> label_names;
+    /// Values are kept as integers in units of 10^-decimals and shown divided by 10^decimals,
+    /// exactly: microseconds kept with decimals 6 are shown as seconds (450 -> 0.000450), the
+    /// base unit Prometheus expects, without a rounding error in the sums. At most 18.
+    std::uint8_t decimals = 0;
 
     friend bool operator==(const family_spec&, const family_spec&) = default;
 };

@@ -1,6 +1,6 @@
 #pragma once
-/// Durations accumulated per attribute set: counters of microseconds, so that
-/// rate(time) / rate(requests) is the mean time of any slice.
+/// Durations accumulated per attribute set: counters of seconds, kept as exact microseconds, so
+/// that rate(time) / rate(requests) is the mean time of any slice.
 
 #include <string_view>
 #include <vector>
@@ -9,22 +9,23 @@
 
 namespace xtel::metrics {
 
-/// xtel_transfer_time_us_total (post to completion) and xtel_transfer_post_time_us_total
-/// (the post alone), labelled as the comprehensive families are.
+/// xtel_transfer_time_seconds_total (post to completion) and
+/// xtel_transfer_post_time_seconds_total (the post alone), labelled as the comprehensive
+/// families are. Seconds, the base unit promtool asks for, shown exactly from microseconds
+/// (decimals 6): the store holds the microseconds.
 class time_builder {
   public:
     static constexpr std::string_view name = "time";
 
     void setup(metric_store& store, const attribute_registry& registry) {
-        xfer_ = store.add_family(
-            {"xtel_transfer_time_us_total",
-             "Microseconds transfers took from post to completion, summed, by every transfer "
-             "attribute.",
-             metric_type::counter, registry.names()});
-        post_ = store.add_family({"xtel_transfer_post_time_us_total",
-                                  "Microseconds spent posting transfers, summed, by every "
-                                  "transfer attribute.",
-                                  metric_type::counter, registry.names()});
+        xfer_ = store.add_family({"xtel_transfer_time_seconds_total",
+                                  "Seconds transfers took from post to completion, summed to the "
+                                  "microsecond, by every transfer attribute.",
+                                  metric_type::counter, registry.names(), 6});
+        post_ = store.add_family({"xtel_transfer_post_time_seconds_total",
+                                  "Seconds spent posting transfers, summed to the microsecond, by "
+                                  "every transfer attribute.",
+                                  metric_type::counter, registry.names(), 6});
     }
 
     void build(const transfer_group& g, metric_store& store) {
