@@ -345,3 +345,35 @@ TEST_CASE("a series limit that is not a whole number from 1 to 1000000 is a conf
                                           bad)));
     }
 }
+
+TEST_CASE(
+    "a builder added while the flusher runs sees the transfers after it, and totals stay exact",
+    "[concurrency]") {
+    const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = {"prometheus"};
+    cfg.run_interval = std::chrono::milliseconds(1);
+    xtel::prometheus_telemetry t(cfg, "live", {.staging_capacity = 1 << 16});
+    auto& e = t.get<xtel::prometheus_exporter>();
+    xtel::transfer_attributes failed;
+    failed.remote_agent = t.labels().intern("peer");
+    failed.status = xtel::transfer_status::error;
+    for (int i = 0; i < 20000; ++i) {
+        if (i == 10000) {
+            e.add_builder(std::make_unique<failures_by_peer>());
+        }
+        t.record_transfer(xtel::direction::tx, 1, 10, 1, 1, 1);
+        t.record_transfer(xtel::direction::tx, 1, 10, 1, 1, 1, failed);
+        (void)e.scrape();
+    }
+    t.flush();
+    const auto text = e.scrape();
+    CHECK(lines_starting(text, "agent_tx_bytes_total{")[0].ends_with("} 200000"));
+    const auto failures = lines_starting(text, "user_failed_transfers_total{");
+    REQUIRE(failures.size() == 1);
+    const auto counted = std::stoull(failures[0].substr(failures[0].rfind(' ') + 1));
+    CHECK(counted >= 10000);
+    CHECK(counted <= 20000);
+    CHECK(t.stats().records_dropped == 0);
+}
