@@ -51,6 +51,24 @@ constexpr builtin_family builtins[] = {
 };
 
 constexpr std::uint32_t builtin_count = std::size(builtins);
+
+// NIXL_TELEMETRY_PROMETHEUS_BUILDERS is checked against the names the settings list; the
+// processor must have a builder of each.
+constexpr bool same_builders() {
+    const auto& have = prometheus_agent::transfer_processor::builder_names;
+    const auto& said = prometheus_settings::known_builders;
+    if (std::size(have) != std::size(said)) {
+        return false;
+    }
+    for (std::size_t i = 0; i < std::size(have); ++i) {
+        if (have[i] != said[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+static_assert(same_builders(),
+              "prometheus_settings::known_builders names the processor's builders");
 constexpr std::uint32_t ignored_builtin = builtin_count - 1;
 
 constexpr std::string_view type_name(family_type t) {

@@ -159,6 +159,7 @@ class processor {
     /// Whether the builder of type B runs.
     template <class B>
     bool enabled() const noexcept {
+        static_assert(index_of<B>() < sizeof...(Builders), "B is not a builder of this processor");
         return enabled_[index_of<B>()];
     }
 
@@ -170,6 +171,12 @@ class processor {
     std::size_t cached_groups() const noexcept { return core_.cached_groups(); }
 
   private:
+    static constexpr std::array<bool, sizeof...(Builders)> all_enabled() {
+        std::array<bool, sizeof...(Builders)> a{};
+        a.fill(true);
+        return a;
+    }
+
     template <class B>
     static constexpr std::size_t index_of() {
         constexpr std::array<bool, sizeof...(Builders)> same{std::is_same_v<B, Builders>...};
@@ -196,13 +203,7 @@ class processor {
 
     detail::processor_core core_;
     std::tuple<Builders...> builders_;
-    std::array<bool, sizeof...(Builders)> enabled_ = make_enabled();
-
-    static constexpr std::array<bool, sizeof...(Builders)> make_enabled() {
-        std::array<bool, sizeof...(Builders)> a{};
-        a.fill(true);
-        return a;
-    }
+    std::array<bool, sizeof...(Builders)> enabled_ = all_enabled();
 };
 
 }  // namespace xtel::metrics
