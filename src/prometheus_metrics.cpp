@@ -51,6 +51,7 @@ constexpr builtin_family builtins[] = {
 };
 
 constexpr std::uint32_t builtin_count = std::size(builtins);
+constexpr std::uint32_t ignored_builtin = builtin_count - 1;
 
 // NIXL_TELEMETRY_PROMETHEUS_BUILDERS is checked against the names the settings list; the
 // processor must have a builder of each.
@@ -69,7 +70,6 @@ constexpr bool same_builders() {
 }
 static_assert(same_builders(),
               "prometheus_settings::known_builders names the processor's builders");
-constexpr std::uint32_t ignored_builtin = builtin_count - 1;
 
 constexpr std::string_view type_name(family_type t) {
     switch (t) {
