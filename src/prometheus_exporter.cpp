@@ -1,6 +1,7 @@
 #include "xtel/exporters/prometheus.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <limits.h>
@@ -12,6 +13,7 @@
 #include "prometheus_metrics.hpp"
 #include "xtel/error.hpp"
 #include "xtel/log.hpp"
+#include "xtel/metrics/builder.hpp"
 #include "xtel/pipelines.hpp"
 
 namespace xtel {
@@ -149,6 +151,37 @@ std::vector<double> prometheus_settings::parse_buckets(std::string_view var,
     }
 }
 
+std::vector<std::string> prometheus_settings::default_builders() {
+    return {std::begin(known_builders), std::end(known_builders)};
+}
+
+std::vector<std::string> prometheus_settings::parse_builders(std::string_view var,
+                                                             std::string_view value) {
+    const auto accepted = fmt::format(
+        "expected builder names separated by commas, each at most once, from {} (for example "
+        "legacy,comprehensive), or none for no transfer series",
+        fmt::join(known_builders, ", "));
+    if (trim(value) == "none") {
+        return {};
+    }
+    std::vector<std::string> out;
+    std::string_view rest = value;
+    while (true) {
+        const auto comma = rest.find(',');
+        const auto item = trim(rest.substr(0, comma));
+        const bool known = std::find(std::begin(known_builders), std::end(known_builders), item) !=
+                           std::end(known_builders);
+        if (!known || std::find(out.begin(), out.end(), item) != out.end()) {
+            fail(var, value, accepted);
+        }
+        out.emplace_back(item);
+        if (comma == std::string_view::npos) {
+            return out;
+        }
+        rest.remove_prefix(comma + 1);
+    }
+}
+
 prometheus_settings prometheus_settings::from_env(const config& cfg, const env_lookup& lookup) {
     prometheus_settings s;
     s.hostname = this_host_name();
@@ -162,6 +195,12 @@ prometheus_settings prometheus_settings::from_env(const config& cfg, const env_l
     if (const auto v = lookup(env::prometheus_buckets)) {
         s.buckets = parse_buckets(env::prometheus_buckets, *v);
     }
+    if (const auto v = lookup(env::prometheus_builders)) {
+        s.builders = parse_builders(env::prometheus_builders, *v);
+    }
+    if (const auto v = lookup(env::prometheus_max_series)) {
+        s.max_series = parse::unsigned_integer(env::prometheus_max_series, *v, 1, max_max_series);
+    }
     return s;
 }
 
@@ -170,8 +209,11 @@ prometheus_exporter::prometheus_exporter(const exporter_context& ctx)
 
 prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
                                          const prometheus_settings& settings)
-    : agent_(std::make_shared<detail::prometheus_agent>(
-          ctx.agent_name, settings.hostname, settings.buckets)) {
+    : agent_(std::make_shared<detail::prometheus_agent>(ctx.agent_name,
+                                                        settings.hostname,
+                                                        settings.buckets,
+                                                        settings.builders,
+                                                        settings.max_series)) {
     std::shared_ptr<detail::prometheus_endpoint> endpoint;
     try {
         endpoint = detail::prometheus_endpoint::acquire(settings.address);
@@ -204,6 +246,17 @@ void prometheus_exporter::export_batch(std::span<const event> batch) {
         return;
     }
     agent_->apply(batch);
+}
+
+void prometheus_exporter::export_transfers(std::span<const transfer_record> transfers,
+                                           const label_table& labels) {
+    if (endpoint_) {
+        agent_->apply_transfers(transfers, labels);
+    }
+}
+
+void prometheus_exporter::add_builder(std::unique_ptr<metrics::builder> b) {
+    agent_->add_builder(std::move(b));
 }
 
 void prometheus_exporter::on_flush_end() {

@@ -19,6 +19,9 @@ struct builtin_family {
     std::string_view name;
     family_type type;
     std::string_view help;
+    /// Made from transfer records by the legacy builder instead: the events are passed over
+    /// (folding both would count each transfer twice) and the name is kept for that builder.
+    bool from_transfers = false;
 };
 
 // Ordered by how often the flusher meets them: every transfer brings its times and its bytes.
@@ -28,13 +31,13 @@ constexpr builtin_family builtins[] = {
     {names::agent_xfer_post_time, "agent_xfer_post_time", family_type::histogram,
      "Time to post a transfer, in microseconds."},
     {names::agent_tx_bytes, "agent_tx_bytes_total", family_type::counter,
-     "Bytes the agent transmitted."},
+     "Bytes the agent transmitted.", true},
     {names::agent_tx_requests_num, "agent_tx_requests_num_total", family_type::counter,
-     "Transmit requests the agent completed."},
+     "Transmit requests the agent completed.", true},
     {names::agent_rx_bytes, "agent_rx_bytes_total", family_type::counter,
-     "Bytes the agent received."},
+     "Bytes the agent received.", true},
     {names::agent_rx_requests_num, "agent_rx_requests_num_total", family_type::counter,
-     "Receive requests the agent completed."},
+     "Receive requests the agent completed.", true},
     {names::agent_memory_registered, "agent_memory_registered", family_type::gauge,
      "Bytes of memory registered, as the agent last reported it."},
     {names::agent_memory_deregistered, "agent_memory_deregistered", family_type::gauge,
@@ -49,6 +52,24 @@ constexpr builtin_family builtins[] = {
 
 constexpr std::uint32_t builtin_count = std::size(builtins);
 constexpr std::uint32_t ignored_builtin = builtin_count - 1;
+
+// NIXL_TELEMETRY_PROMETHEUS_BUILDERS is checked against the names the settings list; the
+// processor must have a builder of each.
+constexpr bool same_builders() {
+    const auto& have = prometheus_agent::transfer_processor::builder_names;
+    const auto& said = prometheus_settings::known_builders;
+    if (std::size(have) != std::size(said)) {
+        return false;
+    }
+    for (std::size_t i = 0; i < std::size(have); ++i) {
+        if (have[i] != said[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+static_assert(same_builders(),
+              "prometheus_settings::known_builders names the processor's builders");
 
 constexpr std::string_view type_name(family_type t) {
     switch (t) {
@@ -162,6 +183,36 @@ void append_number(std::string& out, std::uint64_t v) {
     out.append(f.data(), f.size());
 }
 
+/// v / 10^decimals, exactly: 450 with 6 decimals is 0.000450.
+void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals) {
+    if (decimals == 0) {
+        append_number(out, v);
+        return;
+    }
+    std::uint64_t scale = 1;
+    for (std::uint8_t i = 0; i < decimals; ++i) {
+        scale *= 10;
+    }
+    append_number(out, v / scale);
+    out += '.';
+    const fmt::format_int frac(v % scale);
+    out.append(decimals - frac.size(), '0');
+    out.append(frac.data(), frac.size());
+}
+
+/// `,name="value"...` for a processor series, escaped.
+std::string render_labels(std::span<const std::string> names, std::span<const std::string> values) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size() && i < values.size(); ++i) {
+        out += ',';
+        out += names[i];
+        out += "=\"";
+        out += escape_label_value(values[i]);
+        out += '"';
+    }
+    return out;
+}
+
 void append_line(std::string& out,
                  const std::string& name,
                  std::string_view suffix,
@@ -178,6 +229,18 @@ void append_line(std::string& out,
 
 void append_series(std::string& out, const agent_snapshot& agent, const family_values& f) {
     const std::string& name = f.desc->name;
+    if (f.labelled) {
+        for (const labelled_value& s : f.series) {
+            out += name;
+            out += '{';
+            out += agent.labels;
+            out += *s.labels;
+            out += "} ";
+            append_scaled(out, s.value, f.desc->decimals);
+            out += '\n';
+        }
+        return;
+    }
     switch (f.desc->type) {
         case family_type::counter:
         case family_type::gauge:
@@ -238,7 +301,9 @@ std::string sanitize_metric_name(std::string_view name) {
 
 prometheus_agent::prometheus_agent(std::string agent_name,
                                    std::string_view hostname,
-                                   std::vector<double> bounds)
+                                   std::vector<double> bounds,
+                                   const std::vector<std::string>& builders,
+                                   std::size_t max_series)
     : agent_name_(std::move(agent_name)),
       labels_(fmt::format("agent_name=\"{}\",hostname=\"{}\"",
                           escape_label_value(agent_name_),
@@ -246,12 +311,79 @@ prometheus_agent::prometheus_agent(std::string agent_name,
       layout_(make_layout(std::move(bounds))),
       table_(std::make_shared<family_table>()) {
     for (const auto& b : builtins) {
-        add_family(std::string(b.name), escape_help(b.help), b.type);
+        add_family(std::string(b.name), escape_help(b.help), b.type, !b.from_transfers);
     }
+    sample_names_.emplace(std::string(metrics::metric_store::folded_family), processor_owned);
+    metrics::processor_options opts;
+    opts.max_series = max_series;
+    opts.reserved_labels = {"agent_name", "hostname"};
+    opts.check = [this](const metrics::family_spec& spec) { reserve_name(spec); };
+    opts.builders = builders;
+    processor_ = std::make_unique<transfer_processor>(
+        metrics::context{agent_name_, std::string(hostname)}, metrics::default_attributes(), opts);
     publish();
 }
 
+void prometheus_agent::reserve_name(const metrics::family_spec& spec) {
+    const auto it = sample_names_.find(spec.name);
+    if (it == sample_names_.end()) {
+        sample_names_.emplace(spec.name, processor_owned);
+        return;
+    }
+    // The legacy builder's families take the names the event path keeps for them.
+    const bool kept = it->second < builtin_count && builtins[it->second].from_transfers &&
+                      spec.type == metrics::metric_type::counter && spec.label_names.empty();
+    if (!kept) {
+        throw metrics::metrics_error(fmt::format(
+            "metric family '{}' is refused: agent '{}' already serves a family that uses the "
+            "name; expected a name of its own",
+            spec.name, agent_name_));
+    }
+}
+
+void prometheus_agent::apply_transfers(std::span<const transfer_record> transfers,
+                                       const label_table& labels) {
+    if (transfers.empty()) {
+        return;
+    }
+    const std::lock_guard lock(state_mutex_);
+    processor_->process(transfers, labels);
+    dirty_ = true;
+}
+
+void prometheus_agent::add_builder(std::unique_ptr<metrics::builder> b) {
+    const std::lock_guard lock(state_mutex_);
+    processor_->add_builder(std::move(b));
+    dirty_ = true;
+}
+
+void prometheus_agent::sync_processor_families() {
+    const auto families = processor_->store().families();
+    for (std::size_t i = processor_families_.size(); i < families.size(); ++i) {
+        const auto& spec = families[i].spec();
+        const family_desc& desc = table_->descs.emplace_back(family_desc{
+            spec.name, escape_help(spec.help),
+            spec.type == metrics::metric_type::counter ? family_type::counter : family_type::gauge,
+            spec.decimals});
+        processor_families_.push_back({&desc, {}});
+        const auto pos = std::lower_bound(processor_order_.begin(), processor_order_.end(),
+                                          desc.name, [this](std::uint32_t f, const std::string& n) {
+                                              return processor_families_[f].desc->name < n;
+                                          });
+        processor_order_.insert(pos, static_cast<std::uint32_t>(i));
+    }
+    for (std::size_t i = 0; i < families.size(); ++i) {
+        auto& labels = processor_families_[i].labels;
+        const auto series = families[i].all_series();
+        for (std::size_t j = labels.size(); j < series.size(); ++j) {
+            labels.push_back(&table_->labels.emplace_back(
+                render_labels(families[i].spec().label_names, series[j].label_values)));
+        }
+    }
+}
+
 void prometheus_agent::apply(std::span<const event> batch) {
+    const std::lock_guard lock(state_mutex_);
     for (const event& e : batch) {
         apply_one(e);
     }
@@ -261,6 +393,9 @@ void prometheus_agent::apply_one(const event& e) {
     const std::uint32_t index = find_or_add(e);
     if (index == rejected) {
         ignore();
+        return;
+    }
+    if (index < builtin_count && builtins[index].from_transfers) {
         return;
     }
     family_values& f = values_[index];
@@ -346,16 +481,18 @@ std::uint32_t prometheus_agent::find_or_add(const event& e) {
     std::uint32_t index = rejected;
     if (const auto owner = sample_names_.find(name); owner != sample_names_.end()) {
         // Names that differ only in characters the metric alphabet lacks share a family.
-        const family_desc& d = *values_[owner->second].desc;
-        if (d.name == name && d.type == type && owner->second >= builtin_count) {
-            index = owner->second;
+        if (owner->second < values_.size() && owner->second >= builtin_count) {
+            const family_desc& d = *values_[owner->second].desc;
+            if (d.name == name && d.type == type) {
+                index = owner->second;
+            }
         }
     } else if (names_free(name, type)) {
         constexpr std::string_view how[] = {"counter increments", "the last level set", "histogram",
                                             "sum and count of samples"};
         const auto help = fmt::format("{} event {}: {}.", to_string(e.cat), text,
                                       how[static_cast<std::size_t>(type)]);
-        index = add_family(std::move(name), escape_help(help), type);
+        index = add_family(std::move(name), escape_help(help), type, true);
     }
     dynamic_.emplace(std::string(text), index);
     ++dynamic_count_;
@@ -368,7 +505,10 @@ bool prometheus_agent::names_free(const std::string& name, family_type type) con
                         [this](const std::string& n) { return sample_names_.contains(n); });
 }
 
-std::uint32_t prometheus_agent::add_family(std::string name, std::string help, family_type type) {
+std::uint32_t prometheus_agent::add_family(std::string name,
+                                           std::string help,
+                                           family_type type,
+                                           bool listed) {
     const auto index = static_cast<std::uint32_t>(values_.size());
     for (auto& n : sample_names_of(name, type)) {
         sample_names_.emplace(std::move(n), index);
@@ -380,6 +520,9 @@ std::uint32_t prometheus_agent::add_family(std::string name, std::string help, f
     if (type == family_type::histogram) {
         v.buckets.assign(layout_->bounds.size(), 0);
     }
+    if (!listed) {
+        return index;
+    }
     const auto pos = std::lower_bound(
         order_.begin(), order_.end(), desc.name,
         [this](std::uint32_t i, const std::string& n) { return values_[i].desc->name < n; });
@@ -388,17 +531,43 @@ std::uint32_t prometheus_agent::add_family(std::string name, std::string help, f
 }
 
 void prometheus_agent::publish() {
+    const std::lock_guard lock(state_mutex_);
     if (!dirty_) {
         return;
     }
+    sync_processor_families();
     auto snap = std::make_shared<agent_snapshot>();
     snap->agent_name = agent_name_;
     snap->labels = labels_;
     snap->layout = layout_;
     snap->table = table_;
-    snap->families.reserve(order_.size());
-    for (const std::uint32_t i : order_) {
-        snap->families.push_back(values_[i]);
+    snap->families.reserve(order_.size() + processor_order_.size());
+    const auto families = processor_->store().families();
+    const auto processor_values = [&](std::uint32_t f) {
+        family_values v;
+        v.desc = processor_families_[f].desc;
+        v.labelled = true;
+        const auto series = families[f].all_series();
+        v.series.reserve(series.size());
+        for (std::size_t j = 0; j < series.size(); ++j) {
+            v.series.push_back({processor_families_[f].labels[j], series[j].value});
+        }
+        return v;
+    };
+    // Both lists are sorted by name, and no name is in both (reserve_name): merge them.
+    auto b = order_.begin();
+    auto p = processor_order_.begin();
+    while (b != order_.end() || p != processor_order_.end()) {
+        const bool take_builtin =
+            p == processor_order_.end() ||
+            (b != order_.end() && values_[*b].desc->name < processor_families_[*p].desc->name);
+        if (take_builtin) {
+            snap->families.push_back(values_[*b++]);
+        } else if (families[*p].all_series().empty()) {
+            ++p;  // a family without series yet is not shown
+        } else {
+            snap->families.push_back(processor_values(*p++));
+        }
     }
     std::shared_ptr<const agent_snapshot> previous = std::move(snap);
     {

@@ -12,6 +12,11 @@
 #include <vector>
 
 #include "xtel/event.hpp"
+#include "xtel/metrics/builders/comprehensive.hpp"
+#include "xtel/metrics/builders/legacy.hpp"
+#include "xtel/metrics/builders/time.hpp"
+#include "xtel/metrics/processor.hpp"
+#include "xtel/transfer_record.hpp"
 
 namespace xtel::detail {
 
@@ -22,6 +27,13 @@ struct family_desc {
     std::string name;  ///< exposition name, with _total for counters
     std::string help;  ///< escaped for a HELP line
     family_type type;
+    std::uint8_t decimals = 0;  ///< values are shown divided by 10^decimals (metric_store.hpp)
+};
+
+/// One series of a family whose series vary by labels (the metrics processor's families).
+struct labelled_value {
+    const std::string* labels;  ///< `,name="value"...`, escaped; empty for no labels
+    std::uint64_t value;
 };
 
 /// One agent's series of one family.
@@ -32,6 +44,9 @@ struct family_values {
     std::uint64_t count = 0;  ///< histogram, summary
     /// Histogram only: observations per bucket, not cumulative (the +Inf bucket is `count`).
     std::vector<std::uint64_t> buckets;
+    /// A processor family: its series are `series`, not `value`.
+    bool labelled = false;
+    std::vector<labelled_value> series;
 };
 
 /// Histogram bounds and their `le` label values, shared by an agent and its snapshots.
@@ -40,9 +55,11 @@ struct bucket_layout {
     std::vector<std::string> le;
 };
 
-/// Family descriptions only ever appended to; snapshots hold it so their pointers stay valid.
+/// Family descriptions and rendered label sets, only ever appended to; snapshots hold it so
+/// their pointers stay valid.
 struct family_table {
     std::deque<family_desc> descs;
+    std::deque<std::string> labels;
 };
 
 /// What a scrape renders for one agent: immutable once published.
@@ -54,16 +71,28 @@ struct agent_snapshot {
     std::vector<family_values> families;  ///< sorted by exposition name
 };
 
-/// One agent's metrics. apply() and publish() run on that agent's flusher thread only;
+/// One agent's metrics. apply(), apply_transfers() and publish() run on that agent's flusher
+/// thread; add_builder() on any thread (state_mutex_, uncontended otherwise, orders them);
 /// snapshot() on any thread, under a lock held for a pointer copy.
 class prometheus_agent {
   public:
-    prometheus_agent(std::string agent_name, std::string_view hostname, std::vector<double> bounds);
+    /// The builders the exporter can run; `builders` names which.
+    using transfer_processor = metrics::
+        processor<metrics::legacy_builder, metrics::comprehensive_builder, metrics::time_builder>;
+
+    /// Throws metrics::metrics_error for a builder name the processor lacks.
+    prometheus_agent(std::string agent_name,
+                     std::string_view hostname,
+                     std::vector<double> bounds,
+                     const std::vector<std::string>& builders = {"legacy", "comprehensive", "time"},
+                     std::size_t max_series = metrics::metric_store::default_max_series);
 
     prometheus_agent(const prometheus_agent&) = delete;
     prometheus_agent& operator=(const prometheus_agent&) = delete;
 
     void apply(std::span<const event> batch);
+    void apply_transfers(std::span<const transfer_record> transfers, const label_table& labels);
+    void add_builder(std::unique_ptr<metrics::builder> b);
     /// Publishes the state as a new snapshot when a batch changed it since the last call.
     void publish();
     std::shared_ptr<const agent_snapshot> snapshot() const;
@@ -72,10 +101,22 @@ class prometheus_agent {
 
   private:
     static constexpr std::uint32_t rejected = UINT32_MAX;
+    /// In sample_names_: a name a processor family uses.
+    static constexpr std::uint32_t processor_owned = UINT32_MAX - 1;
+
+    /// A processor family as scrapes see it: its description and each series' labels.
+    struct processor_family {
+        const family_desc* desc = nullptr;
+        std::vector<const std::string*> labels;
+    };
 
     void apply_one(const event& e);
     std::uint32_t find_or_add(const event& e);
-    std::uint32_t add_family(std::string name, std::string help, family_type type);
+    std::uint32_t add_family(std::string name, std::string help, family_type type, bool listed);
+    /// The processor's check on each new family: refuses a name this agent's families use.
+    void reserve_name(const metrics::family_spec& spec);
+    /// Catches up with the families and series the processor made since the last call.
+    void sync_processor_families();
     bool names_free(const std::string& name, family_type type) const;
     void ignore() noexcept;
 
@@ -92,6 +133,11 @@ class prometheus_agent {
     std::map<std::string, std::uint32_t, std::less<>> sample_names_;
     std::size_t dynamic_count_ = 0;
     bool dirty_ = true;
+    std::unique_ptr<transfer_processor> processor_;
+    std::vector<processor_family> processor_families_;  ///< by store family index
+    std::vector<std::uint32_t> processor_order_;        ///< store family indices sorted by name
+
+    std::mutex state_mutex_;
 
     mutable std::mutex published_mutex_;
     std::shared_ptr<const agent_snapshot> published_;

@@ -801,6 +801,7 @@ struct ucx_backend::impl {
                   std::span<const descriptor> local_descs,
                   std::span<const descriptor> remote_descs,
                   std::string_view remote_name,
+                  const transfer_attributes& attrs,
                   transfer_handle& out) {
         if (op != transfer_op::read && op != transfer_op::write) {
             return fail(status_code::invalid_argument,
@@ -875,6 +876,7 @@ struct ucx_backend::impl {
         t.record = {};
         t.record.dir = op == transfer_op::write ? direction::tx : direction::rx;
         t.record.bytes = bytes;
+        t.record.attrs = attrs;
         t.failure = {};
         out.id = (static_cast<std::uint64_t>(t.generation) << 32) | (index + 1u);
         return {};
@@ -913,8 +915,11 @@ struct ucx_backend::impl {
                    : fail(status_code::remote_disconnected, "agent '{}' is not connected", r.name);
     }
 
-    /// Ends a transfer in failure; the request, if UCX still holds it, is freed when done.
-    status fail_transfer(transfer& t, status why) noexcept {
+    /// Ends a transfer in failure; the request, if UCX still holds it, is freed when done. The
+    /// outcome hands the agent the transfer's record, so the failure is recorded once.
+    status fail_transfer(transfer& t, status why, transfer_outcome& outcome) noexcept {
+        outcome.record = &t.record;
+        outcome.new_error = true;
         if (t.request != nullptr) {
             if (::ucp_request_check_status(t.request) != UCS_INPROGRESS) {
                 ::ucp_request_free(t.request);
@@ -952,8 +957,7 @@ struct ucx_backend::impl {
         }
         remote_agent& r = *t->remote;
         if (!r.usable()) [[unlikely]] {
-            outcome.new_error = true;
-            return fail_transfer(*t, remote_gone(r));
+            return fail_transfer(*t, remote_gone(r), outcome);
         }
         ucp_request_param_t param{};
         param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
@@ -964,8 +968,7 @@ struct ucx_backend::impl {
                             ? ::ucp_put_nbx(r.ep, op.local, op.length, op.remote, op.rkey, &param)
                             : ::ucp_get_nbx(r.ep, op.local, op.length, op.remote, op.rkey, &param);
             if (UCS_PTR_IS_ERR(req)) [[unlikely]] {
-                outcome.new_error = true;
-                return fail_transfer(*t, transfer_error(*t, UCS_PTR_STATUS(req)));
+                return fail_transfer(*t, transfer_error(*t, UCS_PTR_STATUS(req)), outcome);
             }
             if (req != nullptr) {
                 // Completion is tracked by the flush below, which covers this operation.
@@ -980,9 +983,7 @@ struct ucx_backend::impl {
             return {};
         }
         if (UCS_PTR_IS_ERR(req)) [[unlikely]] {
-            outcome.record = nullptr;
-            outcome.new_error = true;
-            return fail_transfer(*t, transfer_error(*t, UCS_PTR_STATUS(req)));
+            return fail_transfer(*t, transfer_error(*t, UCS_PTR_STATUS(req)), outcome);
         }
         t->request = req;
         t->st = state::in_progress;
@@ -1029,15 +1030,13 @@ struct ucx_backend::impl {
             outcome.record = &t->record;
             return {};
         }
-        outcome.new_error = true;
-        return fail_transfer(*t, transfer_error(*t, st));
+        return fail_transfer(*t, transfer_error(*t, st), outcome);
     }
 
     status still_running(transfer& t, transfer_outcome& outcome) noexcept {
         remote_agent& r = *t.remote;
         if (!r.usable()) [[unlikely]] {
-            outcome.new_error = true;
-            return fail_transfer(t, remote_gone(r));
+            return fail_transfer(t, remote_gone(r), outcome);
         }
         // The deadline costs a clock read only every 1024 polls of a transfer that is slow.
         if (options.transfer_timeout.count() > 0 && (++t.idle_polls & 1023u) == 0) [[unlikely]] {
@@ -1046,7 +1045,6 @@ struct ucx_backend::impl {
             if (t.deadline_us == 0) {
                 t.deadline_us = now + limit;
             } else if (now > t.deadline_us) {
-                outcome.new_error = true;
                 r.failed = true;
                 r.failure = fail(status_code::timed_out,
                                  "agent '{}': a {} of {} bytes to '{}' did not complete within {} "
@@ -1055,7 +1053,7 @@ struct ucx_backend::impl {
                                  options.transfer_timeout.count(), r.name);
                 note_disconnect();
                 close(r);
-                return fail_transfer(t, r.failure);
+                return fail_transfer(t, r.failure, outcome);
             }
         }
         return status::in_progress();
@@ -1160,8 +1158,9 @@ status ucx_backend::create_transfer(transfer_op op,
                                     std::span<const descriptor> local,
                                     std::span<const descriptor> remote,
                                     std::string_view remote_name,
+                                    const transfer_attributes& attrs,
                                     transfer_handle& out) {
-    return impl_->create(op, local, remote, remote_name, out);
+    return impl_->create(op, local, remote, remote_name, attrs, out);
 }
 
 status ucx_backend::post(transfer_handle h, transfer_outcome& outcome) noexcept {

@@ -25,6 +25,7 @@
 #include "xtel/agent_events.hpp"
 #include "xtel/clock.hpp"
 #include "xtel/config.hpp"
+#include "xtel/metrics/attributes.hpp"
 #include "xtel/pipelines.hpp"
 #include "xtel/status.hpp"
 #include "xtel/telemetry.hpp"
@@ -115,7 +116,8 @@ class basic_agent final : public agent {
         : name_(detail::checked_agent_name(std::move(name))),
           telemetry_(cfg, name_, opts.telemetry),
           started_(record_start()),
-          backend_(name_, detail::backend_options{opts.transfer_timeout}, sink()) {}
+          backend_(name_, detail::backend_options{opts.transfer_timeout}, sink()),
+          base_attrs_(base_attributes()) {}
 
     /// Closes connections and deregisters what is left (recorded), then records agent_stop;
     /// the pipeline flushes everything on its way out.
@@ -174,7 +176,11 @@ class basic_agent final : public agent {
                            std::span<const descriptor> remote,
                            std::string_view remote_agent,
                            transfer_handle& out) override {
-        return noted(backend_.create_transfer(op, local, remote, remote_agent, out));
+        transfer_attributes attrs;
+        if constexpr (Telemetry::takes_transfers) {
+            attrs = attributes_of(op, local, remote, remote_agent);
+        }
+        return noted(backend_.create_transfer(op, local, remote, remote_agent, attrs, out));
     }
 
     status post(transfer_handle h) noexcept override {
@@ -191,6 +197,8 @@ class basic_agent final : public agent {
                 outcome.record->post_end = end;
                 if (st.ok()) {
                     record_completion(*outcome.record, end);
+                } else if (st.is_error()) [[unlikely]] {
+                    record_failure(*outcome.record, end);
                 }
             }
             if (outcome.new_error) [[unlikely]] {
@@ -205,7 +213,11 @@ class basic_agent final : public agent {
         status st = backend_.poll(h, outcome);
         if constexpr (Telemetry::enabled) {
             if (outcome.record != nullptr) {
-                record_completion(*outcome.record, clock_.now());
+                if (st.ok()) [[likely]] {
+                    record_completion(*outcome.record, clock_.now());
+                } else {
+                    record_failure(*outcome.record, clock_.now());
+                }
             }
             if (outcome.new_error) [[unlikely]] {
                 record_error(st.code());
@@ -259,11 +271,64 @@ class basic_agent final : public agent {
     }
 
     /// A completed transfer: one staged record, stamped with the completion reading the
-    /// caller just took; the durations reuse the post's own readings.
+    /// caller just took; the durations reuse the post's own readings, and the attributes were
+    /// filled when the transfer was created (a 16-byte copy here).
     void record_completion(const detail::transfer_record& r, std::uint64_t done) noexcept {
         telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes, 1,
                                    clock_.micros(r.post_start, r.post_end),
-                                   clock_.micros(r.post_start, done));
+                                   clock_.micros(r.post_start, done), r.attrs);
+    }
+
+    /// A failed transfer, for exporters that take transfer records (status error, the bytes
+    /// it was to move); it makes no agent_*_bytes event (telemetry.hpp).
+    void record_failure(const detail::transfer_record& r, std::uint64_t done) noexcept {
+        if constexpr (Telemetry::takes_transfers) {
+            transfer_attributes attrs = r.attrs;
+            attrs.status = transfer_status::error;
+            telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes, 1,
+                                       clock_.micros(r.post_start, r.post_end),
+                                       clock_.micros(r.post_start, done), attrs);
+        }
+    }
+
+    /// What every transfer of this agent shares: the backend, and the GPUs of this host
+    /// (computed once per process; unknown without CUDA devices). Interned only when some
+    /// exporter reads attributes.
+    transfer_attributes base_attributes() {
+        transfer_attributes a;
+        if constexpr (Telemetry::takes_transfers) {
+            a.backend = telemetry_.labels().intern("ucx");
+            if (const std::string& gpu = metrics::local_gpu_identifier(); !gpu.empty()) {
+                a.gpu = telemetry_.labels().intern(gpu);
+            }
+        }
+        return a;
+    }
+
+    /// A new transfer's attributes, at create time (a slow path: it interns the peer's name).
+    transfer_attributes attributes_of(transfer_op op,
+                                      std::span<const descriptor> local,
+                                      std::span<const descriptor> remote,
+                                      std::string_view remote_agent) {
+        transfer_attributes a = base_attrs_;
+        a.remote_agent = telemetry_.labels().intern(remote_agent);
+        a.op = op == transfer_op::read ? operation::read : operation::write;
+        a.local_memory = memory_of(local);
+        a.remote_memory = memory_of(remote);
+        return a;
+    }
+
+    /// The memory type every descriptor names; unknown when they differ or there are none.
+    static memory_type memory_of(std::span<const descriptor> d) noexcept {
+        if (d.empty()) {
+            return memory_type::unknown;
+        }
+        for (const descriptor& x : d) {
+            if (x.kind != d.front().kind) {
+                return memory_type::unknown;
+            }
+        }
+        return d.front().kind == memory_kind::vram ? memory_type::vram : memory_type::dram;
     }
 
     void record_error(status_code code) noexcept {
@@ -303,6 +368,7 @@ class basic_agent final : public agent {
     [[no_unique_address]] std::conditional_t<Telemetry::enabled, detail::tsc_clock, no_clock>
         clock_;
     std::uint64_t deregistered_ = 0;
+    const transfer_attributes base_attrs_;
 };
 
 extern template class basic_agent<telemetry<>>;

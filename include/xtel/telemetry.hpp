@@ -62,6 +62,9 @@ class telemetry {
 public:
     /// False for `telemetry<>`, whose record calls do nothing.
     static constexpr bool enabled = sizeof...(Exporters) > 0;
+    /// Whether any exporter takes whole transfer records; when none does, none are built, and
+    /// a recorder need not fill transfer attributes.
+    static constexpr bool takes_transfers = (exporter_traits<Exporters>::wants_transfers || ...);
 
     /// Builds every exporter (their set-up errors propagate) and starts the flusher.
     telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
@@ -137,9 +140,11 @@ public:
         record(cat, name, value, value_kind::gauge);
     }
 
-    /// Records a completed transfer as one staged record; the flusher expands it into
-    /// agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num, agent_xfer_time, agent_xfer_post_time,
-    /// and hands it whole, with its attributes, to exporters that ask for transfers.
+    /// Records a transfer as one staged record; the flusher hands it whole, with its
+    /// attributes, to exporters that ask for transfers, and expands a completed one (status
+    /// success) into agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num, agent_xfer_time and
+    /// agent_xfer_post_time. A failed one makes no such event: those count completed
+    /// transfers, as in NIXL.
     /// PRECONDITION: `attrs` was filled before this call (say, when the transfer was created):
     /// it is copied as two 8-byte words.
     void record_transfer(direction dir,
@@ -200,8 +205,6 @@ private:
     using exporter_tuple = std::tuple<Exporters...>;
 
     static constexpr transfer_attributes default_attributes{};
-    /// Whether any exporter takes whole transfer records; when none does, none are built.
-    static constexpr bool any_wants_transfers = (exporter_traits<Exporters>::wants_transfers || ...);
 
     template <std::size_t... I>
     static exporter_tuple make_exporters(const exporter_context& ctx, std::index_sequence<I...>) {
@@ -299,10 +302,13 @@ private:
         detail::transfer_fields f;
         std::memcpy(&f, r.payload, sizeof f);
         const bool tx = r.kind == detail::record_kind::transfer_tx;
-        if constexpr (any_wants_transfers) {
+        if constexpr (takes_transfers) {
             transfers_.push_back(transfer_record{r.timestamp_us, r.value, f.requests, f.post_us,
                                                  f.xfer_us, tx ? direction::tx : direction::rx,
                                                  f.attrs});
+        }
+        if (f.attrs.status != transfer_status::success) {
+            return;
         }
         batch_.push_back(make_event(r.timestamp_us, category::transfer,
                                     tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
@@ -317,7 +323,7 @@ private:
     }
 
     void export_batch() {
-        if constexpr (any_wants_transfers) {
+        if constexpr (takes_transfers) {
             if (!transfers_.empty()) {
                 const std::span<const transfer_record> t(transfers_.data(), transfers_.size());
                 export_transfers_each(t, std::index_sequence_for<Exporters...>{});

@@ -45,18 +45,20 @@ struct event_sink {
 };
 
 /// What the agent records for one transfer; it lives in the backend's transfer slot, so the
-/// clock readings the agent takes around a post are kept without another lookup.
+/// clock readings the agent takes around a post, and the attributes it filled when the
+/// transfer was created, are at hand without another lookup.
 struct transfer_record {
     direction dir = direction::tx;
     std::uint64_t bytes = 0;
     std::uint64_t post_start = 0;  ///< the agent's clock readings (tsc_clock)
     std::uint64_t post_end = 0;
+    transfer_attributes attrs;  ///< as given to create_transfer; status stays success here
 };
 
 /// What post and poll tell the agent besides the status.
 struct transfer_outcome {
-    /// The transfer's record; set by post when the transfer was posted (completed or not), and
-    /// by poll when it completed in that call.
+    /// The transfer's record; set by post when the transfer was posted (completed or not) or
+    /// failed, and by poll when it completed or failed in that call; the status tells which.
     transfer_record* record = nullptr;
     /// True when the status is an error that this call found first (one ERROR event each).
     bool new_error = false;
@@ -103,6 +105,7 @@ class ucx_backend {
                            std::span<const descriptor> local,
                            std::span<const descriptor> remote,
                            std::string_view remote_name,
+                           const transfer_attributes& attrs,
                            transfer_handle& out);
     status post(transfer_handle h, transfer_outcome& outcome) noexcept;
     /// Progresses the worker once, then looks at h.

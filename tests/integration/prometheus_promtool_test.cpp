@@ -58,6 +58,7 @@ TEST_CASE("promtool check metrics accepts what GET /metrics serves") {
     xtel::prometheus_settings s;
     s.address = {"127.0.0.1", 0};
     s.hostname = "test-host";
+    s.max_series = 2;  // so that the overflow series and the folded counter show as well
     xtel::prometheus_exporter a({cfg, "agent \"one\"\\"}, s);
     xtel::prometheus_exporter b({cfg, "agent_two"}, s);
     REQUIRE(a.active());
@@ -76,7 +77,26 @@ TEST_CASE("promtool check metrics accepts what GET /metrics serves") {
         make(category::connection, "peers-connected", 4, value_kind::gauge),
         make(category::custom, "app.queue_wait", 17, value_kind::sample),
     };
+    // Transfers for the processor's families: legacy, comprehensive (with an overflow series),
+    // time (seconds with decimals), and the folded-updates counter.
+    xtel::label_table labels;
+    std::vector<xtel::transfer_record> transfers;
+    for (const char* peer : {"decode \"7\"", "prefill-0", "prefill-1", "prefill-2"}) {
+        xtel::transfer_record r;
+        r.bytes = 1 << 20;
+        r.requests = 1;
+        r.post_us = 3;
+        r.xfer_us = 120;
+        r.attrs.backend = labels.intern("ucx");
+        r.attrs.remote_agent = labels.intern(peer);
+        r.attrs.gpu = labels.intern("2x_nvidia_h100");
+        transfers.push_back(r);
+    }
+    transfers.back().dir = xtel::direction::rx;
+    transfers.back().attrs.op = xtel::operation::read;
+    transfers.back().attrs.status = xtel::transfer_status::error;
     for (auto* e : {&a, &b}) {
+        e->export_transfers(transfers, labels);
         e->export_batch(batch);
         e->on_flush_end();
     }
@@ -90,6 +110,11 @@ TEST_CASE("promtool check metrics accepts what GET /metrics serves") {
     INFO("promtool said:\n" << r.output << "\non:\n" << res->body);
     CHECK(r.status == 0);
     CHECK(r.output.empty());
+    CHECK(res->body.find("xtel_transfer_time_seconds_total{") != std::string::npos);
+    CHECK(
+        res->body.find(
+            R"(xtel_metrics_series_folded_total{agent_name="agent_two",hostname="test-host",family="xtel_transfer_bytes_total"} 2)") !=
+        std::string::npos);
 }
 
 TEST_CASE("promtool check metrics, as the test runs it, rejects a malformed exposition") {

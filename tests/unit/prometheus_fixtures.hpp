@@ -10,8 +10,16 @@
 #include "xtel/event.hpp"
 #include "xtel/exporters/prometheus.hpp"
 #include "xtel/log.hpp"
+#include "xtel/transfer_record.hpp"
 
 namespace prom_test {
+
+/// What the pipeline hands its exporters for some transfers: the records, then the events it
+/// expands them into.
+struct transfer_round {
+    std::vector<xtel::transfer_record> transfers;
+    std::vector<xtel::event> events;
+};
 
 /// An exporter on a free loopback port with fixed labels and two buckets, built the way the
 /// pipeline builds it.
@@ -36,7 +44,20 @@ struct exporter_under_test {
         exporter.on_flush_end();
     }
 
+    /// Exports transfers as the pipeline does, in one flush round.
+    void flush(const transfer_round& round) {
+        send(round);
+        exporter.on_flush_end();
+    }
+
+    /// Hands transfers over without ending the flush round.
+    void send(const transfer_round& round) {
+        exporter.export_transfers(round.transfers, labels);
+        exporter.export_batch(round.events);
+    }
+
     xtel::config cfg;
+    xtel::label_table labels;
     xtel::prometheus_exporter exporter;
 };
 
@@ -53,16 +74,38 @@ inline xtel::event make(xtel::category cat,
     return e;
 }
 
-/// The four events the pipeline expands a transmit record into.
-inline std::vector<xtel::event> tx_transfer(std::uint64_t bytes,
-                                            std::uint64_t post_us,
-                                            std::uint64_t xfer_us) {
+/// A completed transfer of `requests` requests and the four events the pipeline expands it
+/// into; its attributes are the defaults (label ids unknown).
+inline transfer_round transfer(xtel::direction dir,
+                               std::uint64_t bytes,
+                               std::uint64_t requests,
+                               std::uint64_t post_us,
+                               std::uint64_t xfer_us) {
     using xtel::category;
     using xtel::value_kind;
-    return {make(category::transfer, "agent_tx_bytes", bytes, value_kind::counter),
-            make(category::transfer, "agent_tx_requests_num", 1, value_kind::counter),
-            make(category::performance, "agent_xfer_time", xfer_us, value_kind::sample),
-            make(category::performance, "agent_xfer_post_time", post_us, value_kind::sample)};
+    const bool tx = dir == xtel::direction::tx;
+    xtel::transfer_record r;
+    r.timestamp_us = 1;
+    r.bytes = bytes;
+    r.requests = requests;
+    r.post_us = post_us;
+    r.xfer_us = xfer_us;
+    r.dir = dir;
+    r.attrs.op = tx ? xtel::operation::write : xtel::operation::read;
+    return {{r},
+            {make(category::transfer, tx ? "agent_tx_bytes" : "agent_rx_bytes", bytes,
+                  value_kind::counter),
+             make(category::transfer, tx ? "agent_tx_requests_num" : "agent_rx_requests_num",
+                  requests, value_kind::counter),
+             make(category::performance, "agent_xfer_time", xfer_us, value_kind::sample),
+             make(category::performance, "agent_xfer_post_time", post_us, value_kind::sample)}};
+}
+
+/// One completed transmit, as the pipeline hands it over.
+inline transfer_round tx_transfer(std::uint64_t bytes,
+                                  std::uint64_t post_us,
+                                  std::uint64_t xfer_us) {
+    return transfer(xtel::direction::tx, bytes, 1, post_us, xfer_us);
 }
 
 /// Collects xtel's log messages while alive.

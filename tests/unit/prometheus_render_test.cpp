@@ -61,6 +61,12 @@ telemetry_events_dropped_total{agent_name="a1",hostname="h"} 0
 # HELP telemetry_prometheus_ignored_events_total Events the Prometheus exporter did not fold into a family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
 # TYPE telemetry_prometheus_ignored_events_total counter
 telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 0
+# HELP xtel_metrics_series_folded_total Updates folded into a family's overflow series (its labels "other") because the family had reached its limit of series.
+# TYPE xtel_metrics_series_folded_total counter
+xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_bytes_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_requests_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_time_seconds_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_post_time_seconds_total"} 0
 )");
 }
 
@@ -68,8 +74,7 @@ TEST_CASE("transfers add to the byte and request counters") {
     exporter_under_test t;
     t.flush(tx_transfer(4096, 2, 30));
     t.flush(tx_transfer(1000, 2, 30));
-    t.flush({make(category::transfer, "agent_rx_bytes", 777, value_kind::counter),
-             make(category::transfer, "agent_rx_requests_num", 3, value_kind::counter)});
+    t.flush(prom_test::transfer(xtel::direction::rx, 777, 3, 1, 1));
     const auto text = t.exporter.scrape();
     CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 5096)"));
     CHECK(has_line(text, R"(agent_tx_requests_num_total{agent_name="a1",hostname="h"} 2)"));
@@ -159,10 +164,10 @@ TEST_CASE("an event whose kind its family does not take is ignored and counted")
     exporter_under_test t;
     t.flush({make(category::backend, "ucx_retries", 2, value_kind::counter),
              make(category::backend, "ucx_retries", 9, value_kind::gauge),
-             make(category::transfer, "agent_tx_bytes", 5, value_kind::gauge)});
+             make(category::system, "telemetry_events_dropped", 5, value_kind::gauge)});
     const auto text = t.exporter.scrape();
     CHECK(has_line(text, R"(ucx_retries_total{agent_name="a1",hostname="h"} 2)"));
-    CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
+    CHECK(has_line(text, R"(telemetry_events_dropped_total{agent_name="a1",hostname="h"} 0)"));
     CHECK(has_line(text,
                    R"(telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 2)"));
 }
@@ -196,7 +201,7 @@ TEST_CASE("label values are escaped and invalid UTF-8 is replaced") {
 
 TEST_CASE("a scrape shows a flush round only once it has ended") {
     exporter_under_test t;
-    t.exporter.export_batch(tx_transfer(64, 1, 1));
+    t.send(tx_transfer(64, 1, 1));
     CHECK(has_line(t.exporter.scrape(), R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
     t.exporter.on_flush_end();
     CHECK(

@@ -1,6 +1,10 @@
 #pragma once
 /// The Prometheus exporter: per-agent metric state served at GET /metrics over HTTP.
 ///
+/// Transfer counters come from the metrics processor (xtel/metrics/processor.hpp), whose
+/// builders NIXL_TELEMETRY_PROMETHEUS_BUILDERS chooses; everything else (memory gauges, time
+/// histograms, other events) from the event stream.
+///
 /// The exporter folds each batch into its agent's metric state on the flusher thread and
 /// publishes a snapshot after every flush round; the HTTP endpoint renders published snapshots
 /// on its own threads. Recording threads never reach any of this, so a scrape cannot block a
@@ -25,7 +29,15 @@ namespace env {
 inline constexpr const char* prometheus_address = "NIXL_TELEMETRY_PROMETHEUS_ADDRESS";
 /// Histogram bucket upper bounds in microseconds, comma-separated, strictly increasing.
 inline constexpr const char* prometheus_buckets = "NIXL_TELEMETRY_PROMETHEUS_BUCKETS";
+/// The metrics builders that make transfer series: comma-separated legacy, comprehensive, time.
+inline constexpr const char* prometheus_builders = "NIXL_TELEMETRY_PROMETHEUS_BUILDERS";
+/// Series per family before new label sets fold into the family's "other" series.
+inline constexpr const char* prometheus_max_series = "NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES";
 }  // namespace env
+
+namespace metrics {
+class builder;
+}  // namespace metrics
 
 /// Where the endpoint listens.
 struct prometheus_address {
@@ -55,22 +67,38 @@ struct prometheus_settings {
     /// Distinct event names beyond the built-in ones that one agent exports; later ones are
     /// ignored and counted, so a backend that invents names cannot grow a scrape without bound.
     static constexpr std::size_t max_dynamic_families = 16384;
+    /// The builders the exporter has, by the names NIXL_TELEMETRY_PROMETHEUS_BUILDERS takes.
+    static constexpr std::string_view known_builders[] = {"legacy", "comprehensive", "time"};
+    /// legacy, comprehensive and time.
+    static std::vector<std::string> default_builders();
+    static constexpr std::size_t default_max_series = 1000;
+    static constexpr std::size_t max_max_series = 1000000;
 
     prometheus_address address;
     /// Upper bounds of the agent_xfer_time and agent_xfer_post_time buckets, in microseconds.
     std::vector<double> buckets = default_buckets();
     /// The hostname label; this machine's name by default.
     std::string hostname;
+    /// The builders that make transfer series (a subset of known_builders; all by default).
+    std::vector<std::string> builders = default_builders();
+    /// Series per family of the builders before new label sets fold into "other".
+    std::size_t max_series = default_max_series;
 
     /// Reads NIXL_TELEMETRY_PROMETHEUS_ADDRESS, else NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when
     /// prometheus is the only built-in exporter named (buffer takes OUTPUT_PATH as a
-    /// directory), else the default 127.0.0.1:9464; and NIXL_TELEMETRY_PROMETHEUS_BUCKETS.
+    /// directory), else the default 127.0.0.1:9464; NIXL_TELEMETRY_PROMETHEUS_BUCKETS,
+    /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS and NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES.
     /// Throws config_error.
     static prometheus_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
 
     /// Parses a list of bucket bounds as NIXL_TELEMETRY_PROMETHEUS_BUCKETS takes it; throws
     /// config_error naming `var`, quoting `value` and saying what is accepted.
     static std::vector<double> parse_buckets(std::string_view var, std::string_view value);
+
+    /// Parses a builder list as NIXL_TELEMETRY_PROMETHEUS_BUILDERS takes it (names of
+    /// known_builders, comma-separated, spaces around them ignored, each at most once);
+    /// throws config_error naming `var`, quoting `value` and listing the names accepted.
+    static std::vector<std::string> parse_builders(std::string_view var, std::string_view value);
 };
 
 namespace detail {
@@ -92,12 +120,21 @@ class prometheus_exporter {
     prometheus_exporter(const prometheus_exporter&) = delete;
     prometheus_exporter& operator=(const prometheus_exporter&) = delete;
 
-    /// Flusher thread only.
+    /// Flusher thread only. Events agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num are
+    /// passed over: the same transfers reach export_transfers, and the legacy builder counts
+    /// them there, so folding both would count every transfer twice.
     void export_batch(std::span<const event> batch);
+    /// Flusher thread only: whole transfers, through the metrics processor.
+    void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
     /// Flusher thread only: makes what the batches of this round added visible to scrapes.
     void on_flush_end();
 
     // The members below are safe to call from any thread.
+
+    /// Adds a user's builder after the configured ones; its families are served beside the
+    /// others. Throws metrics::metrics_error when one of its families is invalid or its name
+    /// is taken (then the builder is not added).
+    void add_builder(std::unique_ptr<metrics::builder> b);
 
     /// False when the endpoint could not listen or the agent name is already served there.
     bool active() const noexcept { return endpoint_ != nullptr; }

@@ -1,0 +1,150 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+
+#include "xtel/log.hpp"
+#include "xtel/metrics/processor.hpp"
+
+namespace xtel::metrics::detail {
+
+namespace {
+
+std::uint64_t hash(const transfer_attributes& a, direction dir) noexcept {
+    std::uint64_t lo = 0;
+    std::uint64_t hi = 0;
+    std::memcpy(&lo, &a, 8);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&a) + 8, 8);
+    std::uint64_t h = (lo ^ (hi * 0x9E3779B97F4A7C15ull) ^ static_cast<std::uint64_t>(dir)) *
+                      0xFF51AFD7ED558CCDull;
+    return h ^ (h >> 32);
+}
+
+constexpr std::size_t initial_slots = 64;
+
+}  // namespace
+
+processor_core::processor_core(metrics::context ctx,
+                               attribute_registry registry,
+                               const processor_options& opts)
+    : ctx_(std::move(ctx)),
+      registry_(std::move(registry)),
+      max_cached_groups_(opts.max_cached_groups),
+      store_(store_options{opts.max_series, opts.reserved_labels, opts.check}) {
+    check_transfer_keys(registry_);
+}
+
+void processor_core::reset() {
+    groups_.clear();
+    slots_.assign(initial_slots, 0);
+    touched_.clear();
+    last_ = UINT32_MAX;
+}
+
+void processor_core::group(std::span<const transfer_record> records, const label_table& labels) {
+    // What the previous batch added has been built; its sums start again.
+    for (const std::uint32_t i : touched_) {
+        groups_[i].totals = {};
+    }
+    touched_.clear();
+    if (labels_ != &labels || groups_.size() >= max_cached_groups_ || slots_.empty()) {
+        reset();
+        labels_ = &labels;
+    }
+    for (const transfer_record& r : records) {
+        const std::uint32_t i = find_or_add(r);
+        measurements& m = groups_[i].totals;
+        if (m.transfers == 0) {
+            touched_.push_back(i);
+        }
+        m.transfers += 1;
+        m.requests += r.requests;
+        m.bytes += r.bytes;
+        m.xfer_us += r.xfer_us;
+        m.post_us += r.post_us;
+    }
+    for (const std::uint32_t i : touched_) {
+        group_state& g = groups_[i];
+        if (!g.extracted) {
+            g.data = extract_telemetry_data(transfer_raw_record(g.attrs, g.dir, labels, ctx_),
+                                            registry_);
+            g.extracted = true;
+        }
+    }
+}
+
+std::uint32_t processor_core::find_or_add(const transfer_record& r) {
+    if (last_ < groups_.size() && groups_[last_].attrs == r.attrs && groups_[last_].dir == r.dir) {
+        return last_;
+    }
+    std::size_t mask = slots_.size() - 1;
+    for (std::size_t s = hash(r.attrs, r.dir) & mask;; s = (s + 1) & mask) {
+        const std::uint32_t slot = slots_[s];
+        if (slot == 0) {
+            const auto index = static_cast<std::uint32_t>(groups_.size());
+            group_state& g = groups_.emplace_back();
+            g.attrs = r.attrs;
+            g.dir = r.dir;
+            slots_[s] = index + 1;
+            if (groups_.size() * 2 > slots_.size()) {
+                // Keep the table at most half full: probes stay short.
+                slots_.assign(slots_.size() * 2, 0);
+                mask = slots_.size() - 1;
+                for (std::uint32_t i = 0; i < groups_.size(); ++i) {
+                    std::size_t t = hash(groups_[i].attrs, groups_[i].dir) & mask;
+                    while (slots_[t] != 0) {
+                        t = (t + 1) & mask;
+                    }
+                    slots_[t] = i + 1;
+                }
+            }
+            return last_ = index;
+        }
+        const group_state& g = groups_[slot - 1];
+        if (g.attrs == r.attrs && g.dir == r.dir) {
+            return last_ = slot - 1;
+        }
+    }
+}
+
+void processor_core::add_builder(std::unique_ptr<builder> b) {
+    if (b == nullptr) {
+        throw metrics_error("add_builder was given no builder (nullptr): expected a builder");
+    }
+    b->setup(store_, registry_);
+    dynamic_.push_back(std::move(b));
+}
+
+void processor_core::build_dynamic(const transfer_group& g) noexcept {
+    for (const auto& b : dynamic_) {
+        try {
+            b->build(g, store_);
+        } catch (const std::exception& e) {
+            if (failures_++ == 0) {
+                try {
+                    log(log_level::warning,
+                        fmt::format("metrics builder '{}' failed: {}; later failures are only "
+                                    "counted",
+                                    b->name(), e.what()));
+                } catch (...) {
+                }
+            }
+        } catch (...) {
+            ++failures_;
+        }
+    }
+}
+
+void check_builder_names(std::span<const std::string> wanted,
+                         std::span<const std::string_view> known) {
+    for (const auto& w : wanted) {
+        if (std::find(known.begin(), known.end(), w) == known.end()) {
+            throw metrics_error(fmt::format("builder '{}' is unknown: expected one of {}", w,
+                                            fmt::join(known, ", ")));
+        }
+    }
+}
+
+}  // namespace xtel::metrics::detail

@@ -1,0 +1,379 @@
+// The Prometheus exporter's transfer series, made by the metrics processor: which builders run,
+// exact values, the series limit, run-time builders, and the variables that configure them.
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "prometheus_fixtures.hpp"
+#include "test_util.hpp"
+#include "xtel/error.hpp"
+#include "xtel/metrics/builder.hpp"
+#include "xtel/pipelines.hpp"
+
+using prom_test::exporter_under_test;
+using prom_test::transfer_round;
+using xtel::prometheus_settings;
+
+namespace {
+
+bool has_line(const std::string& text, std::string_view line) {
+    return text.find("\n" + std::string(line) + "\n") != std::string::npos;
+}
+
+/// Every line of `text` that starts with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, std::string_view prefix) {
+    std::vector<std::string> out;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        const auto end = text.find('\n', pos);
+        const auto line = text.substr(pos, end - pos);
+        if (line.starts_with(prefix)) {
+            out.push_back(line);
+        }
+        pos = end == std::string::npos ? text.size() : end + 1;
+    }
+    return out;
+}
+
+/// An exporter configured with `builders` and `max_series`.
+struct configured {
+    configured(std::vector<std::string> builders, std::size_t max_series = 1000)
+        : exporter({cfg, "a1"}, settings(std::move(builders), max_series)) {}
+
+    static prometheus_settings settings(std::vector<std::string> builders, std::size_t max_series) {
+        auto s = exporter_under_test::settings({10, 100}, "127.0.0.1:0");
+        s.builders = std::move(builders);
+        s.max_series = max_series;
+        return s;
+    }
+
+    /// A transfer to or from `peer`, with the attributes the agent gives it.
+    transfer_round to(std::string_view peer,
+                      xtel::operation op,
+                      std::uint64_t bytes,
+                      std::uint64_t post_us,
+                      std::uint64_t xfer_us,
+                      xtel::transfer_status st = xtel::transfer_status::success) {
+        auto r = prom_test::transfer(
+            op == xtel::operation::write ? xtel::direction::tx : xtel::direction::rx, bytes, 1,
+            post_us, xfer_us);
+        auto& a = r.transfers[0].attrs;
+        a.backend = labels.intern("ucx");
+        a.remote_agent = labels.intern(peer);
+        a.gpu = labels.intern("2x_nvidia_h100");
+        a.op = op;
+        a.status = st;
+        if (st != xtel::transfer_status::success) {
+            r.events.clear();  // the pipeline expands only completed transfers into events
+        }
+        return r;
+    }
+
+    void flush(const std::vector<transfer_round>& rounds) {
+        for (const auto& r : rounds) {
+            exporter.export_transfers(r.transfers, labels);
+            exporter.export_batch(r.events);
+        }
+        exporter.on_flush_end();
+    }
+
+    xtel::config cfg;
+    xtel::label_table labels;
+    xtel::prometheus_exporter exporter;
+};
+
+constexpr std::string_view agent = R"(agent_name="a1",hostname="h")";
+
+std::string series(std::string_view family, std::string_view labels, std::string_view value) {
+    return fmt::format("{}{{{},{}}} {}", family, agent, labels, value);
+}
+
+xtel::env_lookup table(std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
+            return it->second;
+        }
+        return std::nullopt;
+    };
+}
+
+template <class F>
+std::string config_error_of(F&& f) {
+    try {
+        f();
+    } catch (const xtel::config_error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+class failures_by_peer : public xtel::metrics::builder {
+  public:
+    void setup(xtel::metrics::metric_store& store,
+               const xtel::metrics::attribute_registry&) override {
+        family_ = store.add_family({"user_failed_transfers_total",
+                                    "Failed transfers by peer.",
+                                    xtel::metrics::metric_type::counter,
+                                    {"peer"}});
+    }
+    void build(const xtel::metrics::transfer_group& g,
+               xtel::metrics::metric_store& store) override {
+        if (g.attrs.status == xtel::transfer_status::error) {
+            store.add(family_, {g.data.find("remote_agent")->label}, g.totals.transfers);
+        }
+    }
+
+  private:
+    xtel::metrics::family_id family_ = 0;
+};
+
+/// A builder whose one family is given by the test.
+class one_family : public xtel::metrics::builder {
+  public:
+    explicit one_family(xtel::metrics::family_spec spec) : spec_(std::move(spec)) {}
+    void setup(xtel::metrics::metric_store& store,
+               const xtel::metrics::attribute_registry&) override {
+        store.add_family(spec_);
+    }
+    void build(const xtel::metrics::transfer_group&, xtel::metrics::metric_store&) override {}
+
+  private:
+    xtel::metrics::family_spec spec_;
+};
+
+}  // namespace
+
+TEST_CASE("comprehensive series carry every attribute as a label, with exact bytes") {
+    configured t({"comprehensive"});
+    t.flush({t.to("Decode-1", xtel::operation::write, 4096, 2, 30),
+             t.to("Decode-1", xtel::operation::write, 1000, 2, 30),
+             t.to("Decode-1", xtel::operation::read, 65536, 3, 40)});
+    const auto text = t.exporter.scrape();
+    CHECK(
+        lines_starting(text, "xtel_transfer_bytes_total{") ==
+        std::vector<std::string>{
+            series(
+                "xtel_transfer_bytes_total",
+                R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="decode_1",status="success",gpu="2x_nvidia_h100")",
+                "5096"),
+            series(
+                "xtel_transfer_bytes_total",
+                R"(backend="ucx",operation="read",direction="rx",local_memory="dram",remote_memory="dram",remote_agent="decode_1",status="success",gpu="2x_nvidia_h100")",
+                "65536")});
+    CHECK(has_line(
+        text,
+        series(
+            "xtel_transfer_requests_total",
+            R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="decode_1",status="success",gpu="2x_nvidia_h100")",
+            "2")));
+    CHECK(text.find("# TYPE xtel_transfer_bytes_total counter\n") != std::string::npos);
+    CHECK(text.find("agent_tx_bytes_total") == std::string::npos);
+    CHECK(text.find("xtel_transfer_time_seconds_total{") == std::string::npos);
+}
+
+TEST_CASE("time series show seconds, summed exactly from microseconds") {
+    configured t({"time"});
+    t.flush({t.to("p", xtel::operation::write, 1, 7, 450),
+             t.to("p", xtel::operation::write, 1, 5, 1000000)});
+    const auto text = t.exporter.scrape();
+    const std::string_view labels =
+        R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="p",status="success",gpu="2x_nvidia_h100")";
+    CHECK(has_line(text, series("xtel_transfer_time_seconds_total", labels, "1.000450")));
+    CHECK(has_line(text, series("xtel_transfer_post_time_seconds_total", labels, "0.000012")));
+}
+
+TEST_CASE("legacy counters come from transfer records only, so totals are exact, not doubled") {
+    const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = {"prometheus"};
+    xtel::prometheus_telemetry t(cfg, "exact", {.start_flusher = false});
+    for (int i = 0; i < 250; ++i) {
+        t.record_transfer(xtel::direction::tx, 1, 4096, 2, 1, 1);
+        t.record_transfer(xtel::direction::rx, 1, 100, 1, 1, 1);
+    }
+    t.flush();
+    // Hand-recorded events of the legacy names are passed over as well, not added.
+    t.add(xtel::category::transfer, xtel::names::agent_tx_bytes, 999);
+    t.flush();
+    const auto text = t.get<xtel::prometheus_exporter>().scrape();
+    CHECK(lines_starting(text, "agent_tx_bytes_total{")[0].ends_with("} 1024000"));
+    CHECK(lines_starting(text, "agent_tx_requests_num_total{")[0].ends_with("} 500"));
+    CHECK(lines_starting(text, "agent_rx_bytes_total{")[0].ends_with("} 25000"));
+    CHECK(lines_starting(text, "agent_rx_requests_num_total{")[0].ends_with("} 250"));
+    CHECK(lines_starting(text, "xtel_transfer_bytes_total{")[0].ends_with("} 1024000"));
+    CHECK(lines_starting(text, "telemetry_prometheus_ignored_events_total{")[0].ends_with("} 0"));
+    // The histograms still come from the events: one observation per completed transfer.
+    CHECK(lines_starting(text, "agent_xfer_time_count{")[0].ends_with("} 500"));
+}
+
+TEST_CASE("a failed transfer shows under status error and stays out of the legacy counters") {
+    configured t({"legacy", "comprehensive"});
+    t.flush({t.to("d", xtel::operation::write, 4096, 1, 1),
+             t.to("d", xtel::operation::write, 512, 1, 9, xtel::transfer_status::error)});
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, std::string("agent_tx_bytes_total{") + std::string(agent) + "} 4096"));
+    CHECK(has_line(
+        text,
+        series(
+            "xtel_transfer_bytes_total",
+            R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="d",status="error",gpu="2x_nvidia_h100")",
+            "512")));
+}
+
+TEST_CASE("past the series limit peers fold into 'other' and the folded counter says how many") {
+    configured t({"comprehensive"}, 2);
+    std::vector<transfer_round> rounds;
+    for (const auto* peer : {"p1", "p2", "p3", "p4", "p5"}) {
+        rounds.push_back(t.to(peer, xtel::operation::write, 10, 1, 1));
+    }
+    t.flush(rounds);
+    const auto text = t.exporter.scrape();
+    CHECK(lines_starting(text, "xtel_transfer_bytes_total{").size() == 3);
+    CHECK(has_line(
+        text,
+        series(
+            "xtel_transfer_bytes_total",
+            R"(backend="other",operation="other",direction="other",local_memory="other",remote_memory="other",remote_agent="other",status="other",gpu="other")",
+            "30")));
+    CHECK(has_line(text, series("xtel_metrics_series_folded_total",
+                                R"(family="xtel_transfer_bytes_total")", "3")));
+    CHECK(has_line(text, series("xtel_metrics_series_folded_total",
+                                R"(family="xtel_transfer_requests_total")", "3")));
+}
+
+TEST_CASE("with no builders there are no transfer series, and the histograms remain") {
+    configured t({});
+    t.flush({t.to("p", xtel::operation::write, 10, 1, 1)});
+    const auto text = t.exporter.scrape();
+    CHECK(text.find("agent_tx_bytes_total") == std::string::npos);
+    CHECK(text.find("xtel_transfer_") == std::string::npos);
+    CHECK(text.find("xtel_metrics_series_folded_total") == std::string::npos);
+    CHECK(lines_starting(text, "agent_xfer_time_count{")[0].ends_with("} 1"));
+}
+
+TEST_CASE("a builder added to the exporter at run time is served beside the others") {
+    configured t({"legacy"});
+    t.exporter.add_builder(std::make_unique<failures_by_peer>());
+    t.flush({t.to("decode-7", xtel::operation::write, 1, 1, 1, xtel::transfer_status::error),
+             t.to("decode-7", xtel::operation::read, 1, 1, 1, xtel::transfer_status::error),
+             t.to("decode-8", xtel::operation::write, 1, 1, 1)});
+    const auto text = t.exporter.scrape();
+    CHECK(
+        lines_starting(text, "user_failed_transfers_total{") ==
+        std::vector<std::string>{series("user_failed_transfers_total", R"(peer="decode_7")", "2")});
+    CHECK(text.find("# HELP user_failed_transfers_total Failed transfers by peer.\n") !=
+          std::string::npos);
+}
+
+TEST_CASE("a run-time builder may not take a name or a label the exporter uses") {
+    configured t({"legacy", "comprehensive"});
+    using xtel::metrics::metric_type;
+    CHECK_THROWS_WITH(
+        t.exporter.add_builder(std::make_unique<one_family>(
+            xtel::metrics::family_spec{"agent_memory_registered", "h", metric_type::gauge, {}})),
+        Catch::Contains("'agent_memory_registered' is refused: agent 'a1' already serves"));
+    CHECK_THROWS_WITH(
+        t.exporter.add_builder(std::make_unique<one_family>(
+            xtel::metrics::family_spec{"agent_xfer_time_count", "h", metric_type::gauge, {}})),
+        Catch::Contains("'agent_xfer_time_count' is refused"));
+    CHECK_THROWS_WITH(
+        t.exporter.add_builder(std::make_unique<one_family>(xtel::metrics::family_spec{
+            "xtel_transfer_bytes_total", "h", metric_type::counter, {"peer"}})),
+        Catch::Contains("already defined"));
+    CHECK_THROWS_WITH(
+        t.exporter.add_builder(std::make_unique<one_family>(
+            xtel::metrics::family_spec{"mine_total", "h", metric_type::counter, {"agent_name"}})),
+        Catch::Contains("label 'agent_name' of metric family 'mine_total' is reserved"));
+    // An event family cannot take a processor family's name afterwards either.
+    t.flush({});
+    t.exporter.export_batch(std::vector{prom_test::make(
+        xtel::category::custom, "xtel_transfer_bytes_total", 1, xtel::value_kind::counter)});
+    t.exporter.on_flush_end();
+    CHECK(lines_starting(t.exporter.scrape(), "telemetry_prometheus_ignored_events_total{")[0]
+              .ends_with("} 1"));
+}
+
+TEST_CASE("the Prometheus builders and series limit are read from their variables") {
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = {"prometheus"};
+    const auto defaults = prometheus_settings::from_env(cfg, table({}));
+    CHECK(defaults.builders == std::vector<std::string>{"legacy", "comprehensive", "time"});
+    CHECK(defaults.max_series == 1000);
+    const auto s = prometheus_settings::from_env(
+        cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", " time , legacy"},
+                    {"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", "25"}}));
+    CHECK(s.builders == std::vector<std::string>{"time", "legacy"});
+    CHECK(s.max_series == 25);
+    CHECK(
+        prometheus_settings::from_env(cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", "none"}}))
+            .builders.empty());
+}
+
+TEST_CASE("a malformed builder list is a config_error naming the variable, value and names") {
+    xtel::config cfg;
+    for (const char* bad :
+         {"", "legacy,", "legacy,,time", "Legacy", "legacy,legacy", "fancy", "none,legacy"}) {
+        INFO(bad);
+        const auto message = config_error_of([&] {
+            prometheus_settings::from_env(cfg,
+                                          table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", bad}}));
+        });
+        CHECK_THAT(message, Catch::StartsWith(fmt::format(
+                                "NIXL_TELEMETRY_PROMETHEUS_BUILDERS='{}' is invalid", bad)));
+        CHECK_THAT(message, Catch::Contains("from legacy, comprehensive, time"));
+    }
+}
+
+TEST_CASE("a series limit that is not a whole number from 1 to 1000000 is a config_error") {
+    xtel::config cfg;
+    for (const char* bad : {"0", "-1", "1e3", "1000001", "", "10 "}) {
+        INFO(bad);
+        CHECK_THAT(
+            config_error_of([&] {
+                prometheus_settings::from_env(
+                    cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", bad}}));
+            }),
+            Catch::StartsWith(fmt::format("NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES='{}' is "
+                                          "invalid: expected a whole number from 1 to 1000000",
+                                          bad)));
+    }
+}
+
+TEST_CASE(
+    "a builder added while the flusher runs sees the transfers after it, and totals stay exact",
+    "[concurrency]") {
+    const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = {"prometheus"};
+    cfg.run_interval = std::chrono::milliseconds(1);
+    xtel::prometheus_telemetry t(cfg, "live", {.staging_capacity = 1 << 16});
+    auto& e = t.get<xtel::prometheus_exporter>();
+    xtel::transfer_attributes failed;
+    failed.remote_agent = t.labels().intern("peer");
+    failed.status = xtel::transfer_status::error;
+    for (int i = 0; i < 20000; ++i) {
+        if (i == 10000) {
+            e.add_builder(std::make_unique<failures_by_peer>());
+        }
+        t.record_transfer(xtel::direction::tx, 1, 10, 1, 1, 1);
+        t.record_transfer(xtel::direction::tx, 1, 10, 1, 1, 1, failed);
+        (void)e.scrape();
+    }
+    t.flush();
+    const auto text = e.scrape();
+    CHECK(lines_starting(text, "agent_tx_bytes_total{")[0].ends_with("} 200000"));
+    const auto failures = lines_starting(text, "user_failed_transfers_total{");
+    REQUIRE(failures.size() == 1);
+    const auto counted = std::stoull(failures[0].substr(failures[0].rfind(' ') + 1));
+    CHECK(counted >= 10000);
+    CHECK(counted <= 20000);
+    CHECK(t.stats().records_dropped == 0);
+}

@@ -1,0 +1,121 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "xtel/metrics/metric_store.hpp"
+
+using namespace xtel::metrics;
+
+namespace {
+
+family_spec peers_family() {
+    return {"bytes_by_peer_total", "Bytes by peer.", metric_type::counter, {"peer", "op"}};
+}
+
+}  // namespace
+
+TEST_CASE("a counter adds per label set and a gauge keeps the last level") {
+    metric_store s;
+    const auto c = s.add_family(peers_family());
+    const auto g = s.add_family({"queue_depth", "Depth.", metric_type::gauge, {"queue"}});
+    s.add(c, {"a", "read"}, 10);
+    s.add(c, {"a", "read"}, 5);
+    s.add(c, {"a", "write"}, 7);
+    s.set(g, {"q1"}, 4);
+    s.set(g, {"q1"}, 2);
+    CHECK(s.value("bytes_by_peer_total", {"a", "read"}) == 15u);
+    CHECK(s.value("bytes_by_peer_total", {"a", "write"}) == 7u);
+    CHECK(s.value("bytes_by_peer_total", {"b", "read"}) == std::nullopt);
+    CHECK(s.value("queue_depth", {"q1"}) == 2u);
+    CHECK(s.find("bytes_by_peer_total")->all_series().size() == 2);
+}
+
+TEST_CASE("adding the same family twice gives the same id; another spec of its name is refused") {
+    metric_store s;
+    const auto a = s.add_family(peers_family());
+    CHECK(s.add_family(peers_family()) == a);
+    auto other = peers_family();
+    other.label_names = {"peer"};
+    CHECK_THROWS_WITH(s.add_family(other),
+                      Catch::Contains("'bytes_by_peer_total' is already defined as a counter with "
+                                      "labels [peer,op]"));
+}
+
+TEST_CASE("past the series limit new label sets fold into one overflow series and are counted") {
+    metric_store s(store_options{.max_series = 2});
+    const auto f = s.add_family(peers_family());
+    s.add(f, {"a", "read"}, 1);
+    s.add(f, {"b", "read"}, 2);
+    s.add(f, {"c", "read"}, 4);   // folded
+    s.add(f, {"d", "write"}, 8);  // folded
+    s.add(f, {"a", "read"}, 16);  // an existing series still takes its updates
+    s.add(f, {"c", "read"}, 32);  // folded again: "c" never got a series of its own
+    CHECK(s.value("bytes_by_peer_total", {"a", "read"}) == 17u);
+    CHECK(s.value("bytes_by_peer_total", {"b", "read"}) == 2u);
+    CHECK(s.value("bytes_by_peer_total", {"other", "other"}) == 44u);
+    CHECK(s.value("bytes_by_peer_total", {"c", "read"}) == std::nullopt);
+    CHECK(s.find("bytes_by_peer_total")->all_series().size() == 3);
+    CHECK(s.find("bytes_by_peer_total")->folded() == 3);
+    CHECK(s.value(metric_store::folded_family, {"bytes_by_peer_total"}) == 3u);
+}
+
+TEST_CASE("every family with labels has its folded-updates series from the start, at 0") {
+    metric_store s;
+    s.add_family(peers_family());
+    s.add_family({"plain_total", "No labels.", metric_type::counter, {}});
+    const auto* folded = s.find(metric_store::folded_family);
+    REQUIRE(folded != nullptr);
+    REQUIRE(folded->all_series().size() == 1);
+    CHECK(folded->all_series()[0].label_values == std::vector<std::string>{"bytes_by_peer_total"});
+    CHECK(folded->all_series()[0].value == 0);
+    CHECK(s.families().front().spec().name == metric_store::folded_family);
+}
+
+TEST_CASE("label values that differ only in where they split are different series") {
+    metric_store s;
+    const auto f = s.add_family(peers_family());
+    s.add(f, {"ab", "c"}, 1);
+    s.add(f, {"a", "bc"}, 2);
+    CHECK(s.value("bytes_by_peer_total", {"ab", "c"}) == 1u);
+    CHECK(s.value("bytes_by_peer_total", {"a", "bc"}) == 2u);
+}
+
+TEST_CASE("the store refuses bad families and label values with messages that say why") {
+    metric_store s(store_options{.reserved_labels = {"agent_name", "hostname"}});
+    CHECK_THROWS_WITH(s.add_family({"bytes", "h", metric_type::counter, {}}),
+                      Catch::Contains("'bytes' is invalid: expected a name ending in _total"));
+    CHECK_THROWS_WITH(s.add_family({"1bytes_total", "h", metric_type::counter, {}}),
+                      Catch::Contains("[a-zA-Z_:][a-zA-Z0-9_:]*"));
+    CHECK_THROWS_WITH(s.add_family({"x_total", "h", metric_type::counter, {"a", "a"}}),
+                      Catch::Contains("label 'a' of metric family 'x_total' is repeated"));
+    CHECK_THROWS_WITH(s.add_family({"x_total", "h", metric_type::counter, {"a-b"}}),
+                      Catch::Contains("label 'a-b'"));
+    CHECK_THROWS_WITH(s.add_family({"x_total", "h", metric_type::counter, {"hostname"}}),
+                      Catch::Contains("label 'hostname' of metric family 'x_total' is reserved"));
+    const auto f = s.add_family({"x_total", "h", metric_type::counter, {"a"}});
+    CHECK_THROWS_WITH(s.add(f, {"1", "2"}, 1),
+                      Catch::Contains("'x_total' was given 2 label values: expected 1"));
+    CHECK_THROWS_AS(metric_store(store_options{.max_series = 0}), metrics_error);
+}
+
+TEST_CASE("a store's check can refuse a family before it is added") {
+    metric_store s(store_options{.check = [](const family_spec& spec) {
+        if (spec.name == "taken_total") {
+            throw metrics_error("taken");
+        }
+    }});
+    CHECK_THROWS_WITH(s.add_family({"taken_total", "h", metric_type::counter, {}}), "taken");
+    CHECK(s.find("taken_total") == nullptr);
+    CHECK_NOTHROW(s.add_family({"free_total", "h", metric_type::counter, {}}));
+}
+
+TEST_CASE("every update and every new family changes the store's change count") {
+    metric_store s;
+    const auto before = s.changes();
+    const auto f = s.add_family({"x_total", "h", metric_type::counter, {}});
+    const auto added = s.changes();
+    s.add(f, {}, 0);
+    CHECK(added > before);
+    CHECK(s.changes() > added);
+}
