@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "plugin_descriptor.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/buffer.hpp"
 #include "xtel/exporters/plugin.hpp"
@@ -128,7 +129,8 @@ void plugin_exporter::note_failure(loaded& p,
         log(log_level::error,
             fmt::format("agent '{}': telemetry exporter plugin '{}' ({}): {}() threw: {} (further "
                         "failures are counted, not logged; transfers are not affected)",
-                        agent_name_, p.library->name(), p.library->path().string(), call, what));
+                        agent_name_, p.library->name(), p.library->path().string(), call,
+                        detail::printable(what)));
     } catch (...) {
     }
 }
