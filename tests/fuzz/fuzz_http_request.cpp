@@ -77,7 +77,8 @@ std::vector<expected_answer> predict(std::string_view bytes) {
             return out;  // incomplete when the client stops sending: closed unanswered
         }
         const int status = r.status == 200 ? http::route(r.head, "/metrics") : r.status;
-        out.push_back({status, r.status == 200 && status == 200 && r.head.method == "HEAD"});
+        // No answer to HEAD has a body, whatever its status.
+        out.push_back({status, r.status == 200 && r.head.method == "HEAD"});
         if (http::closes_after(r, status) || out.size() == limit) {
             return out;
         }
