@@ -27,8 +27,9 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-/// Request bytes read and thrown away after an answer that closes the connection.
-constexpr std::size_t drain_limit = std::size_t{1} << 20;
+/// Request bytes read and thrown away after an answer that closes the connection: enough for
+/// a client's small body in flight, little for one that streams junk.
+constexpr std::size_t drain_limit = std::size_t{64} << 10;
 /// Connections accepted in one go before the others get their turn.
 constexpr int accepts_per_wake = 64;
 /// How long accepting stops when the process is out of file descriptors.
