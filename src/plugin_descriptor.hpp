@@ -33,7 +33,8 @@ struct descriptor_check {
     std::string own_name;
     /// The plugin's version, printable.
     std::string version;
-    /// The descriptor names the plugin other than its file does (a warning, not an error).
+    /// The descriptor names the plugin other than its file does (a warning, not an error); so
+    /// does a name longer than max_plugin_text, which no plugin file name is.
     bool name_differs = false;
 };
 

@@ -152,7 +152,9 @@ detail::descriptor_check detail::check_descriptor(const plugin::descriptor_v1& d
     const std::string_view own =
         d.name != nullptr ? std::string_view(d.name, ::strnlen(d.name, max_plugin_text + 1))
                           : std::string_view();
-    r.name_differs = own != file_name;
+    // A name is read up to one byte past the bound; one that long is not any plugin's file name
+    // (those are at most 64 bytes), and comparing its first bytes could pass for equal.
+    r.name_differs = own.size() > max_plugin_text || own != file_name;
     r.own_name = printable(own);
     r.version = printable_c_string(d.version);
     return r;
