@@ -157,9 +157,15 @@ http_server::http_server(const prometheus_address& address,
     if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
         fail("getsockname");
     }
-    bound_.port =
-        ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
-                                          : reinterpret_cast<const sockaddr_in&>(local).sin_port);
+    if (local.ss_family == AF_INET6) {
+        sockaddr_in6 a{};
+        std::memcpy(&a, &local, sizeof a);
+        bound_.port = ntohs(a.sin6_port);
+    } else {
+        sockaddr_in a{};
+        std::memcpy(&a, &local, sizeof a);
+        bound_.port = ntohs(a.sin_port);
+    }
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) {
         fail("epoll_create1");
@@ -218,10 +224,11 @@ void http_server::run() noexcept {
             if (errno == EINTR) {
                 continue;
             }
-            logging_failures("stopped", [] {
+            const int err = errno;
+            logging_failures("stopped", [&] {
                 log(log_level::error, fmt::format("prometheus endpoint: epoll_wait failed: {}; "
                                                   "/metrics is no longer served",
-                                                  std::system_category().message(errno)));
+                                                  std::system_category().message(err)));
             });
             return;
         }
@@ -412,6 +419,9 @@ void http_server::respond(
             status = 500;
             body = std::make_shared<const std::string>(
                 fmt::format("rendering failed: {}\n", e.what()));
+        } catch (...) {
+            status = 500;
+            body = std::make_shared<const std::string>("rendering failed\n");
         }
     } else {
         body = std::make_shared<const std::string>(text);

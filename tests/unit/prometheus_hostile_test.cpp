@@ -203,7 +203,8 @@ TEST_CASE("a request that announces a body is answered without reading it, then 
     CHECK(real_scrape_works(a.port()));
 }
 
-TEST_CASE("clients that send part of a request and never finish do not hold up a real scrape") {
+TEST_CASE("clients that send part of a request and never finish do not hold up a real scrape",
+          "[concurrency]") {
     served_agent a;
     // 32 clients trickle one header byte every 50 ms, 32 more sent half a request line and
     // stopped: together far more than any pool of worker threads.
