@@ -17,7 +17,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,31 +31,6 @@ namespace {
 
 constexpr std::size_t block = 64 * 1024;
 constexpr int transfers = 16;
-
-/// The error lines xtel logs while alive.
-class error_log {
-  public:
-    error_log() {
-        xtel::set_log_sink([this](xtel::log_level level, std::string_view message) {
-            if (level == xtel::log_level::error) {
-                const std::lock_guard lock(mutex_);
-                lines_.emplace_back(message);
-            }
-        });
-    }
-    ~error_log() { xtel::set_log_sink({}); }
-    error_log(const error_log&) = delete;
-    error_log& operator=(const error_log&) = delete;
-
-    std::vector<std::string> lines() const {
-        const std::lock_guard lock(mutex_);
-        return lines_;
-    }
-
-  private:
-    mutable std::mutex mutex_;
-    std::vector<std::string> lines_;
-};
 
 /// Telemetry on with `exporters`, the flight recorder (when named) in `dir`.
 xtel::config telemetry(const temp_dir& dir, std::vector<std::string> exporters) {
@@ -238,7 +212,7 @@ TEST_CASE(
     "logs one error and counts the lost events") {
     temp_dir dir;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
-    const error_log errors;
+    const xtel_test::log_capture logs;
     {
         const unwritable_directory read_only(dir.path());
         REQUIRE(read_only.in_effect());
@@ -251,7 +225,7 @@ TEST_CASE(
         CHECK(scraped(text, "agent_tx_requests_num_total") == std::to_string(transfers));
     }
     CHECK_FALSE(std::filesystem::exists(dir.path() / "initiator"));
-    const auto lines = errors.lines();
+    const auto lines = logs.at(xtel::log_level::error);
     REQUIRE(lines.size() == 1);
     CHECK_THAT(lines[0], Catch::Contains("agent 'initiator': flight recorder disabled") &&
                              Catch::Contains("Permission denied"));
@@ -262,7 +236,7 @@ TEST_CASE(
     "logs one error and counts the lost events") {
     temp_dir dir;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
-    const error_log errors;
+    const xtel_test::log_capture logs;
     {
         std::unique_ptr<agent_pair> p;
         {
@@ -281,7 +255,7 @@ TEST_CASE(
     }
     // Nothing half-made is left behind: no flight recorder, no temporary file.
     CHECK(std::filesystem::is_empty(dir.path()));
-    const auto lines = errors.lines();
+    const auto lines = logs.at(xtel::log_level::error);
     REQUIRE(lines.size() == 1);
     CHECK_THAT(lines[0], Catch::Contains("agent 'initiator': flight recorder disabled") &&
                              Catch::Contains("cannot reserve 4194432 bytes"));
@@ -293,7 +267,7 @@ TEST_CASE(
     temp_dir dir;
     const taken_port port;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, port.address());
-    const error_log errors;
+    const xtel_test::log_capture logs;
     {
         agent_pair p(telemetry(dir, {"buffer", "prometheus"}));
         CHECK(p.move_data());
@@ -304,7 +278,7 @@ TEST_CASE(
     const auto s = summarize_file(dir.path() / "initiator");
     CHECK(s.sum_of("agent_tx_bytes") == block * transfers);
     CHECK(s.sum_of("agent_tx_requests_num") == transfers);
-    const auto lines = errors.lines();
+    const auto lines = logs.at(xtel::log_level::error);
     REQUIRE(lines.size() == 1);
     CHECK_THAT(lines[0], Catch::Contains("agent 'initiator': Prometheus exporter inactive") &&
                              Catch::Contains("cannot listen on " + port.address()) &&
@@ -317,7 +291,7 @@ TEST_CASE(
     temp_dir dir;
     auto cfg = telemetry(dir, {"buffer", "always_throws"});
     cfg.plugin_dir = XTEL_TEST_PLUGIN_DIR;
-    const error_log errors;
+    const xtel_test::log_capture logs;
     {
         agent_pair p(cfg);
         CHECK(p.move_data());
@@ -335,7 +309,7 @@ TEST_CASE(
     }
     const auto s = summarize_file(dir.path() / "initiator");
     CHECK(s.sum_of("agent_tx_bytes") == block * transfers);
-    const auto lines = errors.lines();
+    const auto lines = logs.at(xtel::log_level::error);
     REQUIRE(lines.size() == 1);
     CHECK_THAT(lines[0], Catch::Contains("agent 'initiator'") &&
                              Catch::Contains("plugin 'always_throws'") &&
@@ -348,7 +322,7 @@ TEST_CASE(
     temp_dir dir;
     auto cfg = telemetry(dir, {"buffer", "ctor_throws"});
     cfg.plugin_dir = XTEL_TEST_PLUGIN_DIR;
-    const error_log errors;
+    const xtel_test::log_capture logs;
     {
         agent_pair p(cfg);
         CHECK(p.move_data());
@@ -356,7 +330,7 @@ TEST_CASE(
     }
     const auto s = summarize_file(dir.path() / "initiator");
     CHECK(s.sum_of("agent_tx_bytes") == block * transfers);
-    const auto lines = errors.lines();
+    const auto lines = logs.at(xtel::log_level::error);
     REQUIRE(lines.size() == 1);
     CHECK_THAT(lines[0], Catch::Contains("agent 'initiator'") &&
                              Catch::Contains("cannot reach the collector") &&

@@ -313,15 +313,10 @@ TEST_CASE(
     const auto target = dir / "precious";
     write_bytes(target, "keep", 4);
     std::filesystem::create_symlink(target, dir / "agent");
-    std::vector<std::string> errors;
-    xtel::set_log_sink([&](xtel::log_level level, std::string_view m) {
-        if (level == xtel::log_level::error) {
-            errors.emplace_back(m);
-        }
-    });
+    const xtel_test::log_capture logs;
     const auto cfg = buffer_config(dir.path());
     xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
-    xtel::set_log_sink({});
+    const auto errors = logs.at(xtel::log_level::error);
     CHECK(b.disabled());
     CHECK(b.path() == dir / "agent");
     CHECK_THAT(b.error(), Catch::Contains("refusing to replace a symbolic link"));
