@@ -283,10 +283,11 @@ void http_server::accept_ready() {
     for (int i = 0; i < accepts_per_wake; ++i) {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) {
+            const int err = errno;
+            if (err == EINTR || err == ECONNABORTED) {
                 continue;
             }
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
                 // The process (or the system) is out of descriptors or memory. The listening
                 // socket stays readable, so rather than spin on it, stop watching it a while.
                 epoll_event ev{};
@@ -298,14 +299,20 @@ void http_server::accept_ready() {
                     log(log_level::warning,
                         fmt::format("prometheus endpoint {}: cannot accept a connection: {}; "
                                     "accepting pauses for {} ms each time (logged once)",
-                                    bound_.to_string(), std::system_category().message(errno),
+                                    bound_.to_string(), std::system_category().message(err),
                                     accept_pause.count()));
                 }
             }
             return;  // EAGAIN: nobody else is waiting
         }
         counters_.accepted.fetch_add(1, std::memory_order_relaxed);
-        auto owned = std::make_unique<connection>();
+        std::unique_ptr<connection> owned;
+        try {
+            owned = std::make_unique<connection>();
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
         connection& c = *owned;
         c.fd = fd;
         const auto now = steady::now();
