@@ -52,10 +52,6 @@ std::string listen_failure_reason(int err) {
     }
 }
 
-bool is_refusal(int status) noexcept {
-    return status == 400 || status == 413 || status == 414 || status == 431 || status == 505;
-}
-
 /// Runs `f`; an exception becomes an error log line (formatting may itself fail: ignored).
 template <class F>
 void logging_failures(std::string_view what, F&& f) noexcept {
@@ -199,14 +195,6 @@ http_server::~http_server() {
     ::close(wake_fd_);
 }
 
-http_counters http_server::counters() const noexcept {
-    const auto get = [](const std::atomic<std::uint64_t>& a) {
-        return a.load(std::memory_order_relaxed);
-    };
-    return {get(counters_.accepted), get(counters_.answered),  get(counters_.refused),
-            get(counters_.evicted),  get(counters_.timed_out), get(counters_.accept_paused)};
-}
-
 void http_server::run() noexcept {
     ::pthread_setname_np(::pthread_self(), "xtel-metrics");
     epoll_event events[64];
@@ -295,7 +283,8 @@ void http_server::accept_ready() {
                 ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
                 accepting_ = false;
                 accept_resume_ = steady::now() + accept_pause;
-                if (counters_.accept_paused.fetch_add(1, std::memory_order_relaxed) == 0) {
+                if (!warned_accept_) {
+                    warned_accept_ = true;
                     log(log_level::warning,
                         fmt::format("prometheus endpoint {}: cannot accept a connection: {}; "
                                     "accepting pauses for {} ms each time (logged once)",
@@ -305,7 +294,6 @@ void http_server::accept_ready() {
             }
             return;  // EAGAIN: nobody else is waiting
         }
-        counters_.accepted.fetch_add(1, std::memory_order_relaxed);
         std::unique_ptr<connection> owned;
         try {
             owned = std::make_unique<connection>();
@@ -362,7 +350,6 @@ void http_server::evict_one() {
         return;
     }
     close_connection(*victim);
-    counters_.evicted.fetch_add(1, std::memory_order_relaxed);
     if (!warned_crowd_) {
         warned_crowd_ = true;
         log(log_level::warning,
@@ -378,7 +365,6 @@ void http_server::expire(steady::time_point now) {
         if (c.fd < 0 || c.deadline > now) {
             continue;
         }
-        counters_.timed_out.fetch_add(1, std::memory_order_relaxed);
         if (c.state == connection::phase::reading && !c.in.empty()) {
             // Part of a request came and the rest did not: say so, then close.
             respond(c, 408, true, false,
@@ -432,9 +418,6 @@ void http_server::respond(
         }
     } else {
         body = std::make_shared<const std::string>(text);
-    }
-    if (is_refusal(status)) {
-        counters_.refused.fetch_add(1, std::memory_order_relaxed);
     }
     c.head_out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", status,
                              http::reason_phrase(status), type, body->size());
@@ -547,7 +530,6 @@ void http_server::drive(connection& c) {
                 close_connection(c);
                 return;
             }
-            counters_.answered.fetch_add(1, std::memory_order_relaxed);
             ++c.answered;
             c.body_out.reset();
             c.head_out.clear();

@@ -14,7 +14,6 @@
 ///   - every answer to GET/HEAD shares one rendered body until the metrics change, so
 ///     scrapes that do not read what they asked for hold no more memory than one scrape does.
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,16 +41,6 @@ struct http_limits {
     unsigned max_requests_per_connection = 1000;
 };
 
-/// What a server has seen (for tests and docs; relaxed counters).
-struct http_counters {
-    std::uint64_t accepted = 0;
-    std::uint64_t answered = 0;       ///< answers of any status sent in full
-    std::uint64_t refused = 0;        ///< answered 400, 413, 414, 431 or 505
-    std::uint64_t evicted = 0;        ///< closed to make room for a new connection
-    std::uint64_t timed_out = 0;      ///< closed at a deadline
-    std::uint64_t accept_paused = 0;  ///< times the process ran out of file descriptors
-};
-
 class http_server {
   public:
     /// The body of a 200 answer, on the server's thread; equal pointers are the same body.
@@ -73,15 +62,8 @@ class http_server {
     /// The address it listens on, with the port the system chose when 0 was asked.
     const prometheus_address& bound() const noexcept { return bound_; }
 
-    http_counters counters() const noexcept;
-
   private:
     struct connection;
-    struct counters_state {
-        std::atomic<std::uint64_t> accepted{0}, answered{0}, refused{0}, evicted{0}, timed_out{0},
-            accept_paused{0};
-    };
-
     void run() noexcept;
     void accept_ready();
     void drive(connection& c);
@@ -105,7 +87,7 @@ class http_server {
     std::chrono::steady_clock::time_point accept_resume_{};
     bool accepting_ = true;
     bool warned_crowd_ = false;
-    counters_state counters_;
+    bool warned_accept_ = false;
     std::thread thread_;
 };
 
