@@ -44,10 +44,23 @@ def main(path):
     def cpu(name):
         return med[name]["cpu_time"] if name in med else None
 
+    def ucx_case(name):
+        # Google Benchmark appends what a case sets ("/min_time:4.000", "/real_time").
+        for n in sorted(med):
+            rest = n[len(name):].split("/")[1:] if n.startswith(name + "/") else None
+            if n == name or (rest and all(r == "real_time" or r.startswith("min_time:")
+                                          for r in rest)):
+                return med[n]
+        return {}
+
     def baseline_of(name):
         if name.startswith("BM_ucx_write/"):
             parts = name.split("/")
-            return "/".join(parts[:2] + ["off"] + parts[3:]) if len(parts) >= 3 else None
+            if len(parts) < 3:
+                return None
+            # Under attack compares with the same exporter left alone; the rest with "off".
+            base = "prometheus" if parts[2] == "prometheus_under_attack" else "off"
+            return "/".join(parts[:2] + [base] + parts[3:])
         for prefix, base in BASELINES:
             if name.startswith(prefix):
                 return base
@@ -125,6 +138,26 @@ def main(path):
                 target(on >= 0.99 * off,
                        f"BM_ucx_write/{size}: {variant} {on / 1e9:.2f} GB/s vs off "
                        f"{off / 1e9:.2f} GB/s ({100 * (on / off - 1):+.2f}%), within 1%")
+    for size in ("4096", "65536"):
+        quiet = ucx_case(f"BM_ucx_write/{size}/prometheus")
+        attacked = ucx_case(f"BM_ucx_write/{size}/prometheus_under_attack")
+        if quiet.get("bytes_per_second") and attacked.get("bytes_per_second"):
+            q, a = quiet["bytes_per_second"], attacked["bytes_per_second"]
+            target(a >= 0.99 * q, f"BM_ucx_write/{size}: prometheus under attack {a / 1e9:.2f} GB/s "
+                                  f"vs quiet {q / 1e9:.2f} GB/s ({100 * (a / q - 1):+.2f}%), within 1%")
+            failed = attacked.get("scrapes_failed", 0)
+            target(failed == 0, f"BM_ucx_write/{size}/prometheus_under_attack: "
+                                f"{attacked.get('scrapes_ok', 0):.0f} scrapes answered 200 during "
+                                f"the attack, {failed:.0f} not")
+    for size in ("4096", "65536"):
+        paired = ucx_case(f"BM_ucx_write/{size}/prometheus_attack_paired")
+        if "attack_ratio_median" in paired:
+            r = paired["attack_ratio_median"]
+            target(r >= 0.99, f"BM_ucx_write/{size}/prometheus_attack_paired: under attack "
+                              f"{100 * (r - 1):+.2f}% against the quiet window before "
+                              f"(median of {paired.get('attack_pairs', 0):.0f} pairs; endpoint "
+                              f"thread {paired.get('endpoint_cpu_pct', 0):.1f}% of a core, "
+                              f"attacker {paired.get('attacker_cpu_pct', 0):.1f}%), within 1%")
     missed = results.count(False)
     print()
     print(f"{len(results) - missed} of {len(results)} targets met")

@@ -4,8 +4,6 @@ include_guard(GLOBAL)
 find_package(fmt REQUIRED)
 find_package(Threads REQUIRED)
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(httplib REQUIRED IMPORTED_TARGET cpp-httplib)
 find_package(ucx REQUIRED)
 
 # CUDA is optional: with it the agent can register GPU memory.
@@ -20,6 +18,9 @@ message(STATUS "xtel: CUDA support ${XTEL_HAVE_CUDA}")
 
 if(XTEL_BUILD_TESTS)
     find_package(Catch2 2 REQUIRED)
+    # The tests' HTTP client; the endpoint itself has its own server (src/http_server.cpp).
+    find_package(PkgConfig REQUIRED)
+    pkg_check_modules(httplib REQUIRED IMPORTED_TARGET cpp-httplib)
 endif()
 if(XTEL_BUILD_BENCH)
     find_package(benchmark REQUIRED)

@@ -1,18 +1,39 @@
 #include "xtel/exporters/buffer.hpp"
 
+#include <fmt/format.h>
+
+#include "xtel/log.hpp"
 #include "xtel/telemetry.hpp"
 
 namespace xtel {
 
 namespace {
-std::filesystem::path output_dir(const config& cfg) {
-    return cfg.output_path.empty() ? std::filesystem::path(config::default_output_dir)
-                                   : std::filesystem::path(cfg.output_path);
+/// `<dir>/<agent name>`; throws config_error for what the configuration got wrong.
+std::filesystem::path recorder_path(const exporter_context& ctx) {
+    parse::file_name("agent name", ctx.agent_name);
+    if (ctx.cfg.output_path.empty()) {
+        return std::filesystem::path(config::default_output_dir) / ctx.agent_name;
+    }
+    // The variable's contract, as config::from_env checks it: a directory named there that
+    // does not exist is a configuration error, found at start-up.
+    return parse::existing_directory(env::output_path, ctx.cfg.output_path) / ctx.agent_name;
 }
 }  // namespace
 
-buffer_exporter::buffer_exporter(const exporter_context& ctx)
-    : writer_(output_dir(ctx.cfg), ctx.agent_name, ctx.cfg.buffer_size) {}
+buffer_exporter::buffer_exporter(const exporter_context& ctx) : path_(recorder_path(ctx)) {
+    try {
+        writer_.emplace(path_.parent_path(), ctx.agent_name, ctx.cfg.buffer_size);
+    } catch (const exporter_error& e) {
+        // Refusing a symbolic link or another user's file is deliberate (never followed, never
+        // replaced); so is not throwing: any local user can create a file in a shared directory
+        // such as /dev/shm, and must not be able to stop an agent from starting by doing so.
+        error_ = e.what();
+        log(log_level::error,
+            fmt::format("agent '{}': flight recorder disabled: {}; transfers go on, their events "
+                        "are not recorded (counted as lost)",
+                        ctx.agent_name, error_));
+    }
+}
 
 // The pipelines the registry hands out are compiled here once (see the extern templates in
 // xtel/pipelines.hpp), so users who name a built-in exporter pay no compile time for them.

@@ -78,13 +78,15 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name, st
 
     // Build the file under a temporary name and rename it into place, so that a reader never
     // opens a half-initialised header, and readers of a previous file keep their own mapping.
-    const auto tmp = dir / fmt::format(".{}.{}.tmp", agent_name, ::getpid());
-    ::unlink(tmp.c_str());
-    fd_guard fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
+    // The temporary name is random (mkostemp: O_CREAT | O_EXCL, mode 0600), so that nobody can
+    // plant a file or a link at it beforehand in a shared directory such as /dev/shm.
+    std::string tmp_name = (dir / fmt::format(".{}.XXXXXX", agent_name)).string();
+    fd_guard fd{::mkostemp(tmp_name.data(), O_CLOEXEC)};
     if (fd.fd < 0) {
-        throw exporter_error(
-            fmt::format("flight recorder {}: cannot create: {}", tmp.string(), errno_text(errno)));
+        throw exporter_error(fmt::format("flight recorder {}: cannot create a file in {}: {}",
+                                         path_.string(), dir.string(), errno_text(errno)));
     }
+    const std::filesystem::path tmp(tmp_name);
     auto fail = [&](std::string_view what, int err) {
         ::unlink(tmp.c_str());
         throw exporter_error(

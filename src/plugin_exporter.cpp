@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "plugin_descriptor.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/buffer.hpp"
 #include "xtel/exporters/plugin.hpp"
@@ -18,6 +19,7 @@ struct plugin_exporter::loaded {
     std::unique_ptr<plugin::exporter_v1> exporter;
     std::string error;
     std::atomic<std::uint64_t> failures{0};
+    std::atomic<std::uint64_t> lost{0};
 };
 
 plugin_exporter::plugin_exporter(const exporter_context& ctx) : agent_name_(ctx.agent_name) {
@@ -62,6 +64,7 @@ plugin_exporter::plugin_exporter(plugin_exporter&&) noexcept = default;
 void plugin_exporter::export_batch(std::span<const event> batch) noexcept {
     for (auto& p : plugins_) {
         if (!p->exporter) {
+            p->lost.fetch_add(batch.size(), std::memory_order_relaxed);
             continue;
         }
         for (const event& e : batch) {
@@ -69,8 +72,10 @@ void plugin_exporter::export_batch(std::span<const event> batch) noexcept {
             try {
                 p->exporter->export_event(e);
             } catch (const std::exception& ex) {
+                p->lost.fetch_add(1, std::memory_order_relaxed);
                 note_failure(*p, "export_event", ex.what());
             } catch (...) {
+                p->lost.fetch_add(1, std::memory_order_relaxed);
                 note_failure(*p, "export_event", "something that is not a std::exception");
             }
         }
@@ -100,6 +105,14 @@ std::size_t plugin_exporter::active_count() const noexcept {
     return n;
 }
 
+std::uint64_t plugin_exporter::events_lost() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& p : plugins_) {
+        n += p->lost.load(std::memory_order_relaxed);
+    }
+    return n;
+}
+
 std::vector<plugin_status> plugin_exporter::status() const {
     std::vector<plugin_status> out;
     out.reserve(plugins_.size());
@@ -111,6 +124,7 @@ std::vector<plugin_status> plugin_exporter::status() const {
         s.active = p->exporter != nullptr;
         s.error = p->error;
         s.failures = p->failures.load(std::memory_order_relaxed);
+        s.events_lost = p->lost.load(std::memory_order_relaxed);
         out.push_back(std::move(s));
     }
     return out;
@@ -128,7 +142,8 @@ void plugin_exporter::note_failure(loaded& p,
         log(log_level::error,
             fmt::format("agent '{}': telemetry exporter plugin '{}' ({}): {}() threw: {} (further "
                         "failures are counted, not logged; transfers are not affected)",
-                        agent_name_, p.library->name(), p.library->path().string(), call, what));
+                        agent_name_, p.library->name(), p.library->path().string(), call,
+                        detail::printable(what)));
     } catch (...) {
     }
 }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "plugin_descriptor.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/plugin.hpp"
 #include "xtel/log.hpp"
@@ -76,8 +77,9 @@ void call_fini(plugin::fini_fn fini, const std::filesystem::path& file) noexcept
         fini();
     } catch (const std::exception& e) {
         try {
-            log(log_level::error, fmt::format("telemetry exporter plugin {}: {}() threw: {}",
-                                              file.string(), plugin::fini_symbol, e.what()));
+            log(log_level::error,
+                fmt::format("telemetry exporter plugin {}: {}() threw: {}", file.string(),
+                            plugin::fini_symbol, detail::printable(e.what())));
         } catch (...) {
         }
     } catch (...) {
@@ -103,6 +105,60 @@ struct fini_guard {
 };
 
 }  // namespace
+
+std::string detail::printable(std::string_view text, std::size_t max) {
+    const bool cut = text.size() > max;
+    text = text.substr(0, max);
+    std::string out;
+    out.reserve(text.size() + 3);
+    for (const char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (u >= 0x20 && u < 0x7f) {
+            out += c;
+        } else {
+            out += fmt::format("\\x{:02x}", u);
+        }
+    }
+    if (cut) {
+        out += "...";
+    }
+    return out;
+}
+
+std::string detail::printable_c_string(const char* s) {
+    return s == nullptr ? std::string()
+                        : printable(std::string_view(s, ::strnlen(s, max_plugin_text + 1)));
+}
+
+detail::descriptor_check detail::check_descriptor(const plugin::descriptor_v1& d,
+                                                  std::string_view file_name) {
+    descriptor_check r;
+    // `api` is the first member in every version, so it can be read before the layout of the
+    // rest is known to match; nothing else is read when it does not.
+    if (d.api != plugin::current_api_version) {
+        r.error = fmt::format(
+            "its plugin API version {} does not match: this xtel loads plugins of API version {} "
+            "(rebuild the plugin against this xtel's xtel/plugin/exporter_v1.hpp)",
+            static_cast<std::uint32_t>(d.api),
+            static_cast<std::uint32_t>(plugin::current_api_version));
+        return r;
+    }
+    if (d.create == nullptr) {
+        r.error = "its descriptor has no creator (create is null)";
+        return r;
+    }
+    const std::string_view own =
+        d.name != nullptr ? std::string_view(d.name, ::strnlen(d.name, max_plugin_text + 1))
+                          : std::string_view();
+    // A name is read up to one byte past the bound; one that long is not any plugin's file name
+    // (those are at most 64 bytes), and comparing its first bytes could pass for equal.
+    r.name_differs = own.size() > max_plugin_text || own != file_name;
+    r.own_name = printable(own);
+    r.version = printable_c_string(d.version);
+    return r;
+}
 
 bool is_valid_plugin_name(std::string_view name) noexcept {
     return !name.empty() && name.size() <= max_plugin_name_length &&
@@ -218,7 +274,8 @@ plugin_library::plugin_library(const std::filesystem::path& dir, std::string_vie
     try {
         descriptor = init();
     } catch (const std::exception& e) {
-        fail(path_, fmt::format("{}() threw: {}", plugin::init_symbol, e.what()));
+        fail(path_,
+             fmt::format("{}() threw: {}", plugin::init_symbol, detail::printable(e.what())));
     } catch (...) {
         fail(path_, fmt::format("{}() threw", plugin::init_symbol));
     }
@@ -228,28 +285,18 @@ plugin_library::plugin_library(const std::filesystem::path& dir, std::string_vie
     }
     fini_guard guard{fini, path_};
 
-    // `api` is the first member in every version, so it can be read before the layout of the
-    // rest is known to match.
-    if (descriptor->api != plugin::current_api_version) {
-        fail(path_, fmt::format("its plugin API version {} does not match: this xtel loads "
-                                "plugins of API version {} (rebuild the plugin against this "
-                                "xtel's xtel/plugin/exporter_v1.hpp)",
-                                static_cast<std::uint32_t>(descriptor->api),
-                                static_cast<std::uint32_t>(plugin::current_api_version)));
-    }
-    if (descriptor->create == nullptr) {
-        fail(path_, "its descriptor has no creator (create is null)");
+    const auto checked = detail::check_descriptor(*descriptor, name_);
+    if (!checked.error.empty()) {
+        fail(path_, checked.error);
     }
     api_ = descriptor->api;
     create_ = descriptor->create;
-    version_ = descriptor->version != nullptr ? descriptor->version : "";
-    const std::string_view own_name =
-        descriptor->name != nullptr ? std::string_view(descriptor->name) : std::string_view();
-    if (own_name != name_) {
+    version_ = checked.version;
+    if (checked.name_differs) {
         log(log_level::warning,
             fmt::format("telemetry exporter plugin {}: its descriptor names it '{}'; it is "
                         "known by its file name, '{}'",
-                        path_.string(), own_name, name_));
+                        path_.string(), checked.own_name, name_));
     }
 
     guard.armed = false;
@@ -271,7 +318,8 @@ std::unique_ptr<plugin::exporter_v1> plugin_library::create(
     try {
         exporter = create_(params);
     } catch (const std::exception& e) {
-        fail(path_, fmt::format("the exporter's constructor threw: {}", e.what()));
+        fail(path_,
+             fmt::format("the exporter's constructor threw: {}", detail::printable(e.what())));
     } catch (...) {
         fail(path_, "the exporter's constructor threw something that is not a std::exception");
     }

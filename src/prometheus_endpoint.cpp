@@ -1,16 +1,12 @@
 #include "prometheus_endpoint.hpp"
 
 #include <fmt/format.h>
-#include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <map>
 
+#include "http_server.hpp"
 #include "prometheus_metrics.hpp"
-#include "xtel/error.hpp"
 #include "xtel/log.hpp"
 
 namespace xtel::detail {
@@ -19,12 +15,6 @@ namespace {
 
 constexpr std::string_view metrics_path = "/metrics";
 constexpr std::string_view content_type = "text/plain; version=0.0.4; charset=utf-8";
-constexpr std::string_view allowed = "GET, HEAD";
-/// Scrapes are rare and short; a few workers let a scraper, a health check and a curl meet.
-constexpr std::size_t worker_threads = 4;
-/// Short, because an idle keep-alive connection holds a worker and delays shutdown by as much.
-constexpr time_t keep_alive_seconds = 1;
-constexpr auto start_timeout = std::chrono::seconds(5);
 
 struct endpoint_registry {
     std::mutex mutex;
@@ -34,25 +24,6 @@ struct endpoint_registry {
 endpoint_registry& registry() {
     static endpoint_registry r;
     return r;
-}
-
-std::string listen_failure_reason(int err) {
-    switch (err) {
-        case EADDRINUSE:
-            return "the port is already in use";
-        case EACCES:
-            return "permission denied (a port below 1024 needs privileges)";
-        case EADDRNOTAVAIL:
-            return "the host is not an address of this machine";
-        default:
-            return "the host does not resolve to an address of this machine, or the port is "
-                   "taken";
-    }
-}
-
-void set_text(httplib::Response& res, int status, std::string_view text) {
-    res.status = status;
-    res.set_content(std::string(text), "text/plain; charset=utf-8");
 }
 
 }  // namespace
@@ -84,92 +55,21 @@ std::shared_ptr<prometheus_endpoint> prometheus_endpoint::acquire(
 }
 
 prometheus_endpoint::prometheus_endpoint(const prometheus_address& address)
-    : server_(std::make_unique<httplib::Server>()), bound_(address) {
-    server_->new_task_queue = [] { return new httplib::ThreadPool(worker_threads); };
-    // httplib's default options add SO_REUSEPORT, which would let a second process bind the
-    // same port and receive half the scrapes; a taken port must be an error.
-    server_->set_socket_options([](socket_t sock) {
-        const int yes = 1;
-        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    server_->set_keep_alive_timeout(keep_alive_seconds);
-    install_routes();
-
-    errno = 0;
-    int port = -1;
-    if (address.port == 0) {
-        port = server_->bind_to_any_port(address.host);
-    } else if (server_->bind_to_port(address.host, address.port)) {
-        port = address.port;
-    }
-    if (port < 0) {
-        throw exporter_error(fmt::format("cannot listen on {}: {}", address.to_string(),
-                                         listen_failure_reason(errno)));
-    }
-    bound_.port = static_cast<std::uint16_t>(port);
-
-    thread_ = std::thread([this] {
-        server_->listen_after_bind();
-        listening_done_.store(true);
-    });
-    // stop() only takes effect once the accept loop runs, so wait for it here.
-    const auto deadline = std::chrono::steady_clock::now() + start_timeout;
-    while (!server_->is_running() && !listening_done_.load() &&
-           std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    : server_(std::make_unique<http_server>(
+          address, std::string(metrics_path), std::string(content_type), [this] {
+              return render_shared();
+          })) {
     log(log_level::info,
         address.port == 0
-            ? fmt::format("prometheus: serving http://{}/metrics (port {} chosen for {})",
-                          bound_.to_string(), bound_.port, address.to_string())
-            : fmt::format("prometheus: serving http://{}/metrics", bound_.to_string()));
+            ? fmt::format("prometheus: serving http://{}{} (port {} chosen for {})",
+                          bound().to_string(), metrics_path, bound().port, address.to_string())
+            : fmt::format("prometheus: serving http://{}{}", bound().to_string(), metrics_path));
 }
 
-prometheus_endpoint::~prometheus_endpoint() {
-    for (int i = 0; i < 5000 && !listening_done_.load(); ++i) {
-        server_->stop();
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    thread_.join();
-}
+prometheus_endpoint::~prometheus_endpoint() = default;
 
-void prometheus_endpoint::install_routes() {
-    const std::string path(metrics_path);
-    server_->Get(path, [this](const httplib::Request&, httplib::Response& res) {
-        try {
-            res.set_content(render(), std::string(content_type));
-        } catch (const std::exception& e) {
-            set_text(res, 500, fmt::format("rendering failed: {}\n", e.what()));
-        }
-    });
-    // Everything but GET and HEAD of /metrics is answered here, before httplib reads a body it
-    // would have no use for (a bodyless POST would otherwise wait for the read timeout).
-    server_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-        // An unread body must not be taken for the next request on this connection.
-        const auto length = req.get_header_value("Content-Length");
-        if ((!length.empty() && length != "0") || req.has_header("Transfer-Encoding")) {
-            res.set_header("Connection", "close");
-        }
-        const bool metrics = req.path == metrics_path;
-        if (metrics && (req.method == "GET" || req.method == "HEAD")) {
-            return httplib::Server::HandlerResponse::Unhandled;
-        }
-        if (metrics) {
-            res.set_header("Allow", std::string(allowed));
-            set_text(
-                res, 405,
-                fmt::format("method {} is not allowed on {}; use GET\n", req.method, metrics_path));
-        } else {
-            set_text(res, 404,
-                     fmt::format("{} not found; metrics are at {}\n", req.path, metrics_path));
-        }
-        return httplib::Server::HandlerResponse::Handled;
-    });
-    server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
-        if (res.body.empty()) {
-            set_text(res, res.status, fmt::format("HTTP error {}\n", res.status));
-        }
-    });
+const prometheus_address& prometheus_endpoint::bound() const noexcept {
+    return server_->bound();
 }
 
 bool prometheus_endpoint::attach(std::shared_ptr<const prometheus_agent> agent) {
@@ -190,6 +90,10 @@ void prometheus_endpoint::detach(const prometheus_agent* agent) noexcept {
 }
 
 std::string prometheus_endpoint::render() const {
+    return *render_shared();
+}
+
+std::shared_ptr<const std::string> prometheus_endpoint::render_shared() const {
     std::vector<std::shared_ptr<const agent_snapshot>> snapshots;
     {
         const std::lock_guard lock(agents_mutex_);
@@ -200,11 +104,16 @@ std::string prometheus_endpoint::render() const {
     }
     std::sort(snapshots.begin(), snapshots.end(),
               [](const auto& a, const auto& b) { return a->agent_name < b->agent_name; });
-    std::string out;
-    out.reserve(last_size_.load(std::memory_order_relaxed) + 256);
-    detail::render(snapshots, out);
-    last_size_.store(out.size(), std::memory_order_relaxed);
-    return out;
+    const std::lock_guard lock(cache_mutex_);
+    if (cached_ && snapshots == cached_from_) {
+        return cached_;
+    }
+    auto out = std::make_shared<std::string>();
+    out->reserve((cached_ ? cached_->size() : 0) + 256);
+    detail::render(snapshots, *out);
+    cached_from_ = std::move(snapshots);
+    cached_ = std::move(out);
+    return cached_;
 }
 
 }  // namespace xtel::detail

@@ -1,23 +1,18 @@
 #pragma once
 /// The process-wide HTTP endpoints that serve /metrics (private to src/).
 
-#include <atomic>
-#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "xtel/exporters/prometheus.hpp"
 
-namespace httplib {
-class Server;
-}  // namespace httplib
-
 namespace xtel::detail {
 
 class prometheus_agent;
+struct agent_snapshot;
+class http_server;
 
 /// One listening socket and the agents it serves. Exporters that name the same address share
 /// one; it stops listening when the last of them lets go.
@@ -39,22 +34,27 @@ class prometheus_endpoint {
     /// The body of a GET /metrics answer.
     std::string render() const;
 
+    /// The same body, shared: rendered again only when some agent published a new snapshot (or
+    /// the agents changed) since the last call, so a flood of scrapes costs one rendering per
+    /// flush round, and answers being sent share one copy.
+    std::shared_ptr<const std::string> render_shared() const;
+
     /// The address it listens on, with the port the system chose when 0 was asked.
-    const prometheus_address& bound() const noexcept { return bound_; }
+    const prometheus_address& bound() const noexcept;
 
   private:
     explicit prometheus_endpoint(const prometheus_address& address);
 
-    void install_routes();
-
-    std::unique_ptr<httplib::Server> server_;
-    prometheus_address bound_;
-    std::thread thread_;
-    std::atomic<bool> listening_done_{false};
-
     mutable std::mutex agents_mutex_;
     std::vector<std::shared_ptr<const prometheus_agent>> agents_;
-    mutable std::atomic<std::size_t> last_size_{0};
+
+    mutable std::mutex cache_mutex_;
+    /// What the cached body was rendered from; held, so that equal pointers mean equal data.
+    mutable std::vector<std::shared_ptr<const agent_snapshot>> cached_from_;
+    mutable std::shared_ptr<const std::string> cached_;
+
+    /// Last, so it stops (and no longer calls render_shared) before the rest goes.
+    std::unique_ptr<http_server> server_;
 };
 
 }  // namespace xtel::detail

@@ -15,8 +15,14 @@
 ///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
 ///   OPTIONAL:     `void on_stop()`: once, after the last batch, before destruction.
 ///   OPTIONAL:     `static constexpr std::string_view name`: used in log messages.
+///   OPTIONAL:     `bool disabled() const noexcept`: true once the exporter has turned itself
+///                 off because it cannot write (a file it cannot create, a port that is taken).
+///                 It logs one error when it does; the pipeline goes on with the others.
+///   OPTIONAL:     `std::uint64_t events_lost() const noexcept`: events it was handed and could
+///                 not write. Both are read from any thread (stats()) while the flusher runs.
 
 #include <concepts>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,6 +62,22 @@ struct exporter_traits {
     static void on_flush_end(E& e) {
         if constexpr (requires { e.on_flush_end(); }) {
             e.on_flush_end();
+        }
+    }
+
+    static bool disabled(const E& e) noexcept {
+        if constexpr (requires { e.disabled(); }) {
+            return e.disabled();
+        } else {
+            return false;
+        }
+    }
+
+    static std::uint64_t events_lost(const E& e) noexcept {
+        if constexpr (requires { e.events_lost(); }) {
+            return e.events_lost();
+        } else {
+            return 0;
         }
     }
 

@@ -47,6 +47,10 @@ struct telemetry_stats {
     std::uint64_t events_exported = 0;  ///< events handed to the exporters
     std::uint64_t records_dropped = 0;  ///< records lost to full staging rings
     std::uint64_t export_errors = 0;    ///< exporter calls that threw
+    /// Exporters that turned themselves off (one that cannot write; see xtel/exporter.hpp).
+    std::uint64_t exporters_disabled = 0;
+    /// Events exporters were handed and could not write, summed over the exporters.
+    std::uint64_t events_lost = 0;
 };
 
 namespace detail {
@@ -189,6 +193,15 @@ public:
         s.events_exported = exported_.load(std::memory_order_relaxed);
         s.records_dropped = registry_.dropped();
         s.export_errors = export_errors_.load(std::memory_order_relaxed);
+        std::apply(
+            [&s](const auto&... e) {
+                ((s.exporters_disabled +=
+                  exporter_traits<std::decay_t<decltype(e)>>::disabled(e) ? 1 : 0),
+                 ...);
+                ((s.events_lost += exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)),
+                 ...);
+            },
+            exporters_);
         return s;
     }
 

@@ -11,6 +11,8 @@ foreach(src IN LISTS XTEL_FUZZ_TARGETS)
 
     add_executable(${name}_replay ${src} fuzz/replay_main.cpp)
     target_link_libraries(${name}_replay PRIVATE xtel::xtel)
+    # Targets may reach into src/ for a function the library keeps private (the HTTP parser).
+    target_include_directories(${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/src)
     add_test(NAME "fuzz: ${corpus} corpus replays cleanly" COMMAND ${name}_replay ${corpus_dir})
 
     if(XTEL_FUZZ)
@@ -18,6 +20,7 @@ foreach(src IN LISTS XTEL_FUZZ_TARGETS)
         target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
         target_link_options(${name} PRIVATE -fsanitize=fuzzer)
         target_link_libraries(${name} PRIVATE xtel::xtel)
+        target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
         # Runs on a scratch copy of the corpus, so the committed seeds stay as they are.
         add_test(NAME "fuzz: ${corpus} survives ${XTEL_FUZZ_SECONDS} s of libFuzzer"
             COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1

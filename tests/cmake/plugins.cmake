@@ -5,7 +5,7 @@ include(plugin_api)
 
 set(XTEL_TEST_PLUGIN_DIR ${CMAKE_CURRENT_BINARY_DIR}/plugins)
 set(XTEL_TEST_PLUGINS missing_init missing_fini api_mismatch init_null init_throws no_creator
-    ctor_throws export_throws lifecycle unresolved)
+    ctor_throws export_throws always_throws lifecycle unresolved)
 set(XTEL_TEST_PLUGIN_TARGETS)
 foreach(name IN LISTS XTEL_TEST_PLUGINS)
     xtel_add_exporter_plugin(xtel_test_plugin_${name} ${name}

@@ -6,11 +6,14 @@
 
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "test_util.hpp"
+#include "xtel/error.hpp"
 #include "xtel/exporters/buffer.hpp"
 #include "xtel/flight_recorder.hpp"
+#include "xtel/log.hpp"
 
 namespace fr = xtel::flight_recorder;
 
@@ -216,4 +219,170 @@ TEST_CASE("the buffer exporter writes to the output path named by the configurat
     fr::reader r(dir / "agent-x");
     CHECK(r.capacity() == 32);
     CHECK(read_all(r).size() == 4);
+}
+
+namespace {
+
+xtel::config buffer_config(const std::filesystem::path& dir) {
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.buffer_size = 32;
+    cfg.output_path = dir.string();
+    return cfg;
+}
+
+/// Sets the process umask for the life of the scope.
+class scoped_umask {
+  public:
+    explicit scoped_umask(mode_t m) : old_(::umask(m)) {}
+    ~scoped_umask() { ::umask(old_); }
+    scoped_umask(const scoped_umask&) = delete;
+    scoped_umask& operator=(const scoped_umask&) = delete;
+
+  private:
+    mode_t old_;
+};
+
+/// The uid and gid of "nobody" on Debian; any id other than root's serves.
+constexpr uid_t other_uid = 65534;
+constexpr gid_t other_gid = 65534;
+
+}  // namespace
+
+TEST_CASE("the flight recorder file is 0600 even under a umask that lets everyone write") {
+    xtel_test::temp_dir dir;
+    const scoped_umask open_to_all(0);
+    fr::writer w(dir.path(), "agent", 8);
+    struct stat st {};
+    REQUIRE(::stat((dir / "agent").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+    CHECK(st.st_uid == ::geteuid());
+}
+
+TEST_CASE("the writer refuses a dangling symbolic link and creates nothing where it points") {
+    xtel_test::temp_dir dir;
+    const auto target = dir / "would-be-created";
+    std::filesystem::create_symlink(target, dir / "agent");
+    CHECK_THROWS_WITH(fr::writer(dir.path(), "agent", 8), Catch::Contains("symbolic link"));
+    CHECK_FALSE(std::filesystem::exists(target));
+}
+
+TEST_CASE("links planted at guessable temporary names neither block the writer nor are followed") {
+    xtel_test::temp_dir dir;
+    const auto precious = dir / "precious";
+    write_bytes(precious, "keep", 4);
+    for (const auto& guess : {".agent.tmp", ".agent.XXXXXX", ".agent.000000"}) {
+        std::filesystem::create_symlink(precious, dir / guess);
+    }
+    const auto planted = dir / (".agent." + std::to_string(::getpid()) + ".tmp");
+    std::filesystem::create_symlink(precious, planted);
+    fr::writer w(dir.path(), "agent", 8);
+    CHECK(std::filesystem::file_size(precious) == 4);
+    CHECK(std::filesystem::is_symlink(planted));
+    CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir / "agent")));
+    // What the writer made is in place, and nothing of it is left under another name.
+    std::size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) {
+        ++entries;
+    }
+    CHECK(entries == 1 + 4 + 1);
+}
+
+TEST_CASE("the writer refuses a file of another user at its path and leaves it as it was") {
+    if (::geteuid() != 0) {
+        WARN("skipped: only root can give a file to another user to set this case up");
+        return;
+    }
+    xtel_test::temp_dir dir;
+    const auto path = dir / "agent";
+    write_bytes(path, "theirs", 6);
+    REQUIRE(::chown(path.c_str(), other_uid, other_gid) == 0);
+    CHECK_THROWS_WITH(
+        fr::writer(dir.path(), "agent", 8),
+        Catch::Contains("belongs to user id 65534") && Catch::Contains("refusing to replace it"));
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(st.st_uid == other_uid);
+    CHECK(st.st_size == 6);
+}
+
+TEST_CASE(
+    "a symbolic link at its path disables the buffer exporter, which logs it and counts "
+    "the events it cannot record") {
+    xtel_test::temp_dir dir;
+    const auto target = dir / "precious";
+    write_bytes(target, "keep", 4);
+    std::filesystem::create_symlink(target, dir / "agent");
+    const xtel_test::log_capture logs;
+    const auto cfg = buffer_config(dir.path());
+    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
+    const auto errors = logs.at(xtel::log_level::error);
+    CHECK(b.disabled());
+    CHECK(b.path() == dir / "agent");
+    CHECK_THAT(b.error(), Catch::Contains("refusing to replace a symbolic link"));
+    REQUIRE(errors.size() == 1);
+    CHECK_THAT(errors[0], Catch::Contains("agent 'agent': flight recorder disabled") &&
+                              Catch::Contains(b.error()));
+    b.export_batch(make_range(0, 5));
+    b.export_batch(make_range(5, 7));
+    CHECK(b.events_lost() == 7);
+    CHECK(std::filesystem::file_size(target) == 4);
+    CHECK(std::filesystem::is_symlink(dir / "agent"));
+}
+
+TEST_CASE("another user's file at its path disables the buffer exporter and stays as it was") {
+    if (::geteuid() != 0) {
+        WARN("skipped: only root can give a file to another user to set this case up");
+        return;
+    }
+    xtel_test::temp_dir dir;
+    const auto path = dir / "agent";
+    write_bytes(path, "theirs", 6);
+    REQUIRE(::chown(path.c_str(), other_uid, other_gid) == 0);
+    const auto cfg = buffer_config(dir.path());
+    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
+    CHECK(b.disabled());
+    CHECK_THAT(b.error(), Catch::Contains("belongs to user id 65534"));
+    CHECK(std::filesystem::file_size(path) == 6);
+}
+
+TEST_CASE("a directory at its path disables the buffer exporter") {
+    xtel_test::temp_dir dir;
+    std::filesystem::create_directory(dir / "agent");
+    const auto cfg = buffer_config(dir.path());
+    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
+    CHECK(b.disabled());
+    CHECK_THAT(b.error(), Catch::Contains("exists and is not a regular file"));
+}
+
+TEST_CASE("an enabled buffer exporter records, loses nothing and reports no error") {
+    xtel_test::temp_dir dir;
+    const auto cfg = buffer_config(dir.path());
+    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
+    b.export_batch(make_range(0, 3));
+    CHECK_FALSE(b.disabled());
+    CHECK(b.events_lost() == 0);
+    CHECK(b.error().empty());
+}
+
+TEST_CASE("an output directory that does not exist stops the buffer exporter at start-up") {
+    xtel_test::temp_dir dir;
+    const auto cfg = buffer_config(dir / "missing");
+    CHECK_THROWS_AS(xtel::buffer_exporter(xtel::exporter_context{cfg, "agent"}),
+                    xtel::config_error);
+    CHECK_THROWS_WITH(xtel::buffer_exporter(xtel::exporter_context{cfg, "agent"}),
+                      Catch::Contains("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH") &&
+                          Catch::Contains("does not exist"));
+}
+
+TEST_CASE("an agent name that is not a file name stops the buffer exporter at start-up") {
+    xtel_test::temp_dir dir;
+    const auto cfg = buffer_config(dir.path());
+    using namespace std::string_literals;
+    for (const auto& bad : {""s, ".."s, "../escape"s, "a/b"s, "tab\there"s, "nul\0x"s}) {
+        CAPTURE(bad);
+        CHECK_THROWS_AS(xtel::buffer_exporter(xtel::exporter_context{cfg, bad}),
+                        xtel::config_error);
+    }
+    CHECK(std::filesystem::is_empty(dir.path()));
 }

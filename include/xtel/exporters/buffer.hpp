@@ -1,8 +1,12 @@
 #pragma once
 /// The buffer exporter: the shared-memory flight recorder as a pipeline policy.
 
+#include <atomic>
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "xtel/exporter.hpp"
@@ -11,18 +15,44 @@
 namespace xtel {
 
 class buffer_exporter {
-public:
+  public:
     static constexpr std::string_view name = "buffer";
 
     /// Creates `<NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH or /dev/shm>/<agent name>`.
+    ///
+    /// Throws config_error for what the configuration decides: an agent name that is not a file
+    /// name, an output path that is not an existing directory. What the host decides at run
+    /// time does not stop the agent: a directory it may not write, a full file system, a
+    /// symbolic link or another user's file at its path (never followed, never replaced), no
+    /// file descriptor left. Then the exporter logs one error, disables itself and counts the
+    /// events it is handed; the agent's transfers go on.
     explicit buffer_exporter(const exporter_context& ctx);
 
-    void export_batch(std::span<const event> batch) noexcept { writer_.append(batch); }
+    void export_batch(std::span<const event> batch) noexcept {
+        if (writer_) [[likely]] {
+            writer_->append(batch);
+        } else {
+            lost_.fetch_add(batch.size(), std::memory_order_relaxed);
+        }
+    }
 
-    const std::filesystem::path& path() const noexcept { return writer_.path(); }
+    /// Where the flight recorder is, or would be when disabled.
+    const std::filesystem::path& path() const noexcept { return path_; }
 
-private:
-    flight_recorder::writer writer_;
+    // The members below are safe to call from any thread while the flusher runs.
+
+    /// True when the file could not be created: nothing is recorded.
+    bool disabled() const noexcept { return !writer_; }
+    /// Events handed to the exporter while disabled.
+    std::uint64_t events_lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
+    /// Why it is disabled (the error it logged); empty when it is not.
+    const std::string& error() const noexcept { return error_; }
+
+  private:
+    std::filesystem::path path_;
+    std::string error_;
+    std::optional<flight_recorder::writer> writer_;
+    std::atomic<std::uint64_t> lost_{0};
 };
 
 }  // namespace xtel

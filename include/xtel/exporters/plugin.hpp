@@ -94,6 +94,9 @@ struct plugin_status {
     std::string error;
     /// export_event and flush calls that threw.
     std::uint64_t failures = 0;
+    /// Events this plugin did not take: each one its export_event threw on, and every event
+    /// while it is disabled.
+    std::uint64_t events_lost = 0;
 };
 
 /// The pipeline policy over the plugins named in ctx.cfg.exporters, each loaded from
@@ -119,6 +122,11 @@ class plugin_exporter {
 
     /// Plugins whose exporter runs.
     std::size_t active_count() const noexcept;
+
+    /// True when no plugin's exporter runs (xtel/exporter.hpp's optional member).
+    bool disabled() const noexcept { return active_count() == 0; }
+    /// Events lost, summed over the plugins (plugin_status::events_lost).
+    std::uint64_t events_lost() const noexcept;
 
     /// One entry per plugin, in load order. Safe to call while the flusher runs.
     std::vector<plugin_status> status() const;

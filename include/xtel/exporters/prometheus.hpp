@@ -148,6 +148,9 @@ class prometheus_exporter {
     std::uint64_t events_ignored() const noexcept {
         return ignored_.load(std::memory_order_relaxed);
     }
+    /// The exporter contract's names for the two above (xtel/exporter.hpp), which stats() reads.
+    bool disabled() const noexcept { return !active(); }
+    std::uint64_t events_lost() const noexcept { return events_ignored(); }
 
   private:
     std::shared_ptr<detail::prometheus_agent> agent_;

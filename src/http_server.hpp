@@ -1,0 +1,94 @@
+#pragma once
+/// A small HTTP/1.1 server of one read-only resource (private to src/): the Prometheus
+/// endpoint's transport.
+///
+/// One thread runs an epoll loop over non-blocking sockets, so no client can hold a thread:
+/// a worker-per-connection server (cpp-httplib's, which this replaced) is stopped by as many
+/// clients as it has workers sending a request one byte at a time, and it queues every
+/// accepted connection without bound. Here:
+///   - at most max_connections are open; past that, accepting a new one closes the one that has
+///     been waiting longest for its request, so a crowd cannot lock a real scraper out;
+///   - a request head must arrive whole within request_timeout and fit in
+///     http::max_head_bytes (http_request.hpp), and bodies are never read;
+///   - an answer must be taken by the client within write_timeout;
+///   - every answer to GET/HEAD shares one rendered body until the metrics change, so
+///     scrapes that do not read what they asked for hold no more memory than one scrape does.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xtel/exporters/prometheus.hpp"
+
+namespace xtel::detail {
+
+struct http_limits {
+    /// Connections open at once; Prometheus needs one per scraper.
+    std::size_t max_connections = 64;
+    /// From a connection's start, or the end of its previous answer, to a complete request head.
+    std::chrono::milliseconds request_timeout{5000};
+    /// To send an answer.
+    std::chrono::milliseconds write_timeout{10000};
+    /// After an answer that closes the connection, unread request bytes are drained for this
+    /// long, so the client reads the answer before the close resets the connection.
+    std::chrono::milliseconds linger_timeout{500};
+    /// Requests answered on one connection before it is closed.
+    unsigned max_requests_per_connection = 1000;
+};
+
+class http_server {
+  public:
+    /// The body of a 200 answer, on the server's thread; equal pointers are the same body.
+    using body_fn = std::function<std::shared_ptr<const std::string>()>;
+
+    /// Listens on `address` (port 0: a free one) and starts serving `path`. Throws
+    /// exporter_error naming the address and the reason when it cannot listen.
+    http_server(const prometheus_address& address,
+                std::string path,
+                std::string content_type,
+                body_fn body,
+                http_limits limits = {});
+    /// Stops: closes every connection and the listening socket; the port is free on return.
+    ~http_server();
+
+    http_server(const http_server&) = delete;
+    http_server& operator=(const http_server&) = delete;
+
+    /// The address it listens on, with the port the system chose when 0 was asked.
+    const prometheus_address& bound() const noexcept { return bound_; }
+
+  private:
+    struct connection;
+    void run() noexcept;
+    void accept_ready();
+    void drive(connection& c);
+    /// Queues the answer to what parse_request_head found (or a 408) and its close decision.
+    void respond(connection& c, int status, bool close, bool head_only, std::string_view reason);
+    void expire(std::chrono::steady_clock::time_point now);
+    void evict_one();
+    void close_connection(connection& c) noexcept;
+    void watch(connection& c, std::uint32_t events) noexcept;
+    int wait_timeout_ms(std::chrono::steady_clock::time_point now) const;
+
+    const std::string path_;
+    const std::string content_type_;
+    const body_fn body_;
+    const http_limits limits_;
+    prometheus_address bound_;
+    int listen_fd_ = -1;
+    int wake_fd_ = -1;
+    int epoll_fd_ = -1;
+    std::vector<std::unique_ptr<connection>> connections_;  // the server thread's only
+    std::chrono::steady_clock::time_point accept_resume_{};
+    bool accepting_ = true;
+    bool warned_crowd_ = false;
+    bool warned_accept_ = false;
+    std::thread thread_;
+};
+
+}  // namespace xtel::detail

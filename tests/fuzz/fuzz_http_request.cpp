@@ -1,0 +1,196 @@
+// Fuzz target: the Prometheus endpoint's request handling, on the real server. One endpoint
+// listens on 127.0.0.1 for the whole run; each input is sent as raw bytes on a new loopback
+// connection whose sending side is then closed. The server must answer exactly what
+// src/http_request.hpp predicts for those bytes (the statuses, in order, each a well-formed
+// answer), then close; and every 128 inputs a real GET /metrics must still get 200 with the
+// agent's metrics. A crash, a hang (10 s), a leak or a wrong answer is a finding.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http_request.hpp"
+#include "http_server.hpp"
+#include "xtel/exporters/prometheus.hpp"
+#include "xtel/log.hpp"
+
+namespace {
+
+namespace http = xtel::detail::http;
+
+constexpr std::string_view expected_series =
+    R"(agent_tx_bytes_total{agent_name="fuzz",hostname="fuzzhost"} 4096)";
+
+[[noreturn]] void finding(const char* what) {
+    std::fprintf(stderr, "fuzz_http_request: %s\n", what);
+    std::abort();
+}
+
+struct endpoint {
+    endpoint() : exporter(context(), settings()) {
+        xtel::event e;
+        e.cat = xtel::category::transfer;
+        e.kind = xtel::value_kind::counter;
+        e.name = "agent_tx_bytes";
+        e.value = 4096;
+        exporter.export_batch({&e, 1});
+        exporter.on_flush_end();
+        if (!exporter.active()) {
+            finding("the endpoint does not listen");
+        }
+    }
+    static xtel::exporter_context context() {
+        static const xtel::config cfg;
+        xtel::set_log_level(xtel::log_level::error);
+        return {cfg, "fuzz"};
+    }
+    static xtel::prometheus_settings settings() {
+        xtel::prometheus_settings s;
+        s.address = {"127.0.0.1", 0};
+        s.hostname = "fuzzhost";
+        return s;
+    }
+    xtel::prometheus_exporter exporter;
+};
+
+/// What the server must answer: one entry per request it answers, in order.
+struct expected_answer {
+    int status;
+    bool head_only;
+};
+
+std::vector<expected_answer> predict(std::string_view bytes) {
+    std::vector<expected_answer> out;
+    const unsigned limit = xtel::detail::http_limits{}.max_requests_per_connection;
+    while (true) {
+        const auto r = http::parse_request_head(bytes);
+        if (r.status == 0) {
+            return out;  // incomplete when the client stops sending: closed unanswered
+        }
+        const int status = r.status == 200 ? http::route(r.head, "/metrics") : r.status;
+        // No answer to HEAD has a body, whatever its status.
+        out.push_back({status, r.status == 200 && r.head.method == "HEAD"});
+        if (http::closes_after(r, status) || out.size() == limit) {
+            return out;
+        }
+        bytes.remove_prefix(r.head.size);
+    }
+}
+
+int connect_to(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        finding("socket failed");
+    }
+    const timeval timeout{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+        finding("cannot connect to the endpoint");
+    }
+    return fd;
+}
+
+/// Sends `bytes`, closes the sending side and returns everything the server sends until it
+/// closes. A send the server cuts short (it answered and closed) is not an error.
+std::string exchange(std::uint16_t port, std::string_view bytes) {
+    const int fd = connect_to(port);
+    while (!bytes.empty()) {
+        const auto n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+        if (n <= 0) {
+            break;
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    ::shutdown(fd, SHUT_WR);
+    std::string out;
+    char buf[65536];
+    while (true) {
+        const auto n = ::recv(fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            out.append(buf, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            finding("the server neither answered nor closed within 10 s");
+        }
+        break;  // the end, or a reset after the answers
+    }
+    ::close(fd);
+    return out;
+}
+
+/// Takes one answer off the front of `stream`: its status, after checking its form.
+int take_answer(std::string_view& stream, bool head_only, std::string_view& body) {
+    const auto end = stream.find("\r\n\r\n");
+    if (end == std::string_view::npos || stream.substr(0, 9) != "HTTP/1.1 " || end < 12) {
+        finding("an answer without a status line and headers");
+    }
+    const std::string_view head = stream.substr(0, end + 2);
+    const int status = std::atoi(std::string(stream.substr(9, 3)).c_str());
+    const auto cl = head.find("\r\nContent-Length: ");
+    if (cl == std::string_view::npos) {
+        finding("an answer without Content-Length");
+    }
+    const std::size_t length =
+        std::strtoull(std::string(head.substr(cl + 18)).c_str(), nullptr, 10);
+    const std::size_t sent = head_only ? 0 : length;
+    if (stream.size() < end + 4 + sent) {
+        finding("an answer shorter than its Content-Length");
+    }
+    body = stream.substr(end + 4, sent);
+    stream.remove_prefix(end + 4 + sent);
+    return status;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    static endpoint server;
+    static std::uint64_t runs = 0;
+    const std::uint16_t port = server.exporter.port();
+    const std::string_view input(reinterpret_cast<const char*>(data), size);
+
+    const auto expected = predict(input);
+    const std::string answers = exchange(port, input);
+    std::string_view stream = answers;
+    for (const auto& e : expected) {
+        std::string_view body;
+        if (take_answer(stream, e.head_only, body) != e.status) {
+            finding("an answer's status is not the predicted one");
+        }
+        if (e.status == 200 && !e.head_only &&
+            body.find(expected_series) == std::string_view::npos) {
+            finding("a 200 answer without the agent's metrics");
+        }
+    }
+    if (!stream.empty()) {
+        finding("the server sent more answers than predicted");
+    }
+
+    if (++runs % 128 == 0) {
+        const std::string scrape = exchange(port, "GET /metrics HTTP/1.1\r\nHost: fuzz\r\n\r\n");
+        std::string_view s = scrape, body;
+        if (take_answer(s, false, body) != 200 ||
+            body.find(expected_series) == std::string_view::npos) {
+            finding("a real scrape no longer gets 200 with the metrics");
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,277 @@
+// The Prometheus endpoint under hostile clients on 127.0.0.1: oversized requests, requests that
+// never finish, and a thousand connections at once. Each time the endpoint must stay up and a
+// real scrape from a separate client must still get 200 with the expected metrics.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "prometheus_fixtures.hpp"
+
+using prom_test::exporter_under_test;
+using prom_test::tx_transfer;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// A client socket to 127.0.0.1:port, closed on destruction. Non-blocking when asked, so that
+/// a test can open many without waiting for each to be accepted.
+class client_socket {
+  public:
+    client_socket(std::uint16_t port, bool nonblocking = false)
+        : fd_(::socket(
+              AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0)) {
+        if (fd_ < 0) {
+            return;
+        }
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const timeval timeout{3, 0};
+        ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+        const int rc = ::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+        connected_ = rc == 0 || (nonblocking && errno == EINPROGRESS);
+    }
+    ~client_socket() {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+    }
+    client_socket(client_socket&& o) noexcept : fd_(o.fd_), connected_(o.connected_) { o.fd_ = -1; }
+    client_socket(const client_socket&) = delete;
+    client_socket& operator=(const client_socket&) = delete;
+
+    bool connected() const noexcept { return connected_; }
+    int fd() const noexcept { return fd_; }
+
+    /// Sends what the socket takes; false once the server has closed or reset the connection.
+    bool send(std::string_view bytes) const {
+        while (!bytes.empty()) {
+            const auto n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+            if (n <= 0) {
+                return false;
+            }
+            bytes.remove_prefix(static_cast<std::size_t>(n));
+        }
+        return true;
+    }
+
+    /// What the server answers until it closes the connection or 3 s pass without a byte.
+    std::string receive_all() const {
+        std::string out;
+        char buf[16384];
+        while (true) {
+            const auto n = ::recv(fd_, buf, sizeof buf, 0);
+            if (n <= 0) {
+                return out;
+            }
+            out.append(buf, static_cast<std::size_t>(n));
+        }
+    }
+
+    /// True once the server has closed its side: what it sent (an answer) is read and thrown
+    /// away, then recv sees the end or a reset.
+    bool closed_by_server() const {
+        char buf[4096];
+        while (true) {
+            const auto n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) {
+                continue;
+            }
+            return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+        }
+    }
+
+  private:
+    int fd_;
+    bool connected_ = false;
+};
+
+std::string status_line(const std::string& response) {
+    return response.substr(0, response.find("\r\n"));
+}
+
+constexpr std::string_view expected_series =
+    R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 123)";
+
+/// A real scrape from its own client: true when it got 200 with the agent's transfer bytes.
+bool real_scrape_works(std::uint16_t port) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(5);
+    const auto res = c.Get("/metrics");
+    return res && res->status == 200 &&
+           res->body.find(std::string(expected_series)) != std::string::npos;
+}
+
+/// An exporter whose scrape shows 123 transmitted bytes.
+struct served_agent {
+    served_agent() { t.flush(tx_transfer(123, 1, 1)); }
+    exporter_under_test t;
+    std::uint16_t port() const { return t.exporter.port(); }
+};
+
+/// Raises the open-file limit to at least `want`, for the life of the scope.
+class scoped_nofile {
+  public:
+    explicit scoped_nofile(rlim_t want) {
+        ::getrlimit(RLIMIT_NOFILE, &old_);
+        rlimit r = old_;
+        if (r.rlim_cur < want) {
+            r.rlim_cur = std::min(want, r.rlim_max);
+            ::setrlimit(RLIMIT_NOFILE, &r);
+        }
+    }
+    ~scoped_nofile() { ::setrlimit(RLIMIT_NOFILE, &old_); }
+    static rlim_t current() {
+        rlimit r{};
+        ::getrlimit(RLIMIT_NOFILE, &r);
+        return r.rlim_cur;
+    }
+
+  private:
+    rlimit old_{};
+};
+
+}  // namespace
+
+TEST_CASE("a request line longer than the limit is answered 414 and the connection closed") {
+    served_agent a;
+    const client_socket s(a.port());
+    REQUIRE(s.connected());
+    s.send("GET /" + std::string(1 << 20, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    const auto response = s.receive_all();
+    CHECK(status_line(response) == "HTTP/1.1 414 URI Too Long");
+    CHECK(response.find("Connection: close\r\n") != std::string::npos);
+    CHECK(real_scrape_works(a.port()));
+}
+
+TEST_CASE("a header section longer than the limit is answered 431 and the connection closed") {
+    served_agent a;
+    SECTION("one endless header line") {
+        const client_socket s(a.port());
+        s.send("GET /metrics HTTP/1.1\r\nX-Long: " + std::string(1 << 20, 'v') + "\r\n\r\n");
+        CHECK(status_line(s.receive_all()) == "HTTP/1.1 431 Request Header Fields Too Large");
+    }
+    SECTION("many short header lines") {
+        const client_socket s(a.port());
+        std::string request = "GET /metrics HTTP/1.1\r\n";
+        for (int i = 0; i < 20000; ++i) {
+            request += "X-H" + std::to_string(i) + ": v\r\n";
+        }
+        s.send(request + "\r\n");
+        CHECK(status_line(s.receive_all()) == "HTTP/1.1 431 Request Header Fields Too Large");
+    }
+    CHECK(real_scrape_works(a.port()));
+}
+
+TEST_CASE("a request that announces a body is answered without reading it, then closed") {
+    served_agent a;
+    SECTION("a gigabyte announced on GET /metrics") {
+        const client_socket s(a.port());
+        s.send("GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1073741824\r\n\r\n");
+        s.send(std::string(1 << 16, 'b'));
+        const auto response = s.receive_all();
+        CHECK(status_line(response) == "HTTP/1.1 413 Payload Too Large");
+        CHECK(response.find("Connection: close\r\n") != std::string::npos);
+    }
+    SECTION("an endless chunked body on POST") {
+        const client_socket s(a.port());
+        s.send("POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (int i = 0; i < 64 && s.send("1000\r\n" + std::string(4096, 'c') + "\r\n"); ++i) {
+        }
+        const auto response = s.receive_all();
+        CHECK(status_line(response) == "HTTP/1.1 405 Method Not Allowed");
+        CHECK(response.find("Connection: close\r\n") != std::string::npos);
+    }
+    CHECK(real_scrape_works(a.port()));
+}
+
+TEST_CASE("clients that send part of a request and never finish do not hold up a real scrape",
+          "[concurrency]") {
+    served_agent a;
+    // 32 clients trickle one header byte every 50 ms, 32 more sent half a request line and
+    // stopped: together far more than any pool of worker threads.
+    std::vector<client_socket> trickling;
+    std::vector<client_socket> stalled;
+    for (int i = 0; i < 32; ++i) {
+        trickling.emplace_back(a.port());
+        trickling.back().send("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+        stalled.emplace_back(a.port());
+        stalled.back().send("GET /met");
+    }
+    std::atomic<bool> done{false};
+    std::thread trickle([&] {
+        while (!done.load()) {
+            for (const auto& s : trickling) {
+                s.send("a");
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    });
+    int answered = 0;
+    for (int i = 0; i < 5; ++i) {
+        answered += real_scrape_works(a.port()) ? 1 : 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    done = true;
+    trickle.join();
+    CHECK(answered == 5);
+    // The endpoint does not keep them: each is closed once its time to send a request is over.
+    const auto give_up = clock_type::now() + std::chrono::seconds(30);
+    auto open = [&] {
+        int n = 0;
+        for (const auto* group : {&trickling, &stalled}) {
+            for (const auto& s : *group) {
+                n += s.closed_by_server() ? 0 : 1;
+            }
+        }
+        return n;
+    };
+    while (open() > 0 && clock_type::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK(open() == 0);
+}
+
+TEST_CASE("a thousand connections at once do not hold up a real scrape") {
+    const scoped_nofile limit(4096);
+    REQUIRE(scoped_nofile::current() >= 2200);
+    served_agent a;
+    std::vector<client_socket> crowd;
+    crowd.reserve(1000);
+    for (int i = 0; i < 1000; ++i) {
+        crowd.emplace_back(a.port(), true);
+        REQUIRE(crowd.back().connected());
+    }
+    // Half of them start a request; the others say nothing at all.
+    for (std::size_t i = 0; i < crowd.size(); i += 2) {
+        pollfd p{crowd[i].fd(), POLLOUT, 0};
+        if (::poll(&p, 1, 1000) == 1) {
+            crowd[i].send("GET /metrics HTTP/1.1\r\n");
+        }
+    }
+    int answered = 0;
+    for (int i = 0; i < 3; ++i) {
+        answered += real_scrape_works(a.port()) ? 1 : 0;
+    }
+    CHECK(answered == 3);
+    crowd.clear();
+    CHECK(real_scrape_works(a.port()));
+}
