@@ -37,12 +37,11 @@ constexpr std::string_view expected_series =
 
 struct endpoint {
     endpoint() : exporter(context(), settings()) {
-        xtel::event e;
-        e.cat = xtel::category::transfer;
-        e.kind = xtel::value_kind::counter;
-        e.name = "agent_tx_bytes";
-        e.value = 4096;
-        exporter.export_batch({&e, 1});
+        // The legacy transfer counters come from transfer records (the metrics processor).
+        xtel::transfer_record t;
+        t.bytes = 4096;
+        t.requests = 1;
+        exporter.export_transfers({&t, 1}, labels);
         exporter.on_flush_end();
         if (!exporter.active()) {
             finding("the endpoint does not listen");
@@ -59,6 +58,7 @@ struct endpoint {
         s.hostname = "fuzzhost";
         return s;
     }
+    xtel::label_table labels;
     xtel::prometheus_exporter exporter;
 };
 
