@@ -16,7 +16,7 @@ namespace xtel_bench {
 /// scope, where the machine allows; restores the previous mask after. Pinning keeps a
 /// single-thread case from migrating between cores mid-measurement.
 class pin_scope {
-public:
+  public:
     explicit pin_scope(int thread_index) {
         pinned_ = ::sched_getaffinity(0, sizeof old_, &old_) == 0;
         if (!pinned_) {
@@ -36,7 +36,7 @@ public:
     pin_scope(const pin_scope&) = delete;
     pin_scope& operator=(const pin_scope&) = delete;
 
-private:
+  private:
     cpu_set_t old_{};
     bool pinned_ = false;
 };
@@ -44,11 +44,11 @@ private:
 /// A fresh directory for flight recorder files, on /dev/shm where it exists (as deployed),
 /// removed afterwards.
 class scratch_dir {
-public:
+  public:
     scratch_dir() {
-        const std::filesystem::path base =
-            std::filesystem::is_directory("/dev/shm") ? std::filesystem::path("/dev/shm")
-                                                      : std::filesystem::temp_directory_path();
+        const std::filesystem::path base = std::filesystem::is_directory("/dev/shm")
+                                               ? std::filesystem::path("/dev/shm")
+                                               : std::filesystem::temp_directory_path();
         std::string tmpl = (base / "xtel-bench-XXXXXX").string();
         if (::mkdtemp(tmpl.data()) == nullptr) {
             throw std::runtime_error("mkdtemp failed");
@@ -63,7 +63,7 @@ public:
     scratch_dir& operator=(const scratch_dir&) = delete;
     const std::filesystem::path& path() const { return path_; }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 

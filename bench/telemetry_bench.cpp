@@ -81,7 +81,7 @@ BENCHMARK(BM_floor_clock<CLOCK_REALTIME>)->Name("BM_floor/clock_realtime");
 /// (a) NIXL's agent today: each event is pushed into a vector under a mutex; a flush thread
 /// swaps the vector out under the same mutex.
 class mutex_staging {
-public:
+  public:
     void add(xtel::category cat, const char* name, std::uint64_t value, std::uint64_t ts) {
         xtel::event e;
         e.timestamp_us = ts;
@@ -101,26 +101,26 @@ public:
         return out.size();
     }
 
-private:
+  private:
     std::mutex mutex_;
     std::vector<xtel::event> events_;
 };
 
 /// (b) A virtual exporter call per event, into a ring the exporter owns.
 class virtual_exporter {
-public:
+  public:
     virtual ~virtual_exporter() = default;
     virtual void export_event(const xtel::event& e) noexcept = 0;
 };
 
 class ring_exporter final : public virtual_exporter {
-public:
+  public:
     ring_exporter() : ring_(1 << 14) {}
     void export_event(const xtel::event& e) noexcept override {
         ring_[next_++ & (ring_.size() - 1)] = e;
     }
 
-private:
+  private:
     std::vector<xtel::event> ring_;
     std::size_t next_ = 0;
 };

@@ -123,9 +123,9 @@ std::filesystem::path existing_directory(std::string_view var, std::string_view 
 }
 
 void file_name(std::string_view what, std::string_view value) {
-    const bool ok = !value.empty() && value != "." && value != ".." && value.size() <= 255 &&
-                    std::all_of(value.begin(), value.end(),
-                                [](char c) { return is_name_char(c) || c == '.'; });
+    const bool ok =
+        !value.empty() && value != "." && value != ".." && value.size() <= 255 &&
+        std::all_of(value.begin(), value.end(), [](char c) { return is_name_char(c) || c == '.'; });
     if (!ok) {
         throw config_error(fmt::format(
             "{} '{}' is invalid: expected 1 to 255 letters, digits, '_', '-' or '.', and not "
@@ -161,8 +161,9 @@ config config::from_env(const env_lookup& lookup) {
     }
     if (const auto v = lookup(env::output_path)) {
         if (v->empty()) {
-            fail(env::output_path, *v, "expected a non-empty value (a directory for buffer, "
-                                       "host:port for prometheus)");
+            fail(env::output_path, *v,
+                 "expected a non-empty value (a directory for buffer, "
+                 "host:port for prometheus)");
         }
         c.output_path = *v;
         // For the flight recorder the value is a directory, and it must exist now rather than
@@ -174,6 +175,8 @@ config config::from_env(const env_lookup& lookup) {
     return c;
 }
 
-std::string config::exporters_string() const { return fmt::format("{}", fmt::join(exporters, ",")); }
+std::string config::exporters_string() const {
+    return fmt::format("{}", fmt::join(exporters, ","));
+}
 
 }  // namespace xtel

@@ -23,14 +23,18 @@ static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
 constexpr std::size_t event_words = sizeof(event) / sizeof(std::uint64_t);
 static_assert(sizeof(event) % sizeof(std::uint64_t) == 0);
 
-std::atomic_ref<std::uint64_t> word(std::uint64_t& w) noexcept { return std::atomic_ref(w); }
+std::atomic_ref<std::uint64_t> word(std::uint64_t& w) noexcept {
+    return std::atomic_ref(w);
+}
 /// For the reader's read-only mapping: atomic_ref<const T> is not in C++20, so the reference is
 /// made on a cast, and only loads are ever issued through it.
 std::atomic_ref<std::uint64_t> word(const std::uint64_t& w) noexcept {
     return std::atomic_ref(const_cast<std::uint64_t&>(w));
 }
 
-std::string errno_text(int err) { return std::system_category().message(err); }
+std::string errno_text(int err) {
+    return std::system_category().message(err);
+}
 
 /// Closes a file descriptor on scope exit unless released.
 struct fd_guard {
@@ -55,15 +59,15 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name, st
     }
     path_ = dir / std::string(agent_name);
 
-    struct stat st{};
+    struct stat st {};
     if (::lstat(path_.c_str(), &st) == 0) {
         if (S_ISLNK(st.st_mode)) {
             throw exporter_error(fmt::format(
                 "flight recorder {}: refusing to replace a symbolic link", path_.string()));
         }
         if (!S_ISREG(st.st_mode)) {
-            throw exporter_error(fmt::format(
-                "flight recorder {}: exists and is not a regular file", path_.string()));
+            throw exporter_error(fmt::format("flight recorder {}: exists and is not a regular file",
+                                             path_.string()));
         }
         if (st.st_uid != ::geteuid()) {
             throw exporter_error(fmt::format(
@@ -169,7 +173,7 @@ reader::reader(const std::filesystem::path& path) {
     if (fd.fd < 0) {
         throw format_error(fmt::format("{}: cannot open: {}", name, errno_text(errno)));
     }
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.fd, &st) != 0) {
         throw format_error(fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
     }
@@ -181,8 +185,8 @@ reader::reader(const std::filesystem::path& path) {
     }
     const auto size = static_cast<std::size_t>(st.st_size);
     if (size < header_size) {
-        throw format_error(fmt::format(
-            "{}: truncated: {} bytes, smaller than the {}-byte header", name, size, header_size));
+        throw format_error(fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
+                                       name, size, header_size));
     }
     file_header h{};
     if (::pread(fd.fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
@@ -192,9 +196,9 @@ reader::reader(const std::filesystem::path& path) {
         throw format_error(fmt::format("{}: not a telemetry buffer (bad magic)", name));
     }
     if (h.version != format_version) {
-        throw format_error(fmt::format(
-            "{}: unsupported format version {} (this reader reads version {})", name, h.version,
-            format_version));
+        throw format_error(
+            fmt::format("{}: unsupported format version {} (this reader reads version {})", name,
+                        h.version, format_version));
     }
     if (h.header_size != header_size || h.slot_size != slot_size || h.event_size != sizeof(event)) {
         throw format_error(fmt::format(
@@ -202,9 +206,9 @@ reader::reader(const std::filesystem::path& path) {
             h.header_size, h.slot_size, h.event_size, header_size, slot_size, sizeof(event)));
     }
     if (h.capacity == 0 || h.capacity > (size - header_size) / slot_size) {
-        throw format_error(fmt::format(
-            "{}: truncated: {} bytes cannot hold the {} events the header declares", name, size,
-            h.capacity));
+        throw format_error(
+            fmt::format("{}: truncated: {} bytes cannot hold the {} events the header declares",
+                        name, size, h.capacity));
     }
     capacity_ = h.capacity;
     mapped_size_ = header_size + capacity_ * slot_size;
@@ -227,15 +231,17 @@ std::uint64_t reader::published_count() const noexcept {
 }
 
 bool reader::writer_closed() const noexcept {
-    return std::atomic_ref(const_cast<std::uint32_t&>(header_->state)).load(std::memory_order_acquire) ==
-           static_cast<std::uint32_t>(writer_state::closed);
+    return std::atomic_ref(const_cast<std::uint32_t&>(header_->state))
+               .load(std::memory_order_acquire) == static_cast<std::uint32_t>(writer_state::closed);
 }
 
 std::string reader::agent_name() const {
     return std::string(header_->agent_name, ::strnlen(header_->agent_name, agent_name_size));
 }
 
-std::uint32_t reader::writer_pid() const noexcept { return header_->writer_pid; }
+std::uint32_t reader::writer_pid() const noexcept {
+    return header_->writer_pid;
+}
 
 bool reader::read_slot(std::uint64_t seq, event& out) const noexcept {
     const slot& s = slots_[seq % capacity_];

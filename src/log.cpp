@@ -18,9 +18,12 @@ log_level initial_level() {
         return log_level::info;
     }
     const std::string_view s(v);
-    if (s == "error") return log_level::error;
-    if (s == "warning") return log_level::warning;
-    if (s == "debug") return log_level::debug;
+    if (s == "error")
+        return log_level::error;
+    if (s == "warning")
+        return log_level::warning;
+    if (s == "debug")
+        return log_level::debug;
     return log_level::info;
 }
 
@@ -37,10 +40,14 @@ logger_state& state() {
 
 constexpr std::string_view level_name(log_level l) {
     switch (l) {
-        case log_level::error: return "error";
-        case log_level::warning: return "warning";
-        case log_level::info: return "info";
-        case log_level::debug: return "debug";
+        case log_level::error:
+            return "error";
+        case log_level::warning:
+            return "warning";
+        case log_level::info:
+            return "info";
+        case log_level::debug:
+            return "debug";
     }
     return "?";
 }
@@ -53,7 +60,9 @@ void set_log_sink(log_sink sink) {
     s.sink = std::move(sink);
 }
 
-void set_log_level(log_level level) { state().level.store(static_cast<int>(level)); }
+void set_log_level(log_level level) {
+    state().level.store(static_cast<int>(level));
+}
 
 void log(log_level level, std::string_view message) {
     auto& s = state();

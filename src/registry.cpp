@@ -107,11 +107,9 @@ std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_opt
                     "{}='{}' is invalid: '{}' is not a built-in exporter ({}) and {}",
                     env::exporter, cfg.exporters_string(), p, fmt::join(builtin_exporters, ", "),
                     cfg.plugin_dir.empty()
-                        ? fmt::format("{} is not set, so no plugin can be loaded",
-                                      env::plugin_dir)
+                        ? fmt::format("{} is not set, so no plugin can be loaded", env::plugin_dir)
                         : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),
-                                      plugin_file_name(p),
-                                      plugins_listing(cfg.plugin_dir))));
+                                      plugin_file_name(p), plugins_listing(cfg.plugin_dir))));
             }
         }
     }

@@ -51,7 +51,7 @@ inline void reset_sink(const std::string& agent) {
 }
 
 class collecting_exporter {
-public:
+  public:
     static constexpr std::string_view name = "collecting";
 
     explicit collecting_exporter(const xtel::exporter_context& ctx)
@@ -81,7 +81,7 @@ public:
         sink_->stopped = true;
     }
 
-private:
+  private:
     std::shared_ptr<sink> sink_;
 };
 

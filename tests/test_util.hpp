@@ -21,7 +21,7 @@ namespace xtel_test {
 
 /// A fresh directory under TMPDIR (or /tmp), removed with everything in it.
 class temp_dir {
-public:
+  public:
     temp_dir() {
         auto base = std::filesystem::temp_directory_path() / "xtel-test-XXXXXX";
         std::string tmpl = base.string();
@@ -40,13 +40,13 @@ public:
     const std::filesystem::path& path() const { return path_; }
     std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 
 /// Sets (or unsets) an environment variable for the life of the scope.
 class scoped_env {
-public:
+  public:
     scoped_env(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
         if (const char* old = ::getenv(name_.c_str())) {
             old_ = old;
@@ -67,14 +67,14 @@ public:
     scoped_env(const scoped_env&) = delete;
     scoped_env& operator=(const scoped_env&) = delete;
 
-private:
+  private:
     std::string name_;
     std::optional<std::string> old_;
 };
 
 /// Collects xtel's log lines (from any thread) until destroyed, then restores the stderr sink.
 class log_capture {
-public:
+  public:
     log_capture() {
         xtel::set_log_sink([this](xtel::log_level level, std::string_view message) {
             const std::lock_guard lock(mutex_);
@@ -107,7 +107,7 @@ public:
         return out;
     }
 
-private:
+  private:
     mutable std::mutex mutex_;
     std::vector<std::pair<xtel::log_level, std::string>> lines_;
 };

@@ -22,7 +22,9 @@ namespace {
 
 volatile std::sig_atomic_t interrupted = 0;
 
-void on_signal(int) { interrupted = 1; }
+void on_signal(int) {
+    interrupted = 1;
+}
 
 struct options {
     std::string path;
@@ -32,8 +34,10 @@ struct options {
 };
 
 [[noreturn]] void usage(std::string_view why) {
-    fmt::print(stderr, "telemetry_reader: {}\nusage: telemetry_reader [--follow] [--json] "
-                       "[--interval-ms N] <path>\n", why);
+    fmt::print(stderr,
+               "telemetry_reader: {}\nusage: telemetry_reader [--follow] [--json] "
+               "[--interval-ms N] <path>\n",
+               why);
     std::exit(64);
 }
 
@@ -94,13 +98,27 @@ std::string json_escape(std::string_view s) {
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
                 if (c < 0x20 || c > 0x7e) {
                     out += fmt::format("\\u{:04x}", c);
@@ -115,14 +133,16 @@ std::string json_escape(std::string_view s) {
 void print_event(const xtel::event& e, bool json) {
     const auto ts = format_timestamp(e.timestamp_us);
     if (json) {
-        fmt::print("{{\"timestamp_us\":{},\"timestamp\":\"{}\",\"category\":\"{}\",\"event\":\"{}\","
-                   "\"value\":{}}}\n",
-                   e.timestamp_us, ts, xtel::to_string(e.cat), json_escape(e.name_view()), e.value);
+        fmt::print(
+            "{{\"timestamp_us\":{},\"timestamp\":\"{}\",\"category\":\"{}\",\"event\":\"{}\","
+            "\"value\":{}}}\n",
+            e.timestamp_us, ts, xtel::to_string(e.cat), json_escape(e.name_view()), e.value);
         return;
     }
-    fmt::print("=== NIXL Telemetry Event ===\nTimestamp: {}\nCategory: {}\nEvent: {}\nValue: {}\n"
-               "===========================\n\n",
-               ts, xtel::to_string(e.cat), printable(e.name_view()), e.value);
+    fmt::print(
+        "=== NIXL Telemetry Event ===\nTimestamp: {}\nCategory: {}\nEvent: {}\nValue: {}\n"
+        "===========================\n\n",
+        ts, xtel::to_string(e.cat), printable(e.name_view()), e.value);
 }
 
 void print_missed(std::uint64_t n, bool json) {

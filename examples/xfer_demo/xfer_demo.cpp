@@ -19,14 +19,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <csignal>
-#include <initializer_list>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <optional>

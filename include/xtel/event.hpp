@@ -45,7 +45,7 @@ inline constexpr std::size_t max_name_length = 37;
 /// An event name stored NUL-padded at a fixed width, so the hot path copies it with a few
 /// fixed-size moves. Longer names are truncated.
 class event_name {
-public:
+  public:
     constexpr event_name() noexcept = default;
     constexpr event_name(std::string_view s) noexcept {  // NOLINT: implicit on purpose
         const auto n = std::min(s.size(), max_name_length);
@@ -67,7 +67,7 @@ public:
         return a.view() == b.view();
     }
 
-private:
+  private:
     char chars_[max_name_length + 1] = {};
 };
 

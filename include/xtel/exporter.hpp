@@ -41,15 +41,17 @@ struct exporter_context {
 
 template <class E>
 concept exporter = std::constructible_from<E, const exporter_context&> &&
-                   requires(E& e, std::span<const event> batch) { e.export_batch(batch); };
+    requires(E& e, std::span<const event> batch) {
+    e.export_batch(batch);
+};
 
 /// Fills defaults for an exporter's optional members.
 template <exporter E>
 struct exporter_traits {
     static constexpr bool wants_transfers =
-        requires(E& e, std::span<const transfer_record> t, const label_table& l) {
-            e.export_transfers(t, l);
-        };
+        requires(E & e, std::span<const transfer_record> t, const label_table& l) {
+        e.export_transfers(t, l);
+    };
 
     static constexpr std::string_view name = [] {
         if constexpr (requires { E::name; }) {

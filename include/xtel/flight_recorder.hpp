@@ -50,14 +50,14 @@ static_assert(sizeof(slot) == slot_size);
 
 /// The file is not a flight recorder this build can read; what() is one line saying why.
 class format_error : public error {
-public:
+  public:
     using error::error;
 };
 
 /// The single writer of one file. Creates it at `<dir>/<agent_name>` (mode 0600), replacing a
 /// previous file of the same agent, but never through a symbolic link or a file of another user.
 class writer {
-public:
+  public:
     writer(const std::filesystem::path& dir, std::string_view agent_name, std::size_t capacity);
     ~writer();  // marks the file closed; the file stays for post-mortem reading
 
@@ -70,7 +70,7 @@ public:
     const std::filesystem::path& path() const noexcept { return path_; }
     std::uint64_t written() const noexcept { return next_; }
 
-private:
+  private:
     std::filesystem::path path_;
     file_header* header_ = nullptr;
     slot* slots_ = nullptr;
@@ -83,7 +83,7 @@ private:
 /// A read-only follower of one file. Never blocks the writer and never reports a torn event:
 /// an event overwritten while it was being read is counted as missed instead.
 class reader {
-public:
+  public:
     /// Throws format_error: missing, a directory, truncated, wrong magic, unknown version, ...
     explicit reader(const std::filesystem::path& path);
     ~reader();
@@ -125,7 +125,7 @@ public:
     std::string agent_name() const;
     std::uint32_t writer_pid() const noexcept;
 
-private:
+  private:
     bool read_slot(std::uint64_t seq, event& out) const noexcept;
 
     const file_header* header_ = nullptr;

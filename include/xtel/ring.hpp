@@ -55,7 +55,7 @@ static_assert(sizeof(transfer_fields) == sizeof(staged_record::payload));
 /// races with the flusher going to sleep can be lost; the flusher then runs at its interval,
 /// which is what it would have done anyway.
 class flush_signal {
-public:
+  public:
     explicit flush_signal(std::condition_variable& cv) noexcept : cv_(cv) {}
 
     void request() noexcept {
@@ -67,7 +67,7 @@ public:
     bool take() noexcept { return requested_.exchange(false, std::memory_order_acq_rel); }
     bool pending() const noexcept { return requested_.load(std::memory_order_acquire); }
 
-private:
+  private:
     std::atomic<bool> requested_{false};
     std::condition_variable& cv_;
 };
@@ -75,7 +75,7 @@ private:
 /// Single-producer, single-consumer ring. PRECONDITION: only the owning thread calls
 /// try_claim/publish/note_drop; only one consumer at a time calls drain.
 class staging_ring {
-public:
+  public:
     /// `capacity` is rounded up to a power of two; `signal` (may be null) is asked for an early
     /// flush when the ring is half full.
     explicit staging_ring(std::size_t capacity, flush_signal* signal = nullptr);
@@ -134,7 +134,7 @@ public:
     void abandon() noexcept { abandoned_.store(true, std::memory_order_release); }
     bool abandoned() const noexcept { return abandoned_.load(std::memory_order_acquire); }
 
-private:
+  private:
     /// Refreshes the consumer's index; asks for an early flush past half full; sets the next
     /// check mark. False when the ring is full.
     [[gnu::noinline]] bool make_room(std::uint64_t head) noexcept;
@@ -158,7 +158,7 @@ private:
 /// The rings of one pipeline, one per thread that has recorded into it. Recording threads
 /// come here once (their first record); the flusher takes snapshots. Never on the hot path.
 class ring_registry {
-public:
+  public:
     explicit ring_registry(std::size_t ring_capacity, flush_signal* signal = nullptr);
     ~ring_registry();
 
@@ -195,7 +195,7 @@ public:
     };
     static constinit inline thread_local thread_cache tls_cache{};
 
-private:
+  private:
     [[gnu::noinline]] staging_ring* attach_slow() noexcept;
 
     const std::uint64_t id_;

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstddef>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -63,7 +63,7 @@ void report_export_failure(std::string_view agent,
 
 template <exporter... Exporters>
 class telemetry {
-public:
+  public:
     /// False for `telemetry<>`, whose record calls do nothing.
     static constexpr bool enabled = sizeof...(Exporters) > 0;
     /// Whether any exporter takes whole transfer records; when none does, none are built, and
@@ -101,8 +101,9 @@ public:
                 flusher_.join();
             }
             flush();
-            std::apply([](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_stop(e), ...); },
-                       exporters_);
+            std::apply(
+                [](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_stop(e), ...); },
+                exporters_);
         }
     }
 
@@ -214,7 +215,7 @@ public:
         return std::get<E>(exporters_);
     }
 
-private:
+  private:
     using exporter_tuple = std::tuple<Exporters...>;
 
     static constexpr transfer_attributes default_attributes{};
@@ -264,8 +265,10 @@ private:
             // keep the flusher on one ring forever.
             std::size_t budget = ring->capacity();
             while (budget > 0) {
-                const std::size_t take = std::min(budget, std::max<std::size_t>(opts_.batch_size / 4, 1));
-                const std::size_t n = ring->drain([this](const detail::staged_record& r) { expand(r); }, take);
+                const std::size_t take =
+                    std::min(budget, std::max<std::size_t>(opts_.batch_size / 4, 1));
+                const std::size_t n =
+                    ring->drain([this](const detail::staged_record& r) { expand(r); }, take);
                 if (batch_.size() >= opts_.batch_size) {
                     export_batch();
                 }
@@ -279,13 +282,14 @@ private:
         const std::uint64_t dropped = registry_.dropped();
         if (dropped > dropped_reported_) {
             batch_.push_back(make_event(clock::now_us(), category::system,
-                                        names::telemetry_events_dropped, dropped - dropped_reported_,
-                                        value_kind::counter));
+                                        names::telemetry_events_dropped,
+                                        dropped - dropped_reported_, value_kind::counter));
             dropped_reported_ = dropped;
         }
         export_batch();
-        std::apply([](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_flush_end(e), ...); },
-                   exporters_);
+        std::apply(
+            [](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_flush_end(e), ...); },
+            exporters_);
     }
 
     static event make_event(std::uint64_t ts,
@@ -326,9 +330,10 @@ private:
         batch_.push_back(make_event(r.timestamp_us, category::transfer,
                                     tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
                                     value_kind::counter));
-        batch_.push_back(make_event(r.timestamp_us, category::transfer,
-                                    tx ? names::agent_tx_requests_num : names::agent_rx_requests_num,
-                                    f.requests, value_kind::counter));
+        batch_.push_back(
+            make_event(r.timestamp_us, category::transfer,
+                       tx ? names::agent_tx_requests_num : names::agent_rx_requests_num, f.requests,
+                       value_kind::counter));
         batch_.push_back(make_event(r.timestamp_us, category::performance, names::agent_xfer_time,
                                     f.xfer_us, value_kind::sample));
         batch_.push_back(make_event(r.timestamp_us, category::performance,

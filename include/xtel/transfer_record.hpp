@@ -17,7 +17,14 @@ namespace xtel {
 enum class direction : std::uint8_t { tx, rx };
 
 enum class operation : std::uint8_t { write = 0, read = 1 };
-enum class memory_type : std::uint8_t { unknown = 0, dram = 1, vram = 2, block = 3, object = 4, file = 5 };
+enum class memory_type : std::uint8_t {
+    unknown = 0,
+    dram = 1,
+    vram = 2,
+    block = 3,
+    object = 4,
+    file = 5
+};
 enum class transfer_status : std::uint8_t { success = 0, error = 1 };
 
 constexpr std::string_view to_string(operation o) noexcept {
@@ -25,12 +32,18 @@ constexpr std::string_view to_string(operation o) noexcept {
 }
 constexpr std::string_view to_string(memory_type m) noexcept {
     switch (m) {
-        case memory_type::dram: return "dram";
-        case memory_type::vram: return "vram";
-        case memory_type::block: return "block";
-        case memory_type::object: return "object";
-        case memory_type::file: return "file";
-        case memory_type::unknown: break;
+        case memory_type::dram:
+            return "dram";
+        case memory_type::vram:
+            return "vram";
+        case memory_type::block:
+            return "block";
+        case memory_type::object:
+            return "object";
+        case memory_type::file:
+            return "file";
+        case memory_type::unknown:
+            break;
     }
     return "unknown";
 }
@@ -71,7 +84,7 @@ struct transfer_record {
 /// Bounded: past `capacity` names, intern() answers the overflow id, whose name is "other",
 /// so an unbounded set of peer names cannot grow memory without bound.
 class label_table {
-public:
+  public:
     static constexpr label_id unknown = 0;
     static constexpr label_id overflow = 1;
     static constexpr std::size_t default_capacity = 65536;
@@ -110,7 +123,7 @@ public:
         return names_.size();
     }
 
-private:
+  private:
     const std::size_t capacity_;
     mutable std::mutex mutex_;
     std::deque<std::string> names_;  // stable addresses; index = id

@@ -5,3 +5,12 @@ if(NOT XTEL_SANITIZE)
         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/consumer_test.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
     set_tests_properties("consumer: FetchContent and find_package builds work" PROPERTIES TIMEOUT 900)
 endif()
+
+# Formatting: every tracked C++ source matches .clang-format (the style STYLE.md asks for).
+find_program(XTEL_CLANG_FORMAT clang-format)
+find_program(XTEL_GIT git)
+if(XTEL_CLANG_FORMAT AND XTEL_GIT AND EXISTS ${PROJECT_SOURCE_DIR}/.git AND NOT XTEL_SANITIZE)
+    add_test(NAME "format: every C++ source matches .clang-format"
+        COMMAND sh -c "${XTEL_GIT} ls-files '*.hpp' '*.cpp' | xargs ${XTEL_CLANG_FORMAT} --dry-run --Werror"
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endif()

@@ -13,8 +13,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static const char* const vars[] = {
-        xtel::env::enable, xtel::env::buffer_size, xtel::env::run_interval,
-        xtel::env::exporter, xtel::env::plugin_dir, xtel::env::output_path,
+        xtel::env::enable,   xtel::env::buffer_size, xtel::env::run_interval,
+        xtel::env::exporter, xtel::env::plugin_dir,  xtel::env::output_path,
     };
     // Values are separated by '\n'; the first byte chooses which variables are set at all.
     std::map<std::string, std::string> table;
@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     };
     try {
         const auto c = xtel::config::from_env(lookup);
-        if (c.enabled && (c.buffer_size == 0 || c.run_interval.count() == 0 || c.exporters.empty())) {
+        if (c.enabled &&
+            (c.buffer_size == 0 || c.run_interval.count() == 0 || c.exporters.empty())) {
             __builtin_trap();  // accepted values must be usable
         }
     } catch (const xtel::config_error&) {

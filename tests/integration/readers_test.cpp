@@ -76,8 +76,10 @@ TEST_CASE("the C++ reader prints events in the NIXL format") {
                                       "Event: agent_tx_bytes\n"
                                       "Value: 1048576\n"
                                       "===========================\n"));
-    CHECK_THAT(r.out, Catch::Contains("Category: MEMORY\nEvent: agent_memory_registered\nValue: 4096\n"));
-    CHECK_THAT(r.out, Catch::Contains("Category: PERFORMANCE\nEvent: agent_xfer_time\nValue: 345\n"));
+    CHECK_THAT(r.out,
+               Catch::Contains("Category: MEMORY\nEvent: agent_memory_registered\nValue: 4096\n"));
+    CHECK_THAT(r.out,
+               Catch::Contains("Category: PERFORMANCE\nEvent: agent_xfer_time\nValue: 345\n"));
     CHECK(count(r.out, "=== NIXL Telemetry Event ===") == 6);
     CHECK_THAT(r.err, Catch::Contains("6 events read, 0 missed"));
 }
@@ -96,9 +98,11 @@ TEST_CASE("the C++ and Python readers print the same events, in text and in JSON
     REQUIRE(cj.exit_code == 0);
     REQUIRE(pj.exit_code == 0);
     CHECK(cj.out == pj.out);
-    CHECK_THAT(cj.out, Catch::Contains(
-        "{\"timestamp_us\":1736951425123456,\"timestamp\":\"2025-01-15 14:30:25.123456\","
-        "\"category\":\"TRANSFER\",\"event\":\"agent_tx_bytes\",\"value\":1048576}\n"));
+    CHECK_THAT(
+        cj.out,
+        Catch::Contains(
+            "{\"timestamp_us\":1736951425123456,\"timestamp\":\"2025-01-15 14:30:25.123456\","
+            "\"category\":\"TRANSFER\",\"event\":\"agent_tx_bytes\",\"value\":1048576}\n"));
     CHECK_THAT(cj.out, Catch::Contains("\"event\":\"odd \\\"name\\\"\\\\\""));
     CHECK(count(cj.out, "\n") == 6);
 }
@@ -168,9 +172,9 @@ TEST_CASE("with --follow both readers print events as they arrive until interrup
         }
         return pid;
     };
-    const pid_t c = start_follower({cpp_reader, (dir / "agent").string(), "--follow", "--json",
-                                    "--interval-ms", "10"},
-                                   dir / "c.out");
+    const pid_t c = start_follower(
+        {cpp_reader, (dir / "agent").string(), "--follow", "--json", "--interval-ms", "10"},
+        dir / "c.out");
     const pid_t p = start_follower({python, py_reader, "--telemetry_path", (dir / "agent").string(),
                                     "--follow", "--json", "--interval-ms", "10"},
                                    dir / "p.out");

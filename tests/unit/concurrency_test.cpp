@@ -34,9 +34,10 @@ struct follow_result {
 
 }  // namespace
 
-TEST_CASE("readers following a wrapping flight recorder never see a torn event and account for "
-          "every event",
-          "[concurrency]") {
+TEST_CASE(
+    "readers following a wrapping flight recorder never see a torn event and account for "
+    "every event",
+    "[concurrency]") {
     xtel_test::temp_dir dir;
     xtel::config cfg;
     cfg.enabled = true;
@@ -82,7 +83,8 @@ TEST_CASE("readers following a wrapping flight recorder never see a torn event a
                     e.cat = xtel::category::custom;
                     e.name = "checked";
                     const std::uint64_t payload = (static_cast<std::uint64_t>(w) << 32) | i;
-                    t.record_at(e.timestamp_us, e.cat, e.name, (payload << 16) | check16(payload, e));
+                    t.record_at(e.timestamp_us, e.cat, e.name,
+                                (payload << 16) | check16(payload, e));
                     if (i % 1024 == 0) {
                         std::this_thread::yield();
                     }

@@ -27,11 +27,24 @@ TEST_CASE("telemetry is off when NIXL_TELEMETRY_ENABLE is unset") {
 }
 
 TEST_CASE("every spelling of on and off is accepted in any letter case") {
-    const auto [value, expected] = GENERATE(table<std::string, bool>({
-        {"y", true}, {"Y", true}, {"yes", true}, {"YeS", true}, {"on", true}, {"ON", true},
-        {"1", true}, {"true", true}, {"TRUE", true}, {"n", false}, {"N", false}, {"no", false},
-        {"No", false}, {"off", false}, {"OFF", false}, {"0", false}, {"false", false},
-        {"False", false}}));
+    const auto [value, expected] = GENERATE(table<std::string, bool>({{"y", true},
+                                                                      {"Y", true},
+                                                                      {"yes", true},
+                                                                      {"YeS", true},
+                                                                      {"on", true},
+                                                                      {"ON", true},
+                                                                      {"1", true},
+                                                                      {"true", true},
+                                                                      {"TRUE", true},
+                                                                      {"n", false},
+                                                                      {"N", false},
+                                                                      {"no", false},
+                                                                      {"No", false},
+                                                                      {"off", false},
+                                                                      {"OFF", false},
+                                                                      {"0", false},
+                                                                      {"false", false},
+                                                                      {"False", false}}));
     CAPTURE(value);
     CHECK(xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", value}})).enabled == expected);
 }

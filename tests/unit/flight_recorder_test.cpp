@@ -62,7 +62,7 @@ std::string open_error(const std::filesystem::path& p) {
 TEST_CASE("the flight recorder file is created with mode 0600 and a complete header") {
     xtel_test::temp_dir dir;
     fr::writer w(dir.path(), "agent-a", 16);
-    struct stat st{};
+    struct stat st {};
     REQUIRE(::stat((dir / "agent-a").c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0600);
     CHECK(st.st_size == static_cast<off_t>(fr::header_size + 16 * fr::slot_size));
@@ -178,11 +178,10 @@ TEST_CASE("files that are not telemetry buffers are refused with the reason") {
     write_bytes(dir / "junk", junk.data(), junk.size());
     CHECK_THAT(open_error(dir / "junk"), Catch::Contains("bad magic"));
 
-    {
-        fr::writer w(dir.path(), "good", 8);
-    }
+    { fr::writer w(dir.path(), "good", 8); }
     std::vector<char> bytes(fr::header_size + 8 * fr::slot_size);
-    std::ifstream(dir / "good", std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ifstream(dir / "good", std::ios::binary)
+        .read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 
     auto version = bytes;
     const std::uint32_t v99 = 99;

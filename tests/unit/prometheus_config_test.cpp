@@ -87,8 +87,8 @@ TEST_CASE("the output path is the Prometheus address when buffer is not named") 
 }
 
 TEST_CASE("with buffer named the output path is buffer's directory, not the address") {
-    const auto s =
-        prometheus_settings::from_env(enabled_with({"buffer", "prometheus"}, "flight-recorder-dir"), table({}));
+    const auto s = prometheus_settings::from_env(
+        enabled_with({"buffer", "prometheus"}, "flight-recorder-dir"), table({}));
     CHECK(s.address == prometheus_address{});
 }
 

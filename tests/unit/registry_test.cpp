@@ -109,7 +109,8 @@ TEST_CASE("an unknown exporter name without a plugin directory is an error namin
     } catch (const xtel::config_error& e) {
         const std::string what = e.what();
         CHECK_THAT(what, Catch::Contains("NIXL_TELEMETRY_EXPORTER='buffer,nosuch'"));
-        CHECK_THAT(what, Catch::Contains("'nosuch' is not a built-in exporter (buffer, prometheus)"));
+        CHECK_THAT(what,
+                   Catch::Contains("'nosuch' is not a built-in exporter (buffer, prometheus)"));
         CHECK_THAT(what, Catch::Contains("NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR is not set"));
     }
     // Nothing was created on the way to the error.

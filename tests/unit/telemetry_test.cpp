@@ -24,8 +24,8 @@ xtel::config enabled_config(std::chrono::milliseconds interval = std::chrono::mi
     return c;
 }
 
-const xtel::telemetry_options manual{.staging_capacity = 1024, .batch_size = 256,
-                                     .start_flusher = false};
+const xtel::telemetry_options manual{
+    .staging_capacity = 1024, .batch_size = 256, .start_flusher = false};
 
 }  // namespace
 
@@ -171,8 +171,8 @@ TEST_CASE("a full staging ring drops, counts, and reports the count as an event"
     std::uint64_t dropped = 0;
     {
         xtel::telemetry<collecting_exporter> t(
-            enabled_config(), "full", {.staging_capacity = 64, .batch_size = 16,
-                                       .start_flusher = false});
+            enabled_config(), "full",
+            {.staging_capacity = 64, .batch_size = 16, .start_flusher = false});
         for (int i = 0; i < 100; ++i) {
             t.add(category::transfer, "agent_tx_bytes", 1);
         }
@@ -215,7 +215,7 @@ TEST_CASE("an exporter that throws is counted and logged once, and the pipeline 
     const auto lines = logs.all();
     REQUIRE(lines.size() == 1);
     CHECK_THAT(lines[0], Catch::Contains("throws") && Catch::Contains("collecting") &&
-                                  Catch::Contains("disk on fire"));
+                             Catch::Contains("disk on fire"));
 }
 
 TEST_CASE("an exporter's set-up error propagates from the pipeline's constructor") {
@@ -272,7 +272,7 @@ namespace {
 
 /// An exporter that asks for whole transfers as well as events.
 class transfer_collecting_exporter {
-public:
+  public:
     static inline std::vector<xtel::transfer_record> transfers;
     static inline std::vector<std::string> backends;
     static inline std::vector<std::string> peers;
@@ -339,9 +339,10 @@ TEST_CASE("the label table stops growing at its capacity and answers 'other'") {
     CHECK(l.size() == 5);
 }
 
-TEST_CASE("a staging ring past half full wakes the flusher so bursts larger than the ring are "
-          "not dropped",
-          "[concurrency]") {
+TEST_CASE(
+    "a staging ring past half full wakes the flusher so bursts larger than the ring are "
+    "not dropped",
+    "[concurrency]") {
     xtel_test::reset_sink("early");
     auto sink = xtel_test::sink_for("early");
     constexpr std::size_t capacity = 1024;
@@ -349,9 +350,9 @@ TEST_CASE("a staging ring past half full wakes the flusher so bursts larger than
     constexpr std::size_t bursts = 10;
     {
         // An interval of an hour: only early flushes can make room during the test.
-        xtel::telemetry<collecting_exporter> t(
-            enabled_config(std::chrono::milliseconds(3'600'000)), "early",
-            {.staging_capacity = capacity, .batch_size = 256});
+        xtel::telemetry<collecting_exporter> t(enabled_config(std::chrono::milliseconds(3'600'000)),
+                                               "early",
+                                               {.staging_capacity = capacity, .batch_size = 256});
         for (std::size_t round = 1; round <= bursts; ++round) {
             for (std::size_t i = 0; i < burst; ++i) {
                 t.add(category::transfer, "agent_tx_bytes", 1);
