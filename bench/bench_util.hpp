@@ -5,10 +5,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <benchmark/benchmark.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "xtel/telemetry.hpp"
 
 namespace xtel_bench {
 
@@ -71,5 +76,40 @@ class scratch_dir {
 /// far faster than any real transfer completes, so without these the staging ring would fill
 /// and the cases would measure the (cheaper) drop path. Flushes run with the timer paused.
 inline constexpr std::int64_t flush_every = 4096;
+
+/// What an agent records after a transfer: one transfer record with the timestamps it already
+/// took.
+template <class Telemetry>
+[[gnu::always_inline]] inline void record_one_transfer(Telemetry& t, std::uint64_t i) {
+    t.record_transfer(xtel::direction::tx, 1'700'000'000'000'000 + i, 65536, 1, i & 7, i & 63);
+}
+
+/// The timed loop of every BM_transfer_tax case on an enabled pipeline: `shared` is the
+/// pipeline thread 0 set up before the loops start (Google Benchmark starts every thread's loop
+/// together, after that). Flushes every flush_every transfers with the timer paused; thread 0
+/// reports what was dropped.
+template <class Telemetry>
+void transfer_tax_loop(benchmark::State& state, const std::unique_ptr<Telemetry>& shared) {
+    Telemetry* t = nullptr;
+    {
+        const pin_scope pin(state.thread_index());
+        std::uint64_t i = 0;
+        for (auto _ : state) {
+            if (t == nullptr) [[unlikely]] {
+                t = shared.get();
+            }
+            record_one_transfer(*t, ++i);
+            if ((i & (flush_every - 1)) == 0) [[unlikely]] {
+                state.PauseTiming();
+                t->flush();
+                state.ResumeTiming();
+            }
+        }
+    }
+    if (state.thread_index() == 0) {
+        state.counters["dropped"] = static_cast<double>(shared->stats().records_dropped);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
 
 }  // namespace xtel_bench

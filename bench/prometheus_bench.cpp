@@ -114,30 +114,11 @@ void run_transfer_tax(benchmark::State& state, bool with_buffer) {
         shared::t = std::make_unique<Telemetry>(shared::env->cfg, "bench",
                                                 xtel::telemetry_options{.start_flusher = true});
     }
-    Telemetry* t = nullptr;
-    {
-        const pin_scope pin(state.thread_index());
-        std::uint64_t i = 0;
-        for (auto _ : state) {
-            if (t == nullptr) [[unlikely]] {
-                t = shared::t.get();
-            }
-            ++i;
-            t->record_transfer(xtel::direction::tx, 1'700'000'000'000'000 + i, 65536, 1, i & 7,
-                               i & 63);
-            if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-                state.PauseTiming();
-                t->flush();
-                state.ResumeTiming();
-            }
-        }
-    }
+    xtel_bench::transfer_tax_loop(state, shared::t);
     if (state.thread_index() == 0) {
-        state.counters["dropped"] = static_cast<double>(shared::t->stats().records_dropped);
         shared::t.reset();
         shared::env.reset();
     }
-    state.SetItemsProcessed(state.iterations());
 }
 
 void BM_transfer_tax_prometheus(benchmark::State& state) {

@@ -18,6 +18,7 @@ namespace {
 
 using xtel_bench::flush_every;
 using xtel_bench::pin_scope;
+using xtel_bench::record_one_transfer;
 
 // ---------------------------------------------------------------------------------------------
 // Floors: the cheapest things a record could possibly cost.
@@ -198,13 +199,6 @@ struct buffer_env {
     }
 };
 
-/// Each case records what the agent records after a transfer: one transfer record with the
-/// timestamps the agent already took.
-template <class Telemetry>
-[[gnu::always_inline]] inline void record_one_transfer(Telemetry& t, std::uint64_t i) {
-    t.record_transfer(xtel::direction::tx, 1'700'000'000'000'000 + i, 65536, 1, i & 7, i & 63);
-}
-
 void BM_transfer_tax_disabled(benchmark::State& state) {
     xtel::config cfg;
     xtel::disabled_telemetry t(cfg, "bench");
@@ -230,27 +224,7 @@ void run_transfer_tax(benchmark::State& state, Make make) {
         shared::env = std::make_unique<buffer_env>();
         shared::t = make(*shared::env);
     }
-    // Threads > 1: Google Benchmark starts every thread's loop together, after set-up above.
-    Telemetry* t = nullptr;
-    {
-        const pin_scope pin(state.thread_index());
-        std::uint64_t i = 0;
-        for (auto _ : state) {
-            if (t == nullptr) [[unlikely]] {
-                t = shared::t.get();
-            }
-            record_one_transfer(*t, ++i);
-            if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-                state.PauseTiming();
-                t->flush();
-                state.ResumeTiming();
-            }
-        }
-    }
-    if (state.thread_index() == 0) {
-        state.counters["dropped"] = static_cast<double>(shared::t->stats().records_dropped);
-    }
-    state.SetItemsProcessed(state.iterations());
+    xtel_bench::transfer_tax_loop(state, shared::t);
 }
 
 void BM_transfer_tax_buffer(benchmark::State& state) {
