@@ -151,6 +151,10 @@ config config::from_env(const env_lookup& lookup) {
         c.run_interval = std::chrono::milliseconds(parse::unsigned_integer(
             env::run_interval, *v, 1, static_cast<std::uint64_t>(max_run_interval.count())));
     }
+    if (const auto v = lookup(env::timing_sample)) {
+        c.timing_sample = static_cast<std::uint32_t>(
+            parse::unsigned_integer(env::timing_sample, *v, 1, max_timing_sample));
+    }
     if (const auto v = lookup(env::exporter)) {
         c.exporters = parse::name_list(env::exporter, *v);
     } else {

@@ -64,6 +64,7 @@ void processor_core::group(std::span<const transfer_record> records, const label
         m.bytes += r.bytes;
         m.xfer_us += r.xfer_us;
         m.post_us += r.post_us;
+        m.timed += r.timed ? 1 : 0;
     }
     for (const std::uint32_t i : touched_) {
         group_state& g = groups_[i];

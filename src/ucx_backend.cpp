@@ -235,18 +235,21 @@ struct ucx_backend::impl {
 
     enum class state : std::uint8_t { free, created, in_progress, done, failed };
 
-    struct transfer {
+    /// A transfer's slot. Laid out for post: the first line holds what the agent counts and
+    /// the slot's state; the second what post reads to issue the operations.
+    struct alignas(64) transfer {
+        transfer_record record;
         std::uint32_t generation = 1;
         state st = state::free;
         transfer_op op = transfer_op::write;
+        std::shared_ptr<remote_agent> remote;
+        std::vector<rma_op> ops;
         std::uint32_t idle_polls = 0;
         void* request = nullptr;  ///< the flush request while in progress
         std::uint64_t deadline_us = 0;
-        std::shared_ptr<remote_agent> remote;
-        std::vector<rma_op> ops;
-        transfer_record record;
         status failure;
     };
+    static_assert(offsetof(transfer, op) < 64 && offsetof(transfer, remote) >= 64);
 
     // ---- set-up ------------------------------------------------------------------------------
 
@@ -919,7 +922,7 @@ struct ucx_backend::impl {
     /// outcome hands the agent the transfer's record, so the failure is recorded once.
     status fail_transfer(transfer& t, status why, transfer_outcome& outcome) noexcept {
         outcome.record = &t.record;
-        outcome.new_error = true;
+        outcome.flags |= transfer_outcome::new_error | transfer_outcome::failed;
         if (t.request != nullptr) {
             if (::ucp_request_check_status(t.request) != UCS_INPROGRESS) {
                 ::ucp_request_free(t.request);
@@ -940,16 +943,17 @@ struct ucx_backend::impl {
     status post(transfer_handle h, transfer_outcome& outcome) noexcept {
         transfer* t = find(h);
         if (t == nullptr) [[unlikely]] {
-            outcome.new_error = true;
+            outcome.flags |= transfer_outcome::new_error;
             return unknown(h);
         }
         if (t->st == state::in_progress) [[unlikely]] {
-            outcome.new_error = true;
+            outcome.flags |= transfer_outcome::new_error;
             return fail(status_code::busy,
                         "agent '{}': transfer {:#x} is in progress; poll it to completion "
                         "before posting it again",
                         name, h.id);
         }
+        t->record.timed = false;  // the agent marks the posts it times, after this call
         // Transfers that complete at once (shared memory) are never polled, yet UCX notices a
         // dead peer only while it progresses: so every few posts progress once.
         if ((++posts & (progress_every_posts - 1)) == 0) [[unlikely]] {
@@ -980,6 +984,7 @@ struct ucx_backend::impl {
         outcome.record = &t->record;
         if (req == nullptr) {
             t->st = state::done;
+            count_completion(*t, outcome);
             return {};
         }
         if (UCS_PTR_IS_ERR(req)) [[unlikely]] {
@@ -990,6 +995,13 @@ struct ucx_backend::impl {
         t->idle_polls = 0;
         t->deadline_us = 0;
         return status::in_progress();
+    }
+
+    /// A completion, counted in the slot's first line, which the caller has just written.
+    static void count_completion(transfer& t, transfer_outcome& outcome) noexcept {
+        if (t.record.unreported++ == 0) {
+            outcome.flags |= transfer_outcome::first_unreported;
+        }
     }
 
     status transfer_error(transfer& t, ucs_status_t st) noexcept {
@@ -1003,7 +1015,7 @@ struct ucx_backend::impl {
     status poll(transfer_handle h, transfer_outcome& outcome) noexcept {
         transfer* t = find(h);
         if (t == nullptr) [[unlikely]] {
-            outcome.new_error = true;
+            outcome.flags |= transfer_outcome::new_error;
             return unknown(h);
         }
         switch (t->st) {
@@ -1014,7 +1026,7 @@ struct ucx_backend::impl {
             case state::failed:
                 return t->failure;
             default:
-                outcome.new_error = true;
+                outcome.flags |= transfer_outcome::new_error;
                 return fail(status_code::invalid_argument,
                             "agent '{}': transfer {:#x} has not been posted", name, h.id);
         }
@@ -1028,6 +1040,7 @@ struct ucx_backend::impl {
         if (st == UCS_OK) [[likely]] {
             t->st = state::done;
             outcome.record = &t->record;
+            count_completion(*t, outcome);
             return {};
         }
         return fail_transfer(*t, transfer_error(*t, st), outcome);
@@ -1173,6 +1186,11 @@ status ucx_backend::poll(transfer_handle h, transfer_outcome& outcome) noexcept 
 
 status ucx_backend::release(transfer_handle h) {
     return impl_->release(h);
+}
+
+transfer_record* ucx_backend::record(transfer_handle h) noexcept {
+    impl::transfer* t = impl_->find(h);
+    return t == nullptr ? nullptr : &t->record;
 }
 
 unsigned ucx_backend::progress() noexcept {

@@ -21,6 +21,8 @@ inline constexpr const char* run_interval = "NIXL_TELEMETRY_RUN_INTERVAL";
 inline constexpr const char* exporter = "NIXL_TELEMETRY_EXPORTER";
 inline constexpr const char* plugin_dir = "NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR";
 inline constexpr const char* output_path = "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH";
+/// xtel's own: how an agent samples transfer times (config::timing_sample).
+inline constexpr const char* timing_sample = "NIXL_TELEMETRY_TIMING_SAMPLE";
 }  // namespace env
 
 /// Exporter names compiled into xtel. Any other name in NIXL_TELEMETRY_EXPORTER is a plugin.
@@ -48,6 +50,8 @@ struct config {
     static constexpr std::chrono::milliseconds max_run_interval{3'600'000};
     static constexpr const char* default_exporter = "buffer";
     static constexpr const char* default_output_dir = "/dev/shm";
+    static constexpr std::uint32_t default_timing_sample = 256;
+    static constexpr std::uint32_t max_timing_sample = 1u << 20;
 
     bool enabled = false;
     /// Events the flight recorder holds.
@@ -61,6 +65,10 @@ struct config {
     /// Exporter-specific: the buffer exporter's directory, the Prometheus host:port, ...
     /// Empty when unset (each exporter applies its own default).
     std::string output_path;
+    /// How an agent times transfers: N times the first N transfers after each flush and one
+    /// in N after those; 1 times every transfer. Bytes and requests are counted exactly
+    /// whatever N is; transfers that are not timed are reported in batches (docs/events.md).
+    std::uint32_t timing_sample = default_timing_sample;
 
     /// Reads and validates every variable. Disabled telemetry reads nothing else, so a stale
     /// value cannot stop an agent that does not use it. Throws config_error.

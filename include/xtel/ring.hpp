@@ -43,7 +43,9 @@ struct alignas(cache_line) staged_record {
     record_kind kind;
     category cat;
     value_kind vkind;
-    std::uint8_t reserved[5];
+    /// Transfers: whether post_us and xfer_us were measured (see record_transfer_counts).
+    bool timed;
+    std::uint8_t reserved[4];
     alignas(8) unsigned char payload[40];  ///< event_name, or transfer_fields
 };
 static_assert(sizeof(staged_record) == cache_line);

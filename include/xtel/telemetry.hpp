@@ -159,20 +159,28 @@ class telemetry {
                          std::uint64_t post_us,
                          std::uint64_t xfer_us,
                          const transfer_attributes& attrs = default_attributes) noexcept {
+        stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
+    }
+
+    /// Records completed transfers whose times were not measured: their bytes and requests
+    /// only. Expanded into agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num, with no time
+    /// events; handed to transfer exporters with `timed` false.
+    void record_transfer_counts(direction dir,
+                                std::uint64_t timestamp_us,
+                                std::uint64_t bytes,
+                                std::uint64_t requests,
+                                const transfer_attributes& attrs = default_attributes) noexcept {
+        stage_transfer(dir, timestamp_us, bytes, requests, 0, 0, attrs, false);
+    }
+
+    /// How many flushes have run, timer or manual: it changes once per run interval, so a
+    /// recorder can tell, with one load of a line that rarely changes, that an interval
+    /// passed. Zero for `telemetry<>`.
+    std::uint64_t flushes() const noexcept {
         if constexpr (enabled) {
-            stage([&](detail::staged_record& r) {
-                r.timestamp_us = timestamp_us;
-                r.value = bytes;
-                r.kind = dir == direction::tx ? detail::record_kind::transfer_tx
-                                              : detail::record_kind::transfer_rx;
-                // Field by field: a struct built on the stack and copied as one block costs a
-                // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, post_us), &post_us, 8);
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, xfer_us), &xfer_us, 8);
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs,
-                            sizeof attrs);
-            });
+            return flushes_.value.load(std::memory_order_relaxed);
+        } else {
+            return 0;
         }
     }
 
@@ -217,6 +225,32 @@ class telemetry {
 
   private:
     using exporter_tuple = std::tuple<Exporters...>;
+
+    void stage_transfer(direction dir,
+                        std::uint64_t timestamp_us,
+                        std::uint64_t bytes,
+                        std::uint64_t requests,
+                        std::uint64_t post_us,
+                        std::uint64_t xfer_us,
+                        const transfer_attributes& attrs,
+                        bool timed) noexcept {
+        if constexpr (enabled) {
+            stage([&](detail::staged_record& r) {
+                r.timestamp_us = timestamp_us;
+                r.value = bytes;
+                r.kind = dir == direction::tx ? detail::record_kind::transfer_tx
+                                              : detail::record_kind::transfer_rx;
+                r.timed = timed;
+                // Field by field: a struct built on the stack and copied as one block costs a
+                // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
+                std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
+                std::memcpy(r.payload + offsetof(detail::transfer_fields, post_us), &post_us, 8);
+                std::memcpy(r.payload + offsetof(detail::transfer_fields, xfer_us), &xfer_us, 8);
+                std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs,
+                            sizeof attrs);
+            });
+        }
+    }
 
     static constexpr transfer_attributes default_attributes{};
 
@@ -290,6 +324,7 @@ class telemetry {
         std::apply(
             [](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_flush_end(e), ...); },
             exporters_);
+        flushes_.value.fetch_add(1, std::memory_order_relaxed);
     }
 
     static event make_event(std::uint64_t ts,
@@ -322,7 +357,7 @@ class telemetry {
         if constexpr (takes_transfers) {
             transfers_.push_back(transfer_record{r.timestamp_us, r.value, f.requests, f.post_us,
                                                  f.xfer_us, tx ? direction::tx : direction::rx,
-                                                 f.attrs});
+                                                 f.attrs, r.timed});
         }
         if (f.attrs.status != transfer_status::success) {
             return;
@@ -334,6 +369,9 @@ class telemetry {
             make_event(r.timestamp_us, category::transfer,
                        tx ? names::agent_tx_requests_num : names::agent_rx_requests_num, f.requests,
                        value_kind::counter));
+        if (!r.timed) {
+            return;
+        }
         batch_.push_back(make_event(r.timestamp_us, category::performance, names::agent_xfer_time,
                                     f.xfer_us, value_kind::sample));
         batch_.push_back(make_event(r.timestamp_us, category::performance,
@@ -422,6 +460,12 @@ class telemetry {
     std::uint64_t failures_[sizeof...(Exporters) + 1] = {};
     std::atomic<std::uint64_t> exported_{0};
     std::atomic<std::uint64_t> export_errors_{0};
+    /// On a line of its own: recorders read it on every transfer, the flusher writes it once
+    /// per flush.
+    struct alignas(detail::cache_line) padded_counter {
+        std::atomic<std::uint64_t> value{0};
+    };
+    padded_counter flushes_;
 
     bool stopping_ = false;
     std::thread flusher_;

@@ -77,6 +77,10 @@ struct transfer_record {
     std::uint64_t xfer_us = 0;
     direction dir = direction::tx;
     transfer_attributes attrs;
+    /// Whether post_us and xfer_us were measured, for one transfer of the record. An agent
+    /// that samples transfer times (config::timing_sample) reports the transfers it did not
+    /// time as records with requests and bytes only: times 0, timed false.
+    bool timed = true;
 };
 
 /// Interns the strings transfer attributes name (backends, peers, GPU identifiers). Interning

@@ -48,20 +48,37 @@ struct event_sink {
 /// clock readings the agent takes around a post, and the attributes it filled when the
 /// transfer was created, are at hand without another lookup.
 struct transfer_record {
-    direction dir = direction::tx;
+    /// Completions not recorded yet: the backend adds each (in the line it writes anyway),
+    /// the agent takes them when it records.
+    std::uint64_t unreported = 0;
     std::uint64_t bytes = 0;
     std::uint64_t post_start = 0;  ///< the agent's clock readings (tsc_clock)
     std::uint64_t post_end = 0;
     transfer_attributes attrs;  ///< as given to create_transfer; status stays success here
+    direction dir = direction::tx;
+    /// Whether the agent took clock readings around the post in flight: post clears it, the
+    /// agent sets it after a post it timed.
+    bool timed = false;
+    /// Whether the agent has this transfer on its list of ones with unreported completions.
+    bool listed = false;
 };
+// With the slot's state after it, one cache line: a post that is not timed touches nothing
+// else of the record (ucx_backend.cpp lays the slot out so).
+static_assert(sizeof(transfer_record) <= 56);
 
 /// What post and poll tell the agent besides the status.
 struct transfer_outcome {
+    /// What the agent has to look at; none on a post that completed, or is in progress, as
+    /// the many before it, so the agent tests one byte after every post.
+    enum flag : std::uint8_t {
+        new_error = 1,         ///< the status is an error this call found first (one ERROR event)
+        failed = 2,            ///< the transfer failed in this call (record set)
+        first_unreported = 4,  ///< it completed and its unreported count left zero
+    };
     /// The transfer's record; set by post when the transfer was posted (completed or not) or
     /// failed, and by poll when it completed or failed in that call; the status tells which.
     transfer_record* record = nullptr;
-    /// True when the status is an error that this call found first (one ERROR event each).
-    bool new_error = false;
+    std::uint8_t flags = 0;
 };
 
 struct backend_options {
@@ -112,6 +129,9 @@ class ucx_backend {
     status poll(transfer_handle h, transfer_outcome& outcome) noexcept;
     /// PRECONDITION-checked: a transfer in progress is not released (busy).
     status release(transfer_handle h);
+    /// The record of a live transfer; null for a stale or foreign handle. Valid until the
+    /// next create_transfer or release.
+    transfer_record* record(transfer_handle h) noexcept;
     /// Progresses the worker once; returns the number of UCX events it handled.
     unsigned progress() noexcept;
 

@@ -168,6 +168,104 @@ TEST_CASE(
     CHECK(t.values_of("agent_memory_registered") == std::vector<std::uint64_t>{1 << 20, 0});
 }
 
+TEST_CASE("with timing sampled, bytes and requests stay exact and one post in N is timed") {
+    temp_dir dir;
+    constexpr int writes = 100, reads = 60;
+    {
+        xtel::config cfg = telemetry_config(dir);
+        cfg.timing_sample = 8;
+        cfg.run_interval = xtel::config::max_run_interval;  // no flush until the end
+        auto target = xtel::make_agent("target", cfg);
+        auto initiator = xtel::make_agent("initiator", cfg);
+        descriptor remote;
+        REQUIRE(target->allocate_memory(1 << 16, remote).ok());
+        std::vector<std::byte> local_mem(1 << 16);
+        REQUIRE(
+            initiator->register_memory(descriptor::dram(local_mem.data(), local_mem.size())).ok());
+        std::vector<std::byte> blob;
+        REQUIRE(target->export_metadata(blob).ok());
+        std::string name;
+        REQUIRE(initiator->load_remote_metadata(blob, name).ok());
+        const descriptor r0{remote.address, 4096}, r1{remote.address + 8192, 8192};
+        const auto w = create(*initiator, transfer_op::write, {slice(local_mem, 0, 4096)}, {r0});
+        const auto r = create(*initiator, transfer_op::read, {slice(local_mem, 8192, 8192)}, {r1});
+        for (int i = 0; i < writes; ++i) {
+            REQUIRE(run(*initiator, w, target.get()).ok());
+            if (i < reads) {
+                REQUIRE(run(*initiator, r, target.get()).ok());
+            }
+        }
+        CHECK(initiator->stats().records_dropped == 0);
+    }  // the initiator records what it counted but did not time, then flushes
+
+    const auto s = summarize_file(dir.path() / "initiator");
+    CHECK(s.sum_of("agent_tx_bytes") == writes * 4096);
+    CHECK(s.sum_of("agent_tx_requests_num") == writes);
+    CHECK(s.sum_of("agent_rx_bytes") == reads * 8192);
+    CHECK(s.sum_of("agent_rx_requests_num") == reads);
+    // The first 8 posts are timed, then every 8th: 8 + (160 - 8) / 8.
+    CHECK(s.count_of("agent_xfer_time") == 27);
+    CHECK(s.count_of("agent_xfer_post_time") == 27);
+    // Fewer records than transfers: the untimed ones travel as counts with the timed ones.
+    CHECK(s.count_of("agent_tx_requests_num") < writes);
+    CHECK(s.count_of("agent_rx_requests_num") < reads);
+}
+
+TEST_CASE(
+    "untimed completions reach the exporters at release and after a flush the agent notices") {
+    temp_dir dir;
+    xtel::config cfg = telemetry_config(dir);
+    cfg.timing_sample = 4;
+    cfg.run_interval = xtel::config::max_run_interval;  // flushes only when this test says
+    auto target = xtel::make_agent("target", cfg);
+    auto initiator = xtel::make_agent("initiator", cfg);
+    auto& pipeline =
+        dynamic_cast<xtel::basic_agent<xtel::buffer_telemetry>&>(*initiator).telemetry();
+    descriptor remote;
+    REQUIRE(target->allocate_memory(1 << 16, remote).ok());
+    std::vector<std::byte> local_mem(1 << 16);
+    REQUIRE(initiator->register_memory(descriptor::dram(local_mem.data(), local_mem.size())).ok());
+    std::vector<std::byte> blob;
+    REQUIRE(target->export_metadata(blob).ok());
+    std::string name;
+    REQUIRE(initiator->load_remote_metadata(blob, name).ok());
+    const descriptor r0{remote.address, 4096};
+    auto tx_bytes = [&] {
+        pipeline.flush();  // the pipeline's own flush: what the agent staged, no more
+        return summarize(read_events(dir.path() / "initiator")).sum_of("agent_tx_bytes");
+    };
+
+    // 10 posts of one transfer: the 4 first are timed, then the 8th; the 9th and 10th are
+    // counted in the transfer's slot, and release records them.
+    const auto w = create(*initiator, transfer_op::write, {slice(local_mem, 0, 4096)}, {r0});
+    for (int i = 0; i < 10; ++i) {
+        REQUIRE(run(*initiator, w, target.get()).ok());
+    }
+    CHECK(tx_bytes() == 8 * 4096);
+    REQUIRE(initiator->release(w).ok());
+    CHECK(tx_bytes() == 10 * 4096);
+
+    // Another transfer, posted until some posts wait uncounted; a flush has passed, and the
+    // agent's next call (progress, here) records them.
+    const auto w2 = create(*initiator, transfer_op::write, {slice(local_mem, 0, 4096)}, {r0});
+    for (int i = 0; i < 7; ++i) {
+        REQUIRE(run(*initiator, w2, target.get()).ok());
+    }
+    const std::uint64_t before = tx_bytes();
+    CHECK(before < 17 * 4096);
+    CHECK(tx_bytes() == before);  // a flush alone does not see the agent's counts
+    (void)initiator->progress();
+    CHECK(tx_bytes() == 17 * 4096);
+
+    // flush_telemetry records them too.
+    for (int i = 0; i < 7; ++i) {
+        REQUIRE(run(*initiator, w2, target.get()).ok());
+    }
+    initiator->flush_telemetry();
+    CHECK(summarize(read_events(dir.path() / "initiator")).sum_of("agent_tx_bytes") == 24 * 4096);
+    CHECK(initiator->release(w2).ok());
+}
+
 TEST_CASE("registered bytes go up on registration and down on deregistration") {
     temp_dir dir;
     const auto cfg = telemetry_config(dir);

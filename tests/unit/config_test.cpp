@@ -57,6 +57,7 @@ TEST_CASE("defaults apply when only NIXL_TELEMETRY_ENABLE is set") {
     CHECK(c.exporters == std::vector<std::string>{"buffer"});
     CHECK(c.output_path.empty());
     CHECK(c.plugin_dir.empty());
+    CHECK(c.timing_sample == 256);
 }
 
 TEST_CASE("well-formed values are read") {
@@ -65,12 +66,14 @@ TEST_CASE("well-formed values are read") {
         {"NIXL_TELEMETRY_ENABLE", "on"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", "65536"},
         {"NIXL_TELEMETRY_RUN_INTERVAL", "25"},
+        {"NIXL_TELEMETRY_TIMING_SAMPLE", "1"},
         {"NIXL_TELEMETRY_EXPORTER", "buffer, custom-1"},
         {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", dir.path().string()},
         {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
     }));
     CHECK(c.buffer_size == 65536);
     CHECK(c.run_interval == std::chrono::milliseconds(25));
+    CHECK(c.timing_sample == 1);
     CHECK(c.exporters == std::vector<std::string>{"buffer", "custom-1"});
     CHECK(c.exporters_string() == "buffer,custom-1");
     CHECK(c.plugin_dir == dir.path());
@@ -110,6 +113,10 @@ TEST_CASE("every malformed value is refused with the variable, the value and wha
         {"NIXL_TELEMETRY_RUN_INTERVAL", "-100", "whole number from 1 to 3600000"},
         {"NIXL_TELEMETRY_RUN_INTERVAL", "1.5", "whole number from 1 to 3600000"},
         {"NIXL_TELEMETRY_RUN_INTERVAL", "3600001", "whole number from 1 to 3600000"},
+        {"NIXL_TELEMETRY_TIMING_SAMPLE", "", "whole number from 1 to 1048576"},
+        {"NIXL_TELEMETRY_TIMING_SAMPLE", "0", "whole number from 1 to 1048576"},
+        {"NIXL_TELEMETRY_TIMING_SAMPLE", "all", "whole number from 1 to 1048576"},
+        {"NIXL_TELEMETRY_TIMING_SAMPLE", "1048577", "whole number from 1 to 1048576"},
         {"NIXL_TELEMETRY_EXPORTER", "", "comma-separated list of exporter names"},
         {"NIXL_TELEMETRY_EXPORTER", "buffer,", "comma-separated list of exporter names"},
         {"NIXL_TELEMETRY_EXPORTER", "../evil", "comma-separated list of exporter names"},

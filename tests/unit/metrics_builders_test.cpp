@@ -105,13 +105,15 @@ TEST_CASE("the comprehensive builder makes one series per combination of attribu
 
 TEST_CASE("the time builder accumulates transfer and post microseconds per attribute set") {
     built<time_builder> t;
-    t.feed({"p", xtel::operation::write, xtel::transfer_status::success, {3, 3, 1, 450, 21}});
-    t.feed({"p", xtel::operation::write, xtel::transfer_status::success, {1, 1, 1, 50, 4}});
-    t.feed({"p", xtel::operation::read, xtel::transfer_status::success, {1, 1, 1, 70, 2}});
+    // 3 records, 2 of them timed, then 2 records of 9 requests with 1 timed.
+    t.feed({"p", xtel::operation::write, xtel::transfer_status::success, {3, 3, 1, 450, 21, 2}});
+    t.feed({"p", xtel::operation::write, xtel::transfer_status::success, {2, 9, 1, 50, 4, 1}});
+    t.feed({"p", xtel::operation::read, xtel::transfer_status::success, {1, 1, 1, 70, 2, 1}});
     const std::initializer_list<std::string_view> write = {"ucx",  "write", "tx",      "vram",
                                                            "dram", "p",     "success", "unknown"};
     CHECK(t.store.value("xtel_transfer_time_seconds_total", write) == 500u);
     CHECK(t.store.value("xtel_transfer_post_time_seconds_total", write) == 25u);
+    CHECK(t.store.value("xtel_transfer_timed_total", write) == 3u);
     CHECK(t.store.value("xtel_transfer_time_seconds_total",
                         {"ucx", "read", "rx", "vram", "dram", "p", "success", "unknown"}) == 70u);
 }

@@ -100,7 +100,28 @@ TEST_CASE("a processor with all three builders fills every family from one batch
                   {"ucx", "write", "tx", "dram", "dram", "d1", "success", "unknown"}) == 40u);
     CHECK(s.value("xtel_transfer_post_time_seconds_total",
                   {"ucx", "write", "tx", "dram", "dram", "d1", "success", "unknown"}) == 2u);
+    CHECK(s.value("xtel_transfer_timed_total",
+                  {"ucx", "write", "tx", "dram", "dram", "d1", "success", "unknown"}) == 2u);
     CHECK(p.cached_groups() == 3);
+}
+
+TEST_CASE("records without times add their requests and bytes, not to the times") {
+    records_under_test t;
+    full_processor p({"a", "h"});
+    auto counted = t.make("d1", xtel::operation::write, 5 * 4096, 0);
+    counted.requests = 5;
+    counted.post_us = 0;
+    counted.timed = false;
+    const std::vector<transfer_record> batch = {t.make("d1", xtel::operation::write, 4096, 30),
+                                                counted};
+    p.process(batch, t.labels);
+    const auto& s = p.store();
+    const std::initializer_list<std::string_view> d1 = {"ucx",  "write", "tx",      "dram",
+                                                        "dram", "d1",    "success", "unknown"};
+    CHECK(s.value("agent_tx_requests_num_total", {}) == 6u);
+    CHECK(s.value("agent_tx_bytes_total", {}) == 6u * 4096);
+    CHECK(s.value("xtel_transfer_time_seconds_total", d1) == 30u);
+    CHECK(s.value("xtel_transfer_timed_total", d1) == 1u);
 }
 
 TEST_CASE("batch after batch, totals add up exactly and nothing is counted twice") {

@@ -67,6 +67,7 @@ xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_trans
 xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_requests_total"} 0
 xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_time_seconds_total"} 0
 xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_post_time_seconds_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_timed_total"} 0
 )");
 }
 

@@ -108,6 +108,9 @@ struct measurements {
     std::uint64_t bytes = 0;
     std::uint64_t xfer_us = 0;  ///< sum of transfer times, post to completion
     std::uint64_t post_us = 0;  ///< sum of post times
+    /// Records whose times were measured: the times above sum over these. An agent that samples
+    /// times (config::timing_sample) makes some records without them.
+    std::uint64_t timed = 0;
 
     measurements& operator+=(const measurements& o) noexcept {
         transfers += o.transfers;
@@ -115,6 +118,7 @@ struct measurements {
         bytes += o.bytes;
         xfer_us += o.xfer_us;
         post_us += o.post_us;
+        timed += o.timed;
         return *this;
     }
     friend bool operator==(const measurements&, const measurements&) = default;

@@ -1,6 +1,7 @@
 #pragma once
-/// Durations accumulated per attribute set: counters of seconds, kept as exact microseconds, so
-/// that rate(time) / rate(requests) is the mean time of any slice.
+/// Durations accumulated per attribute set: counters of seconds, kept as exact microseconds, and
+/// a counter of the transfers they were measured on, so that rate(time) / rate(timed) is the
+/// mean time of any slice (an agent times a sample of its transfers: config::timing_sample).
 
 #include <string_view>
 #include <vector>
@@ -9,10 +10,11 @@
 
 namespace xtel::metrics {
 
-/// xtel_transfer_time_seconds_total (post to completion) and
-/// xtel_transfer_post_time_seconds_total (the post alone), labelled as the comprehensive
-/// families are. Seconds, the base unit promtool asks for, shown exactly from microseconds
-/// (decimals 6): the store holds the microseconds.
+/// xtel_transfer_time_seconds_total (post to completion),
+/// xtel_transfer_post_time_seconds_total (the post alone) and xtel_transfer_timed_total (the
+/// transfers those were measured on), labelled as the comprehensive families are. Seconds, the base
+/// unit promtool asks for, shown exactly from microseconds (decimals 6): the store holds the
+/// microseconds.
 class time_builder {
   public:
     static constexpr std::string_view name = "time";
@@ -26,6 +28,10 @@ class time_builder {
                                   "Seconds spent posting transfers, summed to the microsecond, by "
                                   "every transfer attribute.",
                                   metric_type::counter, registry.names(), 6});
+        timed_ = store.add_family({"xtel_transfer_timed_total",
+                                   "Transfers whose times the two time families sum, by every "
+                                   "transfer attribute.",
+                                   metric_type::counter, registry.names(), 0});
     }
 
     void build(const transfer_group& g, metric_store& store) {
@@ -35,11 +41,13 @@ class time_builder {
         }
         store.add(xfer_, values_, g.totals.xfer_us);
         store.add(post_, values_, g.totals.post_us);
+        store.add(timed_, values_, g.totals.timed);
     }
 
   private:
     family_id xfer_ = 0;
     family_id post_ = 0;
+    family_id timed_ = 0;
     std::vector<std::string_view> values_;
 };
 
