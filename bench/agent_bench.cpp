@@ -8,13 +8,14 @@
 // The plain cases run one loop each; their medians are compared across cases. On this small
 // shared machine separate cases, seconds apart, differ by more than telemetry costs (runs of
 // "off" alone spread over 80-120 ns per 4 KiB write), so the *_paired cases compare within one
-// case: they alternate every 50 ms between the baseline and the measured side and report the
+// case: they alternate between the baseline and the measured side (every 50 ms; 100 ms under
+// attack, so the hostile clients reconnect after each switch) and report the
 // median ratio of each measured window to the baseline windows on either side of it, which saw
 // the same load from the rest of the machine.
 //   buffer_paired, prometheus_paired: initiators with telemetry off against initiators with
 //     that exporter, writing the same bytes into the same target, alternately, on one thread.
 //     All exist throughout, so flushers and endpoints run (idle) during the off windows too,
-//     as they would in a deployment. Four initiators a side take turns (see bm_ucx_write).
+//     as they would in a deployment. Eight initiators a side take turns (see bm_ucx_write).
 //   off_paired: the same with telemetry off on both sides: the noise floor of the method (its
 //     ratio would be 1 with perfect measurement).
 //   prometheus_attack_paired: one prometheus pair; hostile clients (hostile_clients.hpp) of its
@@ -23,6 +24,7 @@
 // The target's memory is allocated by its agent, so UCX writes it directly over shared memory
 // (as ucx_perftest does); each iteration posts one write of one block and waits for it. Real
 // time is measured, so the flusher thread's share of the machine counts against telemetry.
+// The agents run the deployment defaults (100 ms flushes, timing one transfer in 256).
 
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
@@ -218,10 +220,9 @@ class write_loop {
 class alternating_windows {
   public:
     using steady = std::chrono::steady_clock;
-    static constexpr auto window = std::chrono::milliseconds(50);
-    static constexpr auto settle = std::chrono::milliseconds(5);
 
-    alternating_windows() : start_(steady::now()) {}
+    alternating_windows(std::chrono::milliseconds window, std::chrono::milliseconds settle)
+        : window_(window), settle_(settle), start_(steady::now()) {}
 
     bool measuring() const { return measuring_; }
     void count() { ++iterations_; }
@@ -229,14 +230,14 @@ class alternating_windows {
     /// True when the side just switched (the caller switches what it runs).
     bool due() {
         const auto now = steady::now();
-        if (now - start_ < settle) {
+        if (now - start_ < settle_) {
             iterations_ = 0;
             return false;
         }
-        if (now - start_ < window) {
+        if (now - start_ < window_) {
             return false;
         }
-        const double seconds = std::chrono::duration<double>(now - start_ - settle).count();
+        const double seconds = std::chrono::duration<double>(now - start_ - settle_).count();
         windows_.push_back({measuring_, static_cast<double>(iterations_) / seconds});
         measuring_ = !measuring_;
         start_ = now;
@@ -277,6 +278,8 @@ class alternating_windows {
         bool measured;
         double rate;
     };
+    std::chrono::milliseconds window_;
+    std::chrono::milliseconds settle_;
     steady::time_point start_;
     std::uint64_t iterations_ = 0;
     bool measuring_ = false;
@@ -377,7 +380,10 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     const auto started = std::chrono::steady_clock::now();
 
     // Paired: the baseline side first (off, or no attack).
-    alternating_windows windows;
+    // Against off: short windows, many of them. Under attack: long enough for the hostile
+    // clients to connect again after each switch.
+    using ms = std::chrono::milliseconds;
+    alternating_windows windows(against_off ? ms(50) : ms(100), against_off ? ms(5) : ms(20));
     write_loop* running = against_off ? base[0].get() : measured[0].get();
     std::size_t turn = 0;
     if (m == mode::prometheus_attack_paired) {

@@ -103,6 +103,19 @@ def main(path):
         results.append(ok)
         print(f"- [{'x' if ok else ' '}] {text}")
 
+    def paired_target(name, prefix, what, extra=""):
+        """The target of a case that alternates windows (agent_bench.cpp): its median window
+        ratio within 1%. False when the case did not run."""
+        paired = ucx_case(name)
+        if f"{prefix}_ratio_median" not in paired:
+            return False
+        r = paired[f"{prefix}_ratio_median"]
+        q1, q3 = paired.get(f"{prefix}_ratio_q1", 0), paired.get(f"{prefix}_ratio_q3", 0)
+        target(r >= 0.99, f"{name}: {100 * (r - 1):+.2f}% {what} (median of "
+                          f"{paired.get(f'{prefix}_pairs', 0):.0f} windows, quartiles "
+                          f"{100 * (q1 - 1):+.2f}% to {100 * (q3 - 1):+.2f}%){extra}, within 1%")
+        return True
+
     mutex = cpu("BM_transfer_tax/mutex_staging")
     for variant in ("buffer", "prometheus", "buffer_prometheus"):
         name = f"BM_transfer_tax/{variant}"
@@ -145,15 +158,8 @@ def main(path):
             noise = (f"; off against off {100 * (floor['telemetry_ratio_median'] - 1):+.2f}% "
                      f"(the method's noise)")
         for variant in ("buffer", "prometheus"):
-            paired = ucx_case(f"BM_ucx_write/{size}/{variant}_paired")
-            if "telemetry_ratio_median" in paired:
-                r = paired["telemetry_ratio_median"]
-                target(r >= 0.99, f"BM_ucx_write/{size}/{variant}_paired: {100 * (r - 1):+.2f}% "
-                                  f"against off in the neighbouring windows (median of "
-                                  f"{paired.get('telemetry_pairs', 0):.0f}, quartiles "
-                                  f"{100 * (paired.get('telemetry_ratio_q1', 0) - 1):+.2f}% to "
-                                  f"{100 * (paired.get('telemetry_ratio_q3', 0) - 1):+.2f}%)"
-                                  f"{noise}, within 1%")
+            if paired_target(f"BM_ucx_write/{size}/{variant}_paired", "telemetry",
+                             f"against off in the neighbouring windows", noise):
                 continue
             off = ucx(size, "off")
             on = ucx(size, variant)
@@ -174,13 +180,10 @@ def main(path):
                                 f"the attack, {failed:.0f} not")
     for size in ("4096", "65536"):
         paired = ucx_case(f"BM_ucx_write/{size}/prometheus_attack_paired")
-        if "attack_ratio_median" in paired:
-            r = paired["attack_ratio_median"]
-            target(r >= 0.99, f"BM_ucx_write/{size}/prometheus_attack_paired: under attack "
-                              f"{100 * (r - 1):+.2f}% against the quiet window before "
-                              f"(median of {paired.get('attack_pairs', 0):.0f} pairs; endpoint "
-                              f"thread {paired.get('endpoint_cpu_pct', 0):.1f}% of a core, "
-                              f"attacker {paired.get('attacker_cpu_pct', 0):.1f}%), within 1%")
+        paired_target(f"BM_ucx_write/{size}/prometheus_attack_paired", "attack",
+                      "under attack against the quiet windows on either side",
+                      f"; endpoint thread {paired.get('endpoint_cpu_pct', 0):.1f}% of a core, "
+                      f"attacker {paired.get('attacker_cpu_pct', 0):.1f}%")
     missed = results.count(False)
     print()
     print(f"{len(results) - missed} of {len(results)} targets met")
