@@ -997,6 +997,15 @@ struct ucx_backend::impl {
         return status::in_progress();
     }
 
+    /// Hands a flagged outcome to the agent (post and poll, on their way out).
+    [[gnu::noinline]] void notify(const transfer_outcome& outcome,
+                                  const status& st,
+                                  transfer_handle h) const noexcept {
+        if (sink.outcome != nullptr) {
+            sink.outcome(sink.context, outcome, st, h);
+        }
+    }
+
     /// A completion, counted in the slot's first line, which the caller has just written.
     static void count_completion(transfer& t, transfer_outcome& outcome) noexcept {
         if (t.record.unreported++ == 0) {
@@ -1177,11 +1186,19 @@ status ucx_backend::create_transfer(transfer_op op,
 }
 
 status ucx_backend::post(transfer_handle h, transfer_outcome& outcome) noexcept {
-    return impl_->post(h, outcome);
+    status st = impl_->post(h, outcome);
+    if (outcome.flags != 0) [[unlikely]] {
+        impl_->notify(outcome, st, h);
+    }
+    return st;
 }
 
 status ucx_backend::poll(transfer_handle h, transfer_outcome& outcome) noexcept {
-    return impl_->poll(h, outcome);
+    status st = impl_->poll(h, outcome);
+    if (outcome.flags != 0) [[unlikely]] {
+        impl_->notify(outcome, st, h);
+    }
+    return st;
 }
 
 status ucx_backend::release(transfer_handle h) {

@@ -201,11 +201,10 @@ class basic_agent final : public agent {
         detail::transfer_outcome outcome;
         status st = backend_.poll(h, outcome);
         if constexpr (Telemetry::enabled) {
+            // Failures and the rest of the flags reached note_outcome through the sink.
             note_flushes();
             if (outcome.record != nullptr && st.ok() && outcome.record->timed) {
                 record_timed(*outcome.record, clock_.now());
-            } else if (outcome.flags != 0) [[unlikely]] {
-                note_outcome(outcome, st, h);
             }
         }
         return st;
@@ -258,10 +257,17 @@ class basic_agent final : public agent {
 
     detail::event_sink sink() noexcept {
         if constexpr (Telemetry::enabled) {
-            return {this, &basic_agent::record_from_backend};
+            return {this, &basic_agent::record_from_backend, &basic_agent::outcome_from_backend};
         } else {
             return {};
         }
+    }
+
+    static void outcome_from_backend(void* self,
+                                     const detail::transfer_outcome& outcome,
+                                     const status& st,
+                                     transfer_handle h) noexcept {
+        static_cast<basic_agent*>(self)->note_outcome(outcome, st, h);
     }
 
     static void record_from_backend(void* self,
@@ -295,7 +301,7 @@ class basic_agent final : public agent {
         const std::uint64_t start = clock_.now();
         status st = backend_.post(h, outcome);
         const std::uint64_t end = clock_.now();
-        if (outcome.record != nullptr && !st.is_error()) {
+        if (outcome.record != nullptr && !st.is_error()) {  // failures went to note_outcome
             detail::transfer_record& r = *outcome.record;
             r.timed = true;
             r.post_start = start;
@@ -303,30 +309,23 @@ class basic_agent final : public agent {
             if (st.ok()) {
                 record_timed(r, end);
             }
-        } else if (outcome.flags != 0) {
-            note_outcome(outcome, st, h);
         }
         return st;
     }
 
-    /// A post that is not timed: no clock, and a completion was counted in the transfer's slot
-    /// by the backend; one byte to test.
+    /// A post that is not timed: no clock, and a completion is counted in the transfer's slot
+    /// by the backend, which hands anything flagged to note_outcome. Nothing after the call.
     [[gnu::always_inline]] status post_counted(transfer_handle h) noexcept {
         detail::transfer_outcome outcome;
-        status st = backend_.post(h, outcome);
-        if constexpr (Telemetry::enabled) {
-            if (outcome.flags != 0) [[unlikely]] {
-                note_outcome(outcome, st, h);
-            }
-        }
-        return st;
+        return backend_.post(h, outcome);
     }
 
-    /// What post or poll flagged: a failure (its record and its ERROR event), an error found
-    /// first, or a transfer whose completions start to wait for recording (listed).
-    [[gnu::noinline]] void note_outcome(const detail::transfer_outcome& outcome,
-                                        const status& st,
-                                        transfer_handle h) noexcept {
+    /// What post or poll flagged, from the backend's sink: a failure (its record and its ERROR
+    /// event), an error found first, or a transfer whose completions start to wait for
+    /// recording (listed).
+    void note_outcome(const detail::transfer_outcome& outcome,
+                      const status& st,
+                      transfer_handle h) noexcept {
         using flag = detail::transfer_outcome::flag;
         if ((outcome.flags & flag::failed) != 0 && outcome.record != nullptr) {
             record_failure(*outcome.record, clock_.now());

@@ -22,28 +22,6 @@
 
 namespace xtel::detail {
 
-/// Where the backend reports its rare events (start, connections, transports, endpoint
-/// failures). A function pointer, called only off the per-transfer path.
-struct event_sink {
-    using record_fn = void (*)(void* context,
-                               category cat,
-                               const event_name& name,
-                               std::uint64_t value,
-                               value_kind kind) noexcept;
-
-    void* context = nullptr;
-    record_fn record = nullptr;
-
-    void operator()(category cat,
-                    const event_name& name,
-                    std::uint64_t value,
-                    value_kind kind) const noexcept {
-        if (record != nullptr) {
-            record(context, cat, name, value, kind);
-        }
-    }
-};
-
 /// What the agent records for one transfer; it lives in the backend's transfer slot, so the
 /// clock readings the agent takes around a post, and the attributes it filled when the
 /// transfer was created, are at hand without another lookup.
@@ -79,6 +57,36 @@ struct transfer_outcome {
     /// failed, and by poll when it completed or failed in that call; the status tells which.
     transfer_record* record = nullptr;
     std::uint8_t flags = 0;
+};
+
+/// Where the backend reports its rare events (start, connections, transports, endpoint
+/// failures) and the transfers that need the agent's attention (a failure, an error found
+/// first, completions that start to wait for recording: transfer_outcome's flags). Function
+/// pointers, called only off the per-transfer path, so a post that completes as the ones
+/// before it returns straight to the caller.
+struct event_sink {
+    using record_fn = void (*)(void* context,
+                               category cat,
+                               const event_name& name,
+                               std::uint64_t value,
+                               value_kind kind) noexcept;
+    using outcome_fn = void (*)(void* context,
+                                const transfer_outcome& outcome,
+                                const status& st,
+                                transfer_handle h) noexcept;
+
+    void* context = nullptr;
+    record_fn record = nullptr;
+    outcome_fn outcome = nullptr;
+
+    void operator()(category cat,
+                    const event_name& name,
+                    std::uint64_t value,
+                    value_kind kind) const noexcept {
+        if (record != nullptr) {
+            record(context, cat, name, value, kind);
+        }
+    }
 };
 
 struct backend_options {
