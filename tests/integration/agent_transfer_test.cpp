@@ -211,6 +211,44 @@ TEST_CASE("with timing sampled, bytes and requests stay exact and one post in N 
     CHECK(s.count_of("agent_rx_requests_num") < reads);
 }
 
+TEST_CASE("with the flusher running every millisecond, sampled counts still add up exactly") {
+    // Flushes land at arbitrary points of the loop: each one makes the agent record what it
+    // had counted, and time the next posts again.
+    temp_dir dir;
+    constexpr int writes = 20000;
+    {
+        xtel::config cfg = telemetry_config(dir);
+        cfg.timing_sample = 4;
+        cfg.run_interval = std::chrono::milliseconds(1);
+        auto target = xtel::make_agent("target", cfg);
+        auto initiator = xtel::make_agent("initiator", cfg);
+        descriptor remote;
+        REQUIRE(target->allocate_memory(1 << 16, remote).ok());
+        std::vector<std::byte> local_mem(1 << 16);
+        REQUIRE(
+            initiator->register_memory(descriptor::dram(local_mem.data(), local_mem.size())).ok());
+        std::vector<std::byte> blob;
+        REQUIRE(target->export_metadata(blob).ok());
+        std::string name;
+        REQUIRE(initiator->load_remote_metadata(blob, name).ok());
+        std::vector<transfer_handle> handles;
+        for (std::uint64_t b = 0; b < 8; ++b) {
+            handles.push_back(create(*initiator, transfer_op::write,
+                                     {slice(local_mem, b * 4096, 4096)},
+                                     {descriptor{remote.address + b * 4096, 4096}}));
+        }
+        for (int i = 0; i < writes; ++i) {
+            REQUIRE(run(*initiator, handles[static_cast<std::size_t>(i) % 8], target.get()).ok());
+        }
+        CHECK(initiator->stats().records_dropped == 0);
+    }
+    const auto s = summarize_file(dir.path() / "initiator");
+    CHECK(s.sum_of("agent_tx_bytes") == std::uint64_t{writes} * 4096);
+    CHECK(s.sum_of("agent_tx_requests_num") == writes);
+    CHECK(s.count_of("agent_xfer_time") >= writes / 4);  // one in 4 at least
+    CHECK(s.count_of("agent_xfer_time") < writes);
+}
+
 TEST_CASE(
     "untimed completions reach the exporters at release and after a flush the agent notices") {
     temp_dir dir;
