@@ -172,8 +172,13 @@ def main(path):
         attacked = ucx_case(f"BM_ucx_write/{size}/prometheus_under_attack")
         if quiet.get("bytes_per_second") and attacked.get("bytes_per_second"):
             q, a = quiet["bytes_per_second"], attacked["bytes_per_second"]
-            target(a >= 0.99 * q, f"BM_ucx_write/{size}: prometheus under attack {a / 1e9:.2f} GB/s "
-                                  f"vs quiet {q / 1e9:.2f} GB/s ({100 * (a / q - 1):+.2f}%), within 1%")
+            text = (f"BM_ucx_write/{size}: prometheus under attack {a / 1e9:.2f} GB/s vs quiet "
+                    f"{q / 1e9:.2f} GB/s ({100 * (a / q - 1):+.2f}%), within 1%")
+            if "attack_ratio_median" in ucx_case(f"BM_ucx_write/{size}/prometheus_attack_paired"):
+                # Two cases seconds apart: the paired case below decides.
+                print(f"- (separate cases, for information) {text}")
+            else:
+                target(a >= 0.99 * q, text)
             failed = attacked.get("scrapes_failed", 0)
             target(failed == 0, f"BM_ucx_write/{size}/prometheus_under_attack: "
                                 f"{attacked.get('scrapes_ok', 0):.0f} scrapes answered 200 during "
