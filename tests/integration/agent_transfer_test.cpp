@@ -68,6 +68,35 @@ descriptor slice(const std::vector<std::byte>& v, std::size_t offset, std::size_
     return descriptor::dram(v.data() + offset, n);
 }
 
+/// A target with 64 KiB it allocated (written directly, so transfers complete inside post) and
+/// an initiator connected to it, for the timing-sample tests.
+struct sampled_pair {
+    explicit sampled_pair(const xtel::config& cfg)
+        : target(xtel::make_agent("target", cfg)),
+          initiator(xtel::make_agent("initiator", cfg)),
+          local(1 << 16) {
+        REQUIRE(target->allocate_memory(local.size(), remote).ok());
+        REQUIRE(initiator->register_memory(descriptor::dram(local.data(), local.size())).ok());
+        std::vector<std::byte> blob;
+        REQUIRE(target->export_metadata(blob).ok());
+        std::string name;
+        REQUIRE(initiator->load_remote_metadata(blob, name).ok());
+    }
+
+    /// A transfer of `n` bytes at `offset` of both sides.
+    transfer_handle transfer(transfer_op op, std::uint64_t offset, std::uint64_t n) {
+        return create(*initiator, op, {slice(local, offset, n)},
+                      {descriptor{remote.address + offset, n}});
+    }
+
+    xtel::status run(transfer_handle h) { return agent_test::run(*initiator, h, target.get()); }
+
+    std::unique_ptr<xtel::agent> target;
+    std::unique_ptr<xtel::agent> initiator;
+    std::vector<std::byte> local;
+    descriptor remote;
+};
+
 }  // namespace
 
 TEST_CASE("two agents in one process write and read data that arrives intact") {
@@ -175,27 +204,16 @@ TEST_CASE("with timing sampled, bytes and requests stay exact and one post in N 
         xtel::config cfg = telemetry_config(dir);
         cfg.timing_sample = 8;
         cfg.run_interval = xtel::config::max_run_interval;  // no flush until the end
-        auto target = xtel::make_agent("target", cfg);
-        auto initiator = xtel::make_agent("initiator", cfg);
-        descriptor remote;
-        REQUIRE(target->allocate_memory(1 << 16, remote).ok());
-        std::vector<std::byte> local_mem(1 << 16);
-        REQUIRE(
-            initiator->register_memory(descriptor::dram(local_mem.data(), local_mem.size())).ok());
-        std::vector<std::byte> blob;
-        REQUIRE(target->export_metadata(blob).ok());
-        std::string name;
-        REQUIRE(initiator->load_remote_metadata(blob, name).ok());
-        const descriptor r0{remote.address, 4096}, r1{remote.address + 8192, 8192};
-        const auto w = create(*initiator, transfer_op::write, {slice(local_mem, 0, 4096)}, {r0});
-        const auto r = create(*initiator, transfer_op::read, {slice(local_mem, 8192, 8192)}, {r1});
+        sampled_pair p(cfg);
+        const auto w = p.transfer(transfer_op::write, 0, 4096);
+        const auto r = p.transfer(transfer_op::read, 8192, 8192);
         for (int i = 0; i < writes; ++i) {
-            REQUIRE(run(*initiator, w, target.get()).ok());
+            REQUIRE(p.run(w).ok());
             if (i < reads) {
-                REQUIRE(run(*initiator, r, target.get()).ok());
+                REQUIRE(p.run(r).ok());
             }
         }
-        CHECK(initiator->stats().records_dropped == 0);
+        CHECK(p.initiator->stats().records_dropped == 0);
     }  // the initiator records what it counted but did not time, then flushes
 
     const auto s = summarize_file(dir.path() / "initiator");
@@ -220,27 +238,15 @@ TEST_CASE("with the flusher running every millisecond, sampled counts still add 
         xtel::config cfg = telemetry_config(dir);
         cfg.timing_sample = 4;
         cfg.run_interval = std::chrono::milliseconds(1);
-        auto target = xtel::make_agent("target", cfg);
-        auto initiator = xtel::make_agent("initiator", cfg);
-        descriptor remote;
-        REQUIRE(target->allocate_memory(1 << 16, remote).ok());
-        std::vector<std::byte> local_mem(1 << 16);
-        REQUIRE(
-            initiator->register_memory(descriptor::dram(local_mem.data(), local_mem.size())).ok());
-        std::vector<std::byte> blob;
-        REQUIRE(target->export_metadata(blob).ok());
-        std::string name;
-        REQUIRE(initiator->load_remote_metadata(blob, name).ok());
+        sampled_pair p(cfg);
         std::vector<transfer_handle> handles;
         for (std::uint64_t b = 0; b < 8; ++b) {
-            handles.push_back(create(*initiator, transfer_op::write,
-                                     {slice(local_mem, b * 4096, 4096)},
-                                     {descriptor{remote.address + b * 4096, 4096}}));
+            handles.push_back(p.transfer(transfer_op::write, b * 4096, 4096));
         }
         for (int i = 0; i < writes; ++i) {
-            REQUIRE(run(*initiator, handles[static_cast<std::size_t>(i) % 8], target.get()).ok());
+            REQUIRE(p.run(handles[static_cast<std::size_t>(i) % 8]).ok());
         }
-        CHECK(initiator->stats().records_dropped == 0);
+        CHECK(p.initiator->stats().records_dropped == 0);
     }
     const auto s = summarize_file(dir.path() / "initiator");
     CHECK(s.sum_of("agent_tx_bytes") == std::uint64_t{writes} * 4096);
@@ -255,19 +261,10 @@ TEST_CASE(
     xtel::config cfg = telemetry_config(dir);
     cfg.timing_sample = 4;
     cfg.run_interval = xtel::config::max_run_interval;  // flushes only when this test says
-    auto target = xtel::make_agent("target", cfg);
-    auto initiator = xtel::make_agent("initiator", cfg);
+    sampled_pair p(cfg);
+    auto& initiator = p.initiator;
     auto& pipeline =
         dynamic_cast<xtel::basic_agent<xtel::buffer_telemetry>&>(*initiator).telemetry();
-    descriptor remote;
-    REQUIRE(target->allocate_memory(1 << 16, remote).ok());
-    std::vector<std::byte> local_mem(1 << 16);
-    REQUIRE(initiator->register_memory(descriptor::dram(local_mem.data(), local_mem.size())).ok());
-    std::vector<std::byte> blob;
-    REQUIRE(target->export_metadata(blob).ok());
-    std::string name;
-    REQUIRE(initiator->load_remote_metadata(blob, name).ok());
-    const descriptor r0{remote.address, 4096};
     auto tx_bytes = [&] {
         pipeline.flush();  // the pipeline's own flush: what the agent staged, no more
         return summarize(read_events(dir.path() / "initiator")).sum_of("agent_tx_bytes");
@@ -275,9 +272,9 @@ TEST_CASE(
 
     // 10 posts of one transfer: the 4 first are timed, then the 8th; the 9th and 10th are
     // counted in the transfer's slot, and release records them.
-    const auto w = create(*initiator, transfer_op::write, {slice(local_mem, 0, 4096)}, {r0});
+    const auto w = p.transfer(transfer_op::write, 0, 4096);
     for (int i = 0; i < 10; ++i) {
-        REQUIRE(run(*initiator, w, target.get()).ok());
+        REQUIRE(p.run(w).ok());
     }
     CHECK(tx_bytes() == 8 * 4096);
     REQUIRE(initiator->release(w).ok());
@@ -285,9 +282,9 @@ TEST_CASE(
 
     // Another transfer, posted until some posts wait uncounted; a flush has passed, and the
     // agent's next call (progress, here) records them.
-    const auto w2 = create(*initiator, transfer_op::write, {slice(local_mem, 0, 4096)}, {r0});
+    const auto w2 = p.transfer(transfer_op::write, 0, 4096);
     for (int i = 0; i < 7; ++i) {
-        REQUIRE(run(*initiator, w2, target.get()).ok());
+        REQUIRE(p.run(w2).ok());
     }
     const std::uint64_t before = tx_bytes();
     CHECK(before < 17 * 4096);
@@ -297,7 +294,7 @@ TEST_CASE(
 
     // flush_telemetry records them too.
     for (int i = 0; i < 7; ++i) {
-        REQUIRE(run(*initiator, w2, target.get()).ok());
+        REQUIRE(p.run(w2).ok());
     }
     initiator->flush_telemetry();
     CHECK(summarize(read_events(dir.path() / "initiator")).sum_of("agent_tx_bytes") == 24 * 4096);
