@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -94,12 +96,23 @@ int connect_to(std::uint16_t port) {
     const timeval timeout{10, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    // Closed with a reset, once the server has closed: the client shuts its side first, so a
+    // normal close would leave each of thousands of connections a second in TIME_WAIT, and
+    // the loopback runs out of ephemeral ports.
+    const linger abort_on_close{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
-        finding("cannot connect to the endpoint");
+    // Out of ephemeral ports (other tests' connections in TIME_WAIT): wait for some, up to 10 s.
+    for (int tries = 0; ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0;
+         ++tries) {
+        if ((errno != EADDRNOTAVAIL && errno != EAGAIN && errno != EINTR) || tries == 1000) {
+            std::fprintf(stderr, "fuzz_http_request: connect: %s\n", std::strerror(errno));
+            finding("cannot connect to the endpoint");
+        }
+        ::usleep(10'000);
     }
     return fd;
 }
