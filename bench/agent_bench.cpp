@@ -109,17 +109,13 @@ xtel::config bench_config(const std::string& exporter, const std::filesystem::pa
     return cfg;
 }
 
-xtel::agent_options bench_options() {
-    return {};
-}
-
 /// The target agent (telemetry off: it only progresses) with `blocks` blocks of its own memory,
 /// and the source memory every initiator writes from.
 class write_target {
   public:
     explicit write_target(std::uint64_t block)
         : block_(block), local_(blocks * block, std::byte{1}) {
-        agent_ = xtel::make_agent("bench_target", bench_config("", dir_.path()), bench_options());
+        agent_ = xtel::make_agent("bench_target", bench_config("", dir_.path()));
         if (!agent_->allocate_memory(blocks * block, remote_).ok() ||
             !agent_->export_metadata(blob_).ok()) {
             error_ = "target set-up failed";
@@ -151,8 +147,8 @@ class write_loop {
     /// `exporter` empty: telemetry off.
     write_loop(write_target& target, const std::string& tag, const std::string& exporter)
         : target_(target) {
-        initiator_ = xtel::make_agent("bench_initiator_" + tag, bench_config(exporter, dir_.path()),
-                                      bench_options());
+        initiator_ =
+            xtel::make_agent("bench_initiator_" + tag, bench_config(exporter, dir_.path()));
         const xtel::descriptor local = target.local();
         std::string name;
         if (!initiator_->register_memory(local).ok() ||

@@ -237,7 +237,7 @@ struct ucx_backend::impl {
 
     /// A transfer's slot. Laid out for post: the first line holds what the agent counts and
     /// the slot's state; the second what post reads to issue the operations.
-    struct alignas(64) transfer {
+    struct alignas(cache_line) transfer {
         transfer_record record;
         std::uint32_t generation = 1;
         state st = state::free;
@@ -249,7 +249,7 @@ struct ucx_backend::impl {
         std::uint64_t deadline_us = 0;
         status failure;
     };
-    static_assert(offsetof(transfer, op) < 64 && offsetof(transfer, remote) >= 64);
+    static_assert(offsetof(transfer, op) < cache_line && offsetof(transfer, remote) >= cache_line);
 
     // ---- set-up ------------------------------------------------------------------------------
 
