@@ -203,8 +203,8 @@ class basic_agent final : public agent {
         if constexpr (Telemetry::enabled) {
             // Failures and the rest of the flags reached note_outcome through the sink.
             note_flushes();
-            if (outcome.record != nullptr && st.ok() && outcome.record->timed) {
-                record_timed(*outcome.record, clock_.now());
+            if (outcome.state != nullptr && st.ok() && outcome.state->timed) {
+                record_timed(*outcome.state, clock_.now());
             }
         }
         return st;
@@ -212,8 +212,7 @@ class basic_agent final : public agent {
 
     status release(transfer_handle h) override {
         if constexpr (Telemetry::enabled) {
-            if (detail::transfer_record* r = backend_.record(h);
-                r != nullptr && r->unreported > 0) {
+            if (detail::transfer_state* r = backend_.state(h); r != nullptr && r->unreported > 0) {
                 report_counts(*r, clock_.wall_us(clock_.now()));
             }
         }
@@ -301,8 +300,8 @@ class basic_agent final : public agent {
         const std::uint64_t start = clock_.now();
         status st = backend_.post(h, outcome);
         const std::uint64_t end = clock_.now();
-        if (outcome.record != nullptr && !st.is_error()) {  // failures went to note_outcome
-            detail::transfer_record& r = *outcome.record;
+        if (outcome.state != nullptr && !st.is_error()) {  // failures went to note_outcome
+            detail::transfer_state& r = *outcome.state;
             r.timed = true;
             r.post_start = start;
             r.post_end = end;
@@ -327,14 +326,14 @@ class basic_agent final : public agent {
                       const status& st,
                       transfer_handle h) noexcept {
         using flag = detail::transfer_outcome::flag;
-        if ((outcome.flags & flag::failed) != 0 && outcome.record != nullptr) {
-            record_failure(*outcome.record, clock_.now());
+        if ((outcome.flags & flag::failed) != 0 && outcome.state != nullptr) {
+            record_failure(*outcome.state, clock_.now());
         }
         if ((outcome.flags & flag::new_error) != 0) {
             record_error(st.code());
         }
-        if ((outcome.flags & flag::first_unreported) != 0 && outcome.record != nullptr) {
-            list_unreported(*outcome.record, h);
+        if ((outcome.flags & flag::first_unreported) != 0 && outcome.state != nullptr) {
+            list_unreported(*outcome.state, h);
         }
     }
 
@@ -353,7 +352,7 @@ class basic_agent final : public agent {
     /// A timed completion (`done` is the completion reading the caller just took): one staged
     /// record, with the durations from the post's own readings, that also carries the
     /// transfer's untimed completions before it (the backend counted this one too).
-    void record_timed(detail::transfer_record& r, std::uint64_t done) noexcept {
+    void record_timed(detail::transfer_state& r, std::uint64_t done) noexcept {
         const std::uint64_t n = r.unreported;
         r.unreported = 0;
         telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes * n, n,
@@ -363,7 +362,7 @@ class basic_agent final : public agent {
 
     /// Puts a transfer whose completions wait for recording on the list report_unreported
     /// goes through, once.
-    void list_unreported(detail::transfer_record& r, transfer_handle h) noexcept {
+    void list_unreported(detail::transfer_state& r, transfer_handle h) noexcept {
         if (r.listed) {
             return;
         }
@@ -376,7 +375,7 @@ class basic_agent final : public agent {
     }
 
     /// Records a transfer's untimed completions as counts.
-    void report_counts(detail::transfer_record& r, std::uint64_t wall_us) noexcept {
+    void report_counts(detail::transfer_state& r, std::uint64_t wall_us) noexcept {
         telemetry_.record_transfer_counts(r.dir, wall_us, r.bytes * r.unreported, r.unreported,
                                           r.attrs);
         r.unreported = 0;
@@ -391,7 +390,7 @@ class basic_agent final : public agent {
             }
             const std::uint64_t now = clock_.wall_us(clock_.now());
             for (const transfer_handle h : unreported_) {
-                if (detail::transfer_record* r = backend_.record(h); r != nullptr) {
+                if (detail::transfer_state* r = backend_.state(h); r != nullptr) {
                     r->listed = false;
                     if (r->unreported > 0) {
                         report_counts(*r, now);
@@ -404,7 +403,7 @@ class basic_agent final : public agent {
 
     /// A failed transfer, for exporters that take transfer records (status error, the bytes
     /// it was to move); it makes no agent_*_bytes event (telemetry.hpp).
-    void record_failure(const detail::transfer_record& r, std::uint64_t done) noexcept {
+    void record_failure(const detail::transfer_state& r, std::uint64_t done) noexcept {
         if constexpr (Telemetry::takes_transfers) {
             transfer_attributes attrs = r.attrs;
             attrs.status = transfer_status::error;

@@ -1,5 +1,7 @@
 #pragma once
-/// xtel's diagnostics: a replaceable sink, stderr by default. Never called on the record path.
+/// xtel's diagnostics: a replaceable sink, stderr by default, and a level. Never called on the
+/// record path. The library formats its own messages with a level-checked call kept private
+/// to src/ (src/core/log.hpp), so this header needs no formatting library.
 
 #include <functional>
 #include <string_view>
@@ -8,6 +10,7 @@ namespace xtel {
 
 enum class log_level { error = 0, warning = 1, info = 2, debug = 3 };
 
+/// Receives each message that passes the level. It may throw: the message then goes to stderr.
 using log_sink = std::function<void(log_level, std::string_view)>;
 
 /// Replaces the sink (thread-safe); an empty function restores the stderr sink.
@@ -17,6 +20,10 @@ void set_log_sink(log_sink sink);
 /// the initial value, info by default.
 void set_log_level(log_level level);
 
-void log(log_level level, std::string_view message);
+/// True when a message of `level` would be written.
+bool log_enabled(log_level level) noexcept;
+
+/// Writes one finished message (for plugins and tools). Never throws.
+void log(log_level level, std::string_view message) noexcept;
 
 }  // namespace xtel

@@ -58,7 +58,7 @@ namespace detail {
 void report_export_failure(std::string_view agent,
                            std::string_view exporter_name,
                            std::string_view what,
-                           std::uint64_t failures);
+                           std::uint64_t failures) noexcept;
 }  // namespace detail
 
 template <exporter... Exporters>
@@ -433,11 +433,7 @@ class telemetry {
 
     void note_failure(std::string_view name, std::string_view what, std::size_t index) noexcept {
         export_errors_.fetch_add(1, std::memory_order_relaxed);
-        const auto n = ++failures_[index];
-        try {
-            detail::report_export_failure(agent_name_, name, what, n);
-        } catch (...) {
-        }
+        detail::report_export_failure(agent_name_, name, what, ++failures_[index]);
     }
 
     const std::string agent_name_;

@@ -25,7 +25,7 @@ namespace xtel::detail {
 /// What the agent records for one transfer; it lives in the backend's transfer slot, so the
 /// clock readings the agent takes around a post, and the attributes it filled when the
 /// transfer was created, are at hand without another lookup.
-struct transfer_record {
+struct transfer_state {
     /// Completions not recorded yet: the backend adds each (in the line it writes anyway),
     /// the agent takes them when it records.
     std::uint64_t unreported = 0;
@@ -41,8 +41,8 @@ struct transfer_record {
     bool listed = false;
 };
 // With the slot's state after it, one cache line: a post that is not timed touches nothing
-// else of the record (ucx_backend.cpp lays the slot out so).
-static_assert(sizeof(transfer_record) <= 56);
+// else of the record (src/agent/ucx lays the slot out so).
+static_assert(sizeof(transfer_state) <= 56);
 
 /// What post and poll tell the agent besides the status.
 struct transfer_outcome {
@@ -50,12 +50,12 @@ struct transfer_outcome {
     /// the many before it, so the agent tests one byte after every post.
     enum flag : std::uint8_t {
         new_error = 1,         ///< the status is an error this call found first (one ERROR event)
-        failed = 2,            ///< the transfer failed in this call (record set)
+        failed = 2,            ///< the transfer failed in this call (state set)
         first_unreported = 4,  ///< it completed and its unreported count left zero
     };
-    /// The transfer's record; set by post when the transfer was posted (completed or not) or
+    /// The transfer's state; set by post when the transfer was posted (completed or not) or
     /// failed, and by poll when it completed or failed in that call; the status tells which.
-    transfer_record* record = nullptr;
+    transfer_state* state = nullptr;
     std::uint8_t flags = 0;
 };
 
@@ -139,7 +139,7 @@ class ucx_backend {
     status release(transfer_handle h);
     /// The record of a live transfer; null for a stale or foreign handle. Valid until the
     /// next create_transfer or release.
-    transfer_record* record(transfer_handle h) noexcept;
+    transfer_state* state(transfer_handle h) noexcept;
     /// Progresses the worker once; returns the number of UCX events it handled.
     unsigned progress() noexcept;
 

@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "http_request.hpp"
-#include "http_server.hpp"
+#include "http/request.hpp"
+#include "http/server.hpp"
 #include "xtel/exporters/prometheus.hpp"
 #include "xtel/log.hpp"
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "plugin_descriptor.hpp"
+#include "exporters/plugin/plugin_descriptor.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/plugin.hpp"
 

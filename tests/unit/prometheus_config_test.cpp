@@ -6,7 +6,7 @@
 #include "xtel/error.hpp"
 #include "xtel/exporters/prometheus.hpp"
 
-using xtel::prometheus_address;
+using xtel::host_port;
 using xtel::prometheus_settings;
 
 namespace {
@@ -42,17 +42,16 @@ std::string config_error_of(F&& f) {
 }  // namespace
 
 TEST_CASE("a Prometheus address is host:port, [ipv6]:port or a bare port") {
-    CHECK(prometheus_address::parse("V", "127.0.0.1:9000") ==
-          prometheus_address{"127.0.0.1", 9000});
-    CHECK(prometheus_address::parse("V", "localhost:0") == prometheus_address{"localhost", 0});
-    CHECK(prometheus_address::parse("V", "0.0.0.0:65535") == prometheus_address{"0.0.0.0", 65535});
-    CHECK(prometheus_address::parse("V", "[::1]:9464") == prometheus_address{"::1", 9464});
-    CHECK(prometheus_address::parse("V", "8080") == prometheus_address{"127.0.0.1", 8080});
+    CHECK(host_port::parse("V", "127.0.0.1:9000") == host_port{"127.0.0.1", 9000});
+    CHECK(host_port::parse("V", "localhost:0") == host_port{"localhost", 0});
+    CHECK(host_port::parse("V", "0.0.0.0:65535") == host_port{"0.0.0.0", 65535});
+    CHECK(host_port::parse("V", "[::1]:9464") == host_port{"::1", 9464});
+    CHECK(host_port::parse("V", "8080") == host_port{"127.0.0.1", 8080});
 }
 
 TEST_CASE("a Prometheus address prints as it is written") {
-    CHECK(prometheus_address{"127.0.0.1", 9464}.to_string() == "127.0.0.1:9464");
-    CHECK(prometheus_address{"::1", 9464}.to_string() == "[::1]:9464");
+    CHECK(host_port{"127.0.0.1", 9464}.to_string() == "127.0.0.1:9464");
+    CHECK(host_port{"::1", 9464}.to_string() == "[::1]:9464");
 }
 
 TEST_CASE(
@@ -61,21 +60,21 @@ TEST_CASE(
          {"", "abc", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:12a", "[::1]",
           "[::1]9464", "[]:1", "::1:9464", "host name:1", "-host:1", "1.2.3.4:123456"}) {
         INFO("value: '" << bad << "'");
-        const auto what = config_error_of([&] { prometheus_address::parse("SOME_VAR", bad); });
+        const auto what = config_error_of([&] { host_port::parse("SOME_VAR", bad); });
         CHECK(what.find(std::string("SOME_VAR='") + bad + "' is invalid") != std::string::npos);
         CHECK(what.find("expected host:port") != std::string::npos);
     }
 }
 
 TEST_CASE("an address without a host before the colon is refused rather than opened to all") {
-    const auto what = config_error_of([] { prometheus_address::parse("V", ":9464"); });
+    const auto what = config_error_of([] { host_port::parse("V", ":9464"); });
     CHECK(what.find("a host is needed") != std::string::npos);
     CHECK(what.find("0.0.0.0:port") != std::string::npos);
 }
 
 TEST_CASE("the Prometheus address defaults to 127.0.0.1:9464") {
     const auto s = prometheus_settings::from_env(enabled_with({"prometheus"}), table({}));
-    CHECK(s.address == prometheus_address{"127.0.0.1", 9464});
+    CHECK(s.address == host_port{"127.0.0.1", 9464});
     CHECK(s.buckets == prometheus_settings::default_buckets());
     CHECK_FALSE(s.hostname.empty());
 }
@@ -83,20 +82,20 @@ TEST_CASE("the Prometheus address defaults to 127.0.0.1:9464") {
 TEST_CASE("the output path is the Prometheus address when buffer is not named") {
     const auto s =
         prometheus_settings::from_env(enabled_with({"prometheus"}, "127.0.0.1:0"), table({}));
-    CHECK(s.address == prometheus_address{"127.0.0.1", 0});
+    CHECK(s.address == host_port{"127.0.0.1", 0});
 }
 
 TEST_CASE("with buffer named the output path is buffer's directory, not the address") {
     const auto s = prometheus_settings::from_env(
         enabled_with({"buffer", "prometheus"}, "flight-recorder-dir"), table({}));
-    CHECK(s.address == prometheus_address{});
+    CHECK(s.address == host_port{});
 }
 
 TEST_CASE("NIXL_TELEMETRY_PROMETHEUS_ADDRESS takes precedence over the output path") {
     const auto s = prometheus_settings::from_env(
         enabled_with({"prometheus"}, "127.0.0.1:1"),
         table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "localhost:2"}}));
-    CHECK(s.address == prometheus_address{"localhost", 2});
+    CHECK(s.address == host_port{"localhost", 2});
 }
 
 TEST_CASE("a malformed output path for prometheus names NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH") {

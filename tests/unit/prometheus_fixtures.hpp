@@ -32,7 +32,7 @@ struct exporter_under_test {
     static xtel::prometheus_settings settings(std::vector<double> buckets,
                                               std::string_view address) {
         xtel::prometheus_settings s;
-        s.address = xtel::prometheus_address::parse("test", address);
+        s.address = xtel::host_port::parse("test", address);
         s.buckets = std::move(buckets);
         s.hostname = "h";
         return s;

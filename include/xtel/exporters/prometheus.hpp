@@ -21,6 +21,7 @@
 
 #include "xtel/config.hpp"
 #include "xtel/exporter.hpp"
+#include "xtel/host_port.hpp"
 
 namespace xtel {
 
@@ -39,26 +40,6 @@ namespace metrics {
 class builder;
 }  // namespace metrics
 
-/// Where the endpoint listens.
-struct prometheus_address {
-    static constexpr std::string_view default_host = "127.0.0.1";
-    static constexpr std::uint16_t default_port = 9464;
-
-    /// An IPv4 address, a host name, or an IPv6 address without brackets ("::1").
-    std::string host{default_host};
-    /// 0 asks the system for a free port.
-    std::uint16_t port = default_port;
-
-    /// Accepts `host:port`, `[ipv6]:port` or a bare `port` (which listens on 127.0.0.1).
-    /// Throws config_error naming `var`, quoting `value` and saying what is accepted.
-    static prometheus_address parse(std::string_view var, std::string_view value);
-
-    /// "127.0.0.1:9464", "[::1]:9464".
-    std::string to_string() const;
-
-    friend bool operator==(const prometheus_address&, const prometheus_address&) = default;
-};
-
 /// Everything the Prometheus exporter is configured with.
 struct prometheus_settings {
     /// Default histogram bounds in microseconds: 1-2-5 steps from 1 µs to 1 s.
@@ -74,7 +55,7 @@ struct prometheus_settings {
     static constexpr std::size_t default_max_series = 1000;
     static constexpr std::size_t max_max_series = 1000000;
 
-    prometheus_address address;
+    host_port address;
     /// Upper bounds of the agent_xfer_time and agent_xfer_post_time buckets, in microseconds.
     std::vector<double> buckets = default_buckets();
     /// The hostname label; this machine's name by default.

@@ -4,11 +4,11 @@
 
 #include <exception>
 
-#include "plugin_descriptor.hpp"
+#include "core/log.hpp"
+#include "exporters/plugin/plugin_descriptor.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/buffer.hpp"
 #include "xtel/exporters/plugin.hpp"
-#include "xtel/log.hpp"
 #include "xtel/telemetry.hpp"
 
 namespace xtel {
@@ -51,9 +51,9 @@ plugin_exporter::plugin_exporter(const exporter_context& ctx) : agent_name_(ctx.
             // that failing is an operational condition of a third party's code, and telemetry
             // must not keep the agent from transferring. This plugin is off; the rest go on.
             p->error = e.what();
-            log(log_level::error,
-                fmt::format("agent '{}': {}; this plugin is disabled and the agent runs without it",
-                            agent_name_, p->error));
+            detail::log(log_level::error,
+                        "agent '{}': {}; this plugin is disabled and the agent runs without it",
+                        agent_name_, p->error);
         }
     }
 }
@@ -138,14 +138,11 @@ void plugin_exporter::note_failure(loaded& p,
     if (p.failures.fetch_add(1, std::memory_order_relaxed) != 0) {
         return;
     }
-    try {
-        log(log_level::error,
-            fmt::format("agent '{}': telemetry exporter plugin '{}' ({}): {}() threw: {} (further "
-                        "failures are counted, not logged; transfers are not affected)",
-                        agent_name_, p.library->name(), p.library->path().string(), call,
-                        detail::printable(what)));
-    } catch (...) {
-    }
+    detail::log(log_level::error,
+                "agent '{}': telemetry exporter plugin '{}' ({}): {}() threw: {} (further "
+                "failures are counted, not logged; transfers are not affected)",
+                agent_name_, p.library->name(), p.library->path().string(), call,
+                detail::printable(what));
 }
 
 // The pipeline the registry hands out for a plugin is compiled here once (see the extern

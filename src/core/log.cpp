@@ -1,6 +1,4 @@
-#include "xtel/log.hpp"
-
-#include <fmt/format.h>
+#include "core/log.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -52,6 +50,13 @@ constexpr std::string_view level_name(log_level l) {
     return "?";
 }
 
+/// One line, in one call, without allocating.
+void write_stderr(log_level level, std::string_view message) noexcept {
+    const std::string_view name = level_name(level);
+    std::fprintf(stderr, "xtel: %.*s: %.*s\n", static_cast<int>(name.size()), name.data(),
+                 static_cast<int>(message.size()), message.data());
+}
+
 }  // namespace
 
 void set_log_sink(log_sink sink) {
@@ -64,18 +69,29 @@ void set_log_level(log_level level) {
     state().level.store(static_cast<int>(level));
 }
 
-void log(log_level level, std::string_view message) {
-    auto& s = state();
-    if (static_cast<int>(level) > s.level.load(std::memory_order_relaxed)) {
+bool log_enabled(log_level level) noexcept {
+    return static_cast<int>(level) <= state().level.load(std::memory_order_relaxed);
+}
+
+void log(log_level level, std::string_view message) noexcept {
+    if (!log_enabled(level)) {
         return;
     }
+    auto& s = state();
     const std::lock_guard lock(s.mutex);
     if (s.sink) {
-        s.sink(level, message);
-        return;
+        try {
+            s.sink(level, message);
+            return;
+        } catch (...) {
+            // A sink that throws loses nothing: the message goes to stderr, as without a sink.
+        }
     }
-    const auto line = fmt::format("xtel: {}: {}\n", level_name(level), message);
-    std::fwrite(line.data(), 1, line.size(), stderr);
+    write_stderr(level, message);
+}
+
+void detail::log_unformatted(log_level level, std::string_view format) noexcept {
+    log(level, format);
 }
 
 }  // namespace xtel

@@ -20,10 +20,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/log.hpp"
 #include "xtel/agent_events.hpp"
 #include "xtel/agent_metadata.hpp"
 #include "xtel/clock.hpp"
-#include "xtel/log.hpp"
 
 namespace xtel::detail {
 
@@ -238,7 +238,7 @@ struct ucx_backend::impl {
     /// A transfer's slot. Laid out for post: the first line holds what the agent counts and
     /// the slot's state; the second what post reads to issue the operations.
     struct alignas(cache_line) transfer {
-        transfer_record record;
+        transfer_state info;  // what the agent keeps of it
         std::uint32_t generation = 1;
         state st = state::free;
         transfer_op op = transfer_op::write;
@@ -267,8 +267,8 @@ struct ucx_backend::impl {
             if (applies && !user_set(d)) {
                 const ucs_status_t m = ::ucp_config_modify(cfg, d.name, d.value);
                 if (m != UCS_OK) {
-                    log(log_level::debug, fmt::format("UCX setting {}={} not applied: {}", d.name,
-                                                      d.value, ::ucs_status_string(m)));
+                    detail::log(log_level::debug, "UCX setting {}={} not applied: {}", d.name,
+                                d.value, ::ucs_status_string(m));
                 }
             }
         }
@@ -876,10 +876,10 @@ struct ucx_backend::impl {
         t.op = op;
         t.remote = remote;
         t.ops = std::move(ops);
-        t.record = {};
-        t.record.dir = op == transfer_op::write ? direction::tx : direction::rx;
-        t.record.bytes = bytes;
-        t.record.attrs = attrs;
+        t.info = {};
+        t.info.dir = op == transfer_op::write ? direction::tx : direction::rx;
+        t.info.bytes = bytes;
+        t.info.attrs = attrs;
         t.failure = {};
         out.id = (static_cast<std::uint64_t>(t.generation) << 32) | (index + 1u);
         return {};
@@ -921,7 +921,7 @@ struct ucx_backend::impl {
     /// Ends a transfer in failure; the request, if UCX still holds it, is freed when done. The
     /// outcome hands the agent the transfer's record, so the failure is recorded once.
     status fail_transfer(transfer& t, status why, transfer_outcome& outcome) noexcept {
-        outcome.record = &t.record;
+        outcome.state = &t.info;
         outcome.flags |= transfer_outcome::new_error | transfer_outcome::failed;
         if (t.request != nullptr) {
             if (::ucp_request_check_status(t.request) != UCS_INPROGRESS) {
@@ -953,7 +953,7 @@ struct ucx_backend::impl {
                         "before posting it again",
                         name, h.id);
         }
-        t->record.timed = false;  // the agent marks the posts it times, after this call
+        t->info.timed = false;  // the agent marks the posts it times, after this call
         // Transfers that complete at once (shared memory) are never polled, yet UCX notices a
         // dead peer only while it progresses: so every few posts progress once.
         if ((++posts & (progress_every_posts - 1)) == 0) [[unlikely]] {
@@ -981,7 +981,7 @@ struct ucx_backend::impl {
         }
         ucp_request_param_t flush{};
         void* req = ::ucp_ep_flush_nbx(r.ep, &flush);
-        outcome.record = &t->record;
+        outcome.state = &t->info;
         if (req == nullptr) {
             t->st = state::done;
             count_completion(*t, outcome);
@@ -1008,7 +1008,7 @@ struct ucx_backend::impl {
 
     /// A completion, counted in the slot's first line, which the caller has just written.
     static void count_completion(transfer& t, transfer_outcome& outcome) noexcept {
-        if (t.record.unreported++ == 0) {
+        if (t.info.unreported++ == 0) {
             outcome.flags |= transfer_outcome::first_unreported;
         }
     }
@@ -1018,7 +1018,7 @@ struct ucx_backend::impl {
             return t.remote->failure;
         }
         return fail(code_of(st), "agent '{}': {} of {} bytes to '{}' failed: {} (UCX)", name,
-                    to_string(t.op), t.record.bytes, t.remote->name, ::ucs_status_string(st));
+                    to_string(t.op), t.info.bytes, t.remote->name, ::ucs_status_string(st));
     }
 
     status poll(transfer_handle h, transfer_outcome& outcome) noexcept {
@@ -1048,7 +1048,7 @@ struct ucx_backend::impl {
         t->request = nullptr;
         if (st == UCS_OK) [[likely]] {
             t->st = state::done;
-            outcome.record = &t->record;
+            outcome.state = &t->info;
             count_completion(*t, outcome);
             return {};
         }
@@ -1071,7 +1071,7 @@ struct ucx_backend::impl {
                 r.failure = fail(status_code::timed_out,
                                  "agent '{}': a {} of {} bytes to '{}' did not complete within {} "
                                  "ms; the connection to '{}' was closed",
-                                 name, to_string(t.op), t.record.bytes, r.name,
+                                 name, to_string(t.op), t.info.bytes, r.name,
                                  options.transfer_timeout.count(), r.name);
                 note_disconnect();
                 close(r);
@@ -1205,9 +1205,9 @@ status ucx_backend::release(transfer_handle h) {
     return impl_->release(h);
 }
 
-transfer_record* ucx_backend::record(transfer_handle h) noexcept {
+transfer_state* ucx_backend::state(transfer_handle h) noexcept {
     impl::transfer* t = impl_->find(h);
-    return t == nullptr ? nullptr : &t->record;
+    return t == nullptr ? nullptr : &t->info;
 }
 
 unsigned ucx_backend::progress() noexcept {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "xtel/log.hpp"
+#include "core/log.hpp"
 #include "xtel/telemetry.hpp"
 
 namespace xtel {
@@ -28,10 +28,10 @@ buffer_exporter::buffer_exporter(const exporter_context& ctx) : path_(recorder_p
         // replaced); so is not throwing: any local user can create a file in a shared directory
         // such as /dev/shm, and must not be able to stop an agent from starting by doing so.
         error_ = e.what();
-        log(log_level::error,
-            fmt::format("agent '{}': flight recorder disabled: {}; transfers go on, their events "
-                        "are not recorded (counted as lost)",
-                        ctx.agent_name, error_));
+        detail::log(log_level::error,
+                    "agent '{}': flight recorder disabled: {}; transfers go on, their events are "
+                    "not recorded (counted as lost)",
+                    ctx.agent_name, error_);
     }
 }
 

@@ -1,13 +1,13 @@
-#include "prometheus_endpoint.hpp"
+#include "exporters/prometheus/prometheus_endpoint.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
-#include "http_server.hpp"
-#include "prometheus_metrics.hpp"
-#include "xtel/log.hpp"
+#include "core/log.hpp"
+#include "exporters/prometheus/prometheus_metrics.hpp"
+#include "http/server.hpp"
 
 namespace xtel::detail {
 
@@ -28,8 +28,7 @@ endpoint_registry& registry() {
 
 }  // namespace
 
-std::shared_ptr<prometheus_endpoint> prometheus_endpoint::acquire(
-    const prometheus_address& address) {
+std::shared_ptr<prometheus_endpoint> prometheus_endpoint::acquire(const host_port& address) {
     auto& r = registry();
     const std::string key = address.to_string();
     const std::lock_guard lock(r.mutex);
@@ -54,21 +53,23 @@ std::shared_ptr<prometheus_endpoint> prometheus_endpoint::acquire(
     return endpoint;
 }
 
-prometheus_endpoint::prometheus_endpoint(const prometheus_address& address)
+prometheus_endpoint::prometheus_endpoint(const host_port& address)
     : server_(std::make_unique<http_server>(
           address, std::string(metrics_path), std::string(content_type), [this] {
               return render_shared();
           })) {
-    log(log_level::info,
-        address.port == 0
-            ? fmt::format("prometheus: serving http://{}{} (port {} chosen for {})",
-                          bound().to_string(), metrics_path, bound().port, address.to_string())
-            : fmt::format("prometheus: serving http://{}{}", bound().to_string(), metrics_path));
+    if (address.port == 0) {
+        detail::log(log_level::info, "prometheus: serving http://{}{} (port {} chosen for {})",
+                    bound().to_string(), metrics_path, bound().port, address.to_string());
+    } else {
+        detail::log(log_level::info, "prometheus: serving http://{}{}", bound().to_string(),
+                    metrics_path);
+    }
 }
 
 prometheus_endpoint::~prometheus_endpoint() = default;
 
-const prometheus_address& prometheus_endpoint::bound() const noexcept {
+const host_port& prometheus_endpoint::bound() const noexcept {
     return server_->bound();
 }
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <exception>
 
-#include "xtel/log.hpp"
+#include "core/log.hpp"
 #include "xtel/metrics/processor.hpp"
 
 namespace xtel::metrics::detail {
@@ -124,13 +124,10 @@ void processor_core::build_dynamic(const transfer_group& g) noexcept {
             b->build(g, store_);
         } catch (const std::exception& e) {
             if (failures_++ == 0) {
-                try {
-                    log(log_level::warning,
-                        fmt::format("metrics builder '{}' failed: {}; later failures are only "
-                                    "counted",
-                                    b->name(), e.what()));
-                } catch (...) {
-                }
+                xtel::detail::log(
+                    log_level::warning,
+                    "metrics builder '{}' failed: {}; later failures are only counted", b->name(),
+                    e.what());
             }
         } catch (...) {
             ++failures_;

@@ -1,4 +1,4 @@
-#include "http_server.hpp"
+#include "http/server.hpp"
 
 #include <fmt/format.h>
 #include <netdb.h>
@@ -17,9 +17,9 @@
 #include <exception>
 #include <system_error>
 
-#include "http_request.hpp"
+#include "core/log.hpp"
+#include "http/request.hpp"
 #include "xtel/error.hpp"
-#include "xtel/log.hpp"
 
 namespace xtel::detail {
 
@@ -52,17 +52,15 @@ std::string listen_failure_reason(int err) {
     }
 }
 
-/// Runs `f`; an exception becomes an error log line (formatting may itself fail: ignored).
+/// Runs `f`; an exception becomes an error log line.
 template <class F>
 void logging_failures(std::string_view what, F&& f) noexcept {
     try {
         f();
     } catch (const std::exception& e) {
-        try {
-            log(log_level::error, fmt::format("prometheus endpoint: {}: {}", what, e.what()));
-        } catch (...) {
-        }
+        detail::log(log_level::error, "prometheus endpoint: {}: {}", what, e.what());
     } catch (...) {
+        detail::log(log_level::error, "prometheus endpoint: {}: unknown exception", what);
     }
 }
 
@@ -92,7 +90,7 @@ struct http_server::connection {
     steady::time_point deadline;
 };
 
-http_server::http_server(const prometheus_address& address,
+http_server::http_server(const host_port& address,
                          std::string path,
                          std::string content_type,
                          body_fn body,
@@ -213,11 +211,9 @@ void http_server::run() noexcept {
                 continue;
             }
             const int err = errno;
-            logging_failures("stopped", [&] {
-                log(log_level::error, fmt::format("prometheus endpoint: epoll_wait failed: {}; "
-                                                  "/metrics is no longer served",
-                                                  std::system_category().message(err)));
-            });
+            detail::log(log_level::error,
+                        "prometheus endpoint: epoll_wait failed: {}; /metrics is no longer served",
+                        std::system_category().message(err));
             return;
         }
         for (int i = 0; i < n; ++i) {
@@ -285,11 +281,11 @@ void http_server::accept_ready() {
                 accept_resume_ = steady::now() + accept_pause;
                 if (!warned_accept_) {
                     warned_accept_ = true;
-                    log(log_level::warning,
-                        fmt::format("prometheus endpoint {}: cannot accept a connection: {}; "
-                                    "accepting pauses for {} ms each time (logged once)",
-                                    bound_.to_string(), std::system_category().message(err),
-                                    accept_pause.count()));
+                    detail::log(log_level::warning,
+                                "prometheus endpoint {}: cannot accept a connection: {}; "
+                                "accepting pauses for {} ms each time (logged once)",
+                                bound_.to_string(), std::system_category().message(err),
+                                accept_pause.count());
                 }
             }
             return;  // EAGAIN: nobody else is waiting
@@ -352,10 +348,10 @@ void http_server::evict_one() {
     close_connection(*victim);
     if (!warned_crowd_) {
         warned_crowd_ = true;
-        log(log_level::warning,
-            fmt::format("prometheus endpoint {}: more than {} connections at once; each new one "
-                        "closes the one that has waited longest for its request (logged once)",
-                        bound_.to_string(), limits_.max_connections));
+        detail::log(log_level::warning,
+                    "prometheus endpoint {}: more than {} connections at once; each new one "
+                    "closes the one that has waited longest for its request (logged once)",
+                    bound_.to_string(), limits_.max_connections);
     }
 }
 

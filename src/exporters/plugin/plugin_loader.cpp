@@ -11,10 +11,10 @@
 #include <mutex>
 #include <system_error>
 
-#include "plugin_descriptor.hpp"
+#include "core/log.hpp"
+#include "exporters/plugin/plugin_descriptor.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/plugin.hpp"
-#include "xtel/log.hpp"
 
 namespace xtel {
 
@@ -76,18 +76,11 @@ void call_fini(plugin::fini_fn fini, const std::filesystem::path& file) noexcept
     try {
         fini();
     } catch (const std::exception& e) {
-        try {
-            log(log_level::error,
-                fmt::format("telemetry exporter plugin {}: {}() threw: {}", file.string(),
-                            plugin::fini_symbol, detail::printable(e.what())));
-        } catch (...) {
-        }
+        detail::log(log_level::error, "telemetry exporter plugin {}: {}() threw: {}", file.string(),
+                    plugin::fini_symbol, detail::printable(e.what()));
     } catch (...) {
-        try {
-            log(log_level::error, fmt::format("telemetry exporter plugin {}: {}() threw",
-                                              file.string(), plugin::fini_symbol));
-        } catch (...) {
-        }
+        detail::log(log_level::error, "telemetry exporter plugin {}: {}() threw", file.string(),
+                    plugin::fini_symbol);
     }
 }
 
@@ -205,11 +198,8 @@ std::vector<std::string> list_plugins(const std::filesystem::path& dir) {
 
 void detail::library_closer::operator()(void* handle) const noexcept {
     if (handle != nullptr && ::dlclose(handle) != 0) {
-        try {
-            log(log_level::warning,
-                fmt::format("telemetry exporter plugin: dlclose failed: {}", dl_error_text()));
-        } catch (...) {
-        }
+        detail::log(log_level::warning, "telemetry exporter plugin: dlclose failed: {}",
+                    dl_error_text());
     }
 }
 
@@ -293,16 +283,16 @@ plugin_library::plugin_library(const std::filesystem::path& dir, std::string_vie
     create_ = descriptor->create;
     version_ = checked.version;
     if (checked.name_differs) {
-        log(log_level::warning,
-            fmt::format("telemetry exporter plugin {}: its descriptor names it '{}'; it is "
-                        "known by its file name, '{}'",
-                        path_.string(), checked.own_name, name_));
+        detail::log(log_level::warning,
+                    "telemetry exporter plugin {}: its descriptor names it '{}'; it is known by "
+                    "its file name, '{}'",
+                    path_.string(), checked.own_name, name_);
     }
 
     guard.armed = false;
     fini_ = fini;
-    log(log_level::info, fmt::format("telemetry exporter plugin '{}' version '{}' loaded from {}",
-                                     name_, version_, path_.string()));
+    detail::log(log_level::info, "telemetry exporter plugin '{}' version '{}' loaded from {}",
+                name_, version_, path_.string());
 }
 
 plugin_library::~plugin_library() {

@@ -1,3 +1,4 @@
+// The Prometheus exporter's settings: NIXL_TELEMETRY_PROMETHEUS_* and the endpoint address.
 #include "xtel/exporters/prometheus.hpp"
 
 #include <fmt/format.h>
@@ -9,12 +10,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "prometheus_endpoint.hpp"
-#include "prometheus_metrics.hpp"
 #include "xtel/error.hpp"
-#include "xtel/log.hpp"
-#include "xtel/metrics/builder.hpp"
-#include "xtel/pipelines.hpp"
 
 namespace xtel {
 
@@ -73,8 +69,8 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-prometheus_address prometheus_address::parse(std::string_view var, std::string_view value) {
-    prometheus_address a;
+host_port host_port::parse(std::string_view var, std::string_view value) {
+    host_port a;
     if (value.empty()) {
         fail(var, value, address_accepted);
     }
@@ -114,7 +110,7 @@ prometheus_address prometheus_address::parse(std::string_view var, std::string_v
     return a;
 }
 
-std::string prometheus_address::to_string() const {
+std::string host_port::to_string() const {
     return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port)
                                                : fmt::format("[{}]:{}", host, port);
 }
@@ -188,9 +184,9 @@ prometheus_settings prometheus_settings::from_env(const config& cfg, const env_l
     const bool buffer_named =
         std::find(cfg.exporters.begin(), cfg.exporters.end(), "buffer") != cfg.exporters.end();
     if (const auto v = lookup(env::prometheus_address)) {
-        s.address = prometheus_address::parse(env::prometheus_address, *v);
+        s.address = host_port::parse(env::prometheus_address, *v);
     } else if (!cfg.output_path.empty() && !buffer_named) {
-        s.address = prometheus_address::parse(env::output_path, cfg.output_path);
+        s.address = host_port::parse(env::output_path, cfg.output_path);
     }
     if (const auto v = lookup(env::prometheus_buckets)) {
         s.buckets = parse_buckets(env::prometheus_buckets, *v);
@@ -203,82 +199,5 @@ prometheus_settings prometheus_settings::from_env(const config& cfg, const env_l
     }
     return s;
 }
-
-prometheus_exporter::prometheus_exporter(const exporter_context& ctx)
-    : prometheus_exporter(ctx, prometheus_settings::from_env(ctx.cfg)) {}
-
-prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
-                                         const prometheus_settings& settings)
-    : agent_(std::make_shared<detail::prometheus_agent>(ctx.agent_name,
-                                                        settings.hostname,
-                                                        settings.buckets,
-                                                        settings.builders,
-                                                        settings.max_series)) {
-    std::shared_ptr<detail::prometheus_endpoint> endpoint;
-    try {
-        endpoint = detail::prometheus_endpoint::acquire(settings.address);
-    } catch (const exporter_error& e) {
-        log(log_level::error,
-            fmt::format("agent '{}': Prometheus exporter inactive: {}; transfers go on, their "
-                        "metrics are not served",
-                        ctx.agent_name, e.what()));
-        return;
-    }
-    if (!endpoint->attach(agent_)) {
-        log(log_level::error,
-            fmt::format("agent '{}': Prometheus exporter inactive: http://{}/metrics already "
-                        "serves an agent of that name; give each agent its own name",
-                        ctx.agent_name, endpoint->bound().to_string()));
-        return;
-    }
-    endpoint_ = std::move(endpoint);
-}
-
-prometheus_exporter::~prometheus_exporter() {
-    if (endpoint_) {
-        endpoint_->detach(agent_.get());
-    }
-}
-
-void prometheus_exporter::export_batch(std::span<const event> batch) {
-    if (!endpoint_) {
-        ignored_.fetch_add(batch.size(), std::memory_order_relaxed);
-        return;
-    }
-    agent_->apply(batch);
-}
-
-void prometheus_exporter::export_transfers(std::span<const transfer_record> transfers,
-                                           const label_table& labels) {
-    if (endpoint_) {
-        agent_->apply_transfers(transfers, labels);
-    }
-}
-
-void prometheus_exporter::add_builder(std::unique_ptr<metrics::builder> b) {
-    agent_->add_builder(std::move(b));
-}
-
-void prometheus_exporter::on_flush_end() {
-    if (endpoint_) {
-        agent_->publish();
-    }
-}
-
-std::uint16_t prometheus_exporter::port() const noexcept {
-    return endpoint_ ? endpoint_->bound().port : std::uint16_t{0};
-}
-
-std::string prometheus_exporter::address() const {
-    return endpoint_ ? endpoint_->bound().to_string() : std::string();
-}
-
-std::string prometheus_exporter::scrape() const {
-    return endpoint_ ? endpoint_->render() : std::string();
-}
-
-// Precompiled for the registry (see the extern templates in xtel/pipelines.hpp).
-template class telemetry<prometheus_exporter>;
-template class telemetry<buffer_exporter, prometheus_exporter>;
 
 }  // namespace xtel

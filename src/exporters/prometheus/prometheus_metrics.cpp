@@ -1,4 +1,4 @@
-#include "prometheus_metrics.hpp"
+#include "exporters/prometheus/prometheus_metrics.hpp"
 
 #include <fmt/format.h>
 

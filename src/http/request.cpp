@@ -1,4 +1,4 @@
-#include "http_request.hpp"
+#include "http/request.hpp"
 
 #include <algorithm>
 

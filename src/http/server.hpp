@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "xtel/exporters/prometheus.hpp"
+#include "xtel/host_port.hpp"
 
 namespace xtel::detail {
 
@@ -48,7 +48,7 @@ class http_server {
 
     /// Listens on `address` (port 0: a free one) and starts serving `path`. Throws
     /// exporter_error naming the address and the reason when it cannot listen.
-    http_server(const prometheus_address& address,
+    http_server(const host_port& address,
                 std::string path,
                 std::string content_type,
                 body_fn body,
@@ -60,7 +60,7 @@ class http_server {
     http_server& operator=(const http_server&) = delete;
 
     /// The address it listens on, with the port the system chose when 0 was asked.
-    const prometheus_address& bound() const noexcept { return bound_; }
+    const host_port& bound() const noexcept { return bound_; }
 
   private:
     struct connection;
@@ -79,7 +79,7 @@ class http_server {
     const std::string content_type_;
     const body_fn body_;
     const http_limits limits_;
-    prometheus_address bound_;
+    host_port bound_;
     int listen_fd_ = -1;
     int wake_fd_ = -1;
     int epoll_fd_ = -1;

@@ -20,7 +20,7 @@ class prometheus_endpoint {
   public:
     /// The endpoint for `address`, listening already or started now. Throws exporter_error
     /// naming the address and the reason when it cannot listen.
-    static std::shared_ptr<prometheus_endpoint> acquire(const prometheus_address& address);
+    static std::shared_ptr<prometheus_endpoint> acquire(const host_port& address);
 
     ~prometheus_endpoint();
 
@@ -40,10 +40,10 @@ class prometheus_endpoint {
     std::shared_ptr<const std::string> render_shared() const;
 
     /// The address it listens on, with the port the system chose when 0 was asked.
-    const prometheus_address& bound() const noexcept;
+    const host_port& bound() const noexcept;
 
   private:
-    explicit prometheus_endpoint(const prometheus_address& address);
+    explicit prometheus_endpoint(const host_port& address);
 
     mutable std::mutex agents_mutex_;
     std::vector<std::shared_ptr<const prometheus_agent>> agents_;

@@ -1,0 +1,98 @@
+#include "xtel/exporters/prometheus.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <limits.h>
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "core/log.hpp"
+#include "exporters/prometheus/prometheus_endpoint.hpp"
+#include "exporters/prometheus/prometheus_metrics.hpp"
+#include "xtel/error.hpp"
+#include "xtel/metrics/builder.hpp"
+#include "xtel/pipelines.hpp"
+
+namespace xtel {
+
+prometheus_exporter::prometheus_exporter(const exporter_context& ctx)
+    : prometheus_exporter(ctx, prometheus_settings::from_env(ctx.cfg)) {}
+
+prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
+                                         const prometheus_settings& settings)
+    : agent_(std::make_shared<detail::prometheus_agent>(ctx.agent_name,
+                                                        settings.hostname,
+                                                        settings.buckets,
+                                                        settings.builders,
+                                                        settings.max_series)) {
+    std::shared_ptr<detail::prometheus_endpoint> endpoint;
+    try {
+        endpoint = detail::prometheus_endpoint::acquire(settings.address);
+    } catch (const exporter_error& e) {
+        detail::log(log_level::error,
+                    "agent '{}': Prometheus exporter inactive: {}; transfers go on, their "
+                    "metrics are not served",
+                    ctx.agent_name, e.what());
+        return;
+    }
+    if (!endpoint->attach(agent_)) {
+        detail::log(log_level::error,
+                    "agent '{}': Prometheus exporter inactive: http://{}/metrics already serves "
+                    "an agent of that name; give each agent its own name",
+                    ctx.agent_name, endpoint->bound().to_string());
+        return;
+    }
+    endpoint_ = std::move(endpoint);
+}
+
+prometheus_exporter::~prometheus_exporter() {
+    if (endpoint_) {
+        endpoint_->detach(agent_.get());
+    }
+}
+
+void prometheus_exporter::export_batch(std::span<const event> batch) {
+    if (!endpoint_) {
+        ignored_.fetch_add(batch.size(), std::memory_order_relaxed);
+        return;
+    }
+    agent_->apply(batch);
+}
+
+void prometheus_exporter::export_transfers(std::span<const transfer_record> transfers,
+                                           const label_table& labels) {
+    if (endpoint_) {
+        agent_->apply_transfers(transfers, labels);
+    }
+}
+
+void prometheus_exporter::add_builder(std::unique_ptr<metrics::builder> b) {
+    agent_->add_builder(std::move(b));
+}
+
+void prometheus_exporter::on_flush_end() {
+    if (endpoint_) {
+        agent_->publish();
+    }
+}
+
+std::uint16_t prometheus_exporter::port() const noexcept {
+    return endpoint_ ? endpoint_->bound().port : std::uint16_t{0};
+}
+
+std::string prometheus_exporter::address() const {
+    return endpoint_ ? endpoint_->bound().to_string() : std::string();
+}
+
+std::string prometheus_exporter::scrape() const {
+    return endpoint_ ? endpoint_->render() : std::string();
+}
+
+// Precompiled for the registry (see the extern templates in xtel/pipelines.hpp).
+template class telemetry<prometheus_exporter>;
+template class telemetry<buffer_exporter, prometheus_exporter>;
+
+}  // namespace xtel
