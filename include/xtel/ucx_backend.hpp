@@ -1,5 +1,5 @@
 #pragma once
-/// The UCX transport behind basic_agent. UCX's own types stay in src/ucx_backend.cpp, so that
+/// The UCX transport behind basic_agent. UCX's own types stay in src/agent/ucx/, so that
 /// users' headers need no ucp.h; the agent template calls these out-of-line, non-virtual
 /// functions. One backend owns one UCX context and worker, and progresses it only when its
 /// owner calls post, poll or progress: there is no progress thread.
