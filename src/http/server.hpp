@@ -20,12 +20,17 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "xtel/host_port.hpp"
 
 namespace xtel::detail {
+
+namespace http {
+struct parse_result;
+}
 
 struct http_limits {
     /// Connections open at once; Prometheus needs one per scraper.
@@ -63,17 +68,39 @@ class http_server {
     const host_port& bound() const noexcept { return bound_; }
 
   private:
+    /// Defined in http/connection.hpp.
     struct connection;
+
+    // Listening and the loop: accepting, evicting, deadlines (server.cpp).
+    void read_bound_port(const host_port& address);
+    void open_event_loop(const host_port& address);
+    /// Closes what the constructor opened and throws exporter_error naming `what` and errno.
+    [[noreturn]] void give_up(const host_port& address, std::string_view what);
     void run() noexcept;
     void accept_ready();
-    void drive(connection& c);
-    /// Queues the answer to what parse_request_head found (or a 408) and its close decision.
-    void respond(connection& c, int status, bool close, bool head_only, std::string_view reason);
+    /// Stops watching the listening socket for a while: out of descriptors or memory.
+    void pause_accepting(int err);
+    /// Opens a connection on an accepted socket, and serves what already came on it.
+    void adopt(int fd);
     void expire(std::chrono::steady_clock::time_point now);
     void evict_one();
+    int wait_timeout_ms(std::chrono::steady_clock::time_point now) const;
+
+    // A connection's I/O (connection.cpp). The steps of drive return whether there is more to
+    // do now; false when the connection waits for its socket or was closed.
+    void drive(connection& c);
+    bool read_request(connection& c);
+    bool receive_head(connection& c);
+    void answer(connection& c, const http::parse_result& r);
+    std::string error_text(const http::parse_result& r, int status) const;
+    /// Queues the answer to what parse_request_head found (or a 408) and its close decision.
+    void respond(connection& c, int status, bool close, bool head_only, std::string_view reason);
+    bool write_answer(connection& c);
+    bool send_some(connection& c);
+    void finish_answer(connection& c);
+    bool linger(connection& c);
     void close_connection(connection& c) noexcept;
     void watch(connection& c, std::uint32_t events) noexcept;
-    int wait_timeout_ms(std::chrono::steady_clock::time_point now) const;
 
     const std::string path_;
     const std::string content_type_;

@@ -1,0 +1,268 @@
+// A connection's I/O: reading a request head, answering it, writing the answer, lingering after
+// an answer that closes the connection; and closing it.
+
+#include <fmt/format.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+
+#include "http/connection.hpp"
+#include "http/request.hpp"
+
+namespace xtel::detail {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+/// Request bytes read and thrown away after an answer that closes the connection: enough for
+/// a client's small body in flight, little for one that streams junk.
+constexpr std::size_t drain_limit = std::size_t{64} << 10;
+
+}  // namespace
+
+/// Runs the connection until it waits for the socket (or is closed): each step says whether
+/// there is more to do now.
+void http_server::drive(connection& c) {
+    using phase = connection::phase;
+    bool more = true;
+    while (more && c.fd >= 0) {
+        switch (c.state) {
+            case phase::reading:
+                more = read_request(c);
+                break;
+            case phase::writing:
+                more = write_answer(c);
+                break;
+            case phase::lingering:
+                more = linger(c);
+                break;
+        }
+    }
+}
+
+// ---- reading ------------------------------------------------------------------------------
+
+bool http_server::read_request(connection& c) {
+    if (c.reparse) {
+        c.reparse = false;
+        const auto r = http::parse_request_head(c.in);
+        if (r.status != 0) {
+            answer(c, r);
+            return true;
+        }
+    }
+    return receive_head(c);
+}
+
+bool http_server::receive_head(connection& c) {
+    const std::size_t room = http::max_head_bytes - std::min(c.in.size(), http::max_head_bytes);
+    if (room == 0) {
+        // Cannot happen: a head of max_head_bytes parses as complete or wrong.
+        close_connection(c);
+        return false;
+    }
+    char buf[http::max_head_bytes];
+    const auto n = ::recv(c.fd, buf, room, 0);
+    if (n > 0) {
+        // The verdict can change only with a CR or LF (a line ends, or a CR is followed
+        // by something else), or at the size limit.
+        const std::string_view chunk(buf, static_cast<std::size_t>(n));
+        c.reparse = chunk.find_first_of("\r\n") != std::string_view::npos ||
+                    (!c.in.empty() && c.in.back() == '\r') ||
+                    c.in.size() + chunk.size() >= http::max_head_bytes;
+        c.in.append(chunk);
+        return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        watch(c, EPOLLIN);
+        return false;
+    }
+    if (n < 0 && errno == EINTR) {
+        return true;
+    }
+    close_connection(c);  // the client left, perhaps mid-request: nobody to answer
+    return false;
+}
+
+// ---- answering ----------------------------------------------------------------------------
+
+/// The body of an answer other than 200, one line.
+std::string http_server::error_text(const http::parse_result& r, int status) const {
+    if (status == 404) {
+        return fmt::format("{} not found; metrics are at {}\n", r.head.path, path_);
+    }
+    if (status == 405) {
+        return fmt::format("method {} is not allowed on {}; use GET\n", r.head.method, path_);
+    }
+    if (status == 413) {
+        return fmt::format("{} takes no request body\n", path_);
+    }
+    if (status != 200) {
+        return fmt::format("{}\n", r.reason);
+    }
+    return {};
+}
+
+void http_server::answer(connection& c, const http::parse_result& r) {
+    const int status = r.status == 200 ? http::route(r.head, path_) : r.status;
+    const bool close =
+        http::closes_after(r, status) || c.answered + 1 >= limits_.max_requests_per_connection;
+    const std::string text = error_text(r, status);
+    const bool head_only = r.status == 200 && r.head.method == "HEAD";
+    // HTTP/1.0 keeps a connection only when both sides say so.
+    const bool say_keep_alive = !close && r.status == 200 && !r.head.http11;
+    const std::size_t consumed = close ? c.in.size() : r.head.size;
+    respond(c, status, close, head_only, text);
+    if (say_keep_alive) {
+        c.head_out.insert(c.head_out.size() - 2, "Connection: keep-alive\r\n");
+    }
+    c.in.erase(0, consumed);  // r's views pointed into it: used up above
+    c.reparse = !c.in.empty();
+}
+
+void http_server::respond(
+    connection& c, int status, bool close, bool head_only, std::string_view text) {
+    std::shared_ptr<const std::string> body;
+    std::string_view type = "text/plain; charset=utf-8";
+    if (status == 200) {
+        try {
+            body = body_();
+            type = content_type_;
+        } catch (const std::exception& e) {
+            status = 500;
+            body = std::make_shared<const std::string>(
+                fmt::format("rendering failed: {}\n", e.what()));
+        } catch (...) {
+            status = 500;
+            body = std::make_shared<const std::string>("rendering failed\n");
+        }
+    } else {
+        body = std::make_shared<const std::string>(text);
+    }
+    c.head_out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", status,
+                             http::reason_phrase(status), type, body->size());
+    if (status == 405) {
+        c.head_out += "Allow: GET, HEAD\r\n";
+    }
+    c.head_out += close ? "Connection: close\r\n\r\n" : "\r\n";
+    c.body_bytes = head_only ? 0 : body->size();
+    c.body_out = std::move(body);
+    c.sent = 0;
+    c.close_after = close;
+    c.state = connection::phase::writing;
+    c.deadline = steady::now() + limits_.write_timeout;
+}
+
+// ---- writing ------------------------------------------------------------------------------
+
+bool http_server::write_answer(connection& c) {
+    if (c.sent < c.head_out.size() + c.body_bytes) {
+        return send_some(c);
+    }
+    finish_answer(c);
+    return true;
+}
+
+bool http_server::send_some(connection& c) {
+    iovec iov[2];
+    int parts = 0;
+    if (c.sent < c.head_out.size()) {
+        iov[parts++] = {c.head_out.data() + c.sent, c.head_out.size() - c.sent};
+    }
+    const std::size_t body_sent = c.sent > c.head_out.size() ? c.sent - c.head_out.size() : 0;
+    if (body_sent < c.body_bytes) {
+        iov[parts++] = {const_cast<char*>(c.body_out->data()) + body_sent,
+                        c.body_bytes - body_sent};
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<std::size_t>(parts);
+    const auto n = ::sendmsg(c.fd, &m, MSG_NOSIGNAL);
+    if (n > 0) {
+        c.sent += static_cast<std::size_t>(n);
+        return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        watch(c, EPOLLOUT);
+        return false;
+    }
+    if (n < 0 && errno == EINTR) {
+        return true;
+    }
+    close_connection(c);
+    return false;
+}
+
+/// The whole answer is out: await the next request, or linger before closing.
+void http_server::finish_answer(connection& c) {
+    ++c.answered;
+    c.body_out.reset();
+    c.head_out.clear();
+    const auto now = steady::now();
+    if (c.close_after) {
+        // Half-close, then read what the client still sends for a moment: closing with
+        // unread bytes would reset the connection, and a reset can destroy the answer
+        // before the client has read it.
+        ::shutdown(c.fd, SHUT_WR);
+        c.state = connection::phase::lingering;
+        c.deadline = now + limits_.linger_timeout;
+    } else {
+        c.state = connection::phase::reading;
+        c.waiting_since = now;
+        c.deadline = now + limits_.request_timeout;
+    }
+}
+
+// ---- lingering and closing ----------------------------------------------------------------
+
+bool http_server::linger(connection& c) {
+    char buf[16384];
+    const auto n = ::recv(c.fd, buf, sizeof buf, 0);
+    if (n > 0) {
+        c.drained += static_cast<std::size_t>(n);
+        if (c.drained > drain_limit) {
+            close_connection(c);
+            return false;
+        }
+        return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        watch(c, EPOLLIN);
+        return false;
+    }
+    if (n < 0 && errno == EINTR) {
+        return true;
+    }
+    close_connection(c);  // the client has read the answer and closed
+    return false;
+}
+
+void http_server::close_connection(connection& c) noexcept {
+    if (c.fd >= 0) {
+        ::close(c.fd);  // also leaves the epoll set: nothing else holds the descriptor
+        c.fd = -1;
+    }
+    c.body_out.reset();
+}
+
+void http_server::watch(connection& c, std::uint32_t events) noexcept {
+    if (c.events == events) {
+        return;
+    }
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.ptr = &c;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev) == 0) {
+        c.events = events;
+    } else {
+        close_connection(c);
+    }
+}
+
+}  // namespace xtel::detail
