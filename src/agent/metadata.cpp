@@ -165,7 +165,10 @@ std::vector<std::byte> encode_metadata(const agent_metadata& md) {
     return out;
 }
 
-status decode_metadata(std::span<const std::byte> blob, agent_metadata& out) {
+namespace {
+
+/// The parts around the fields: magic, version, size, checksum, flags.
+status check_envelope(std::span<const std::byte> blob) {
     if (blob.size() < fixed_header + checksum_size ||
         std::memcmp(blob.data(), metadata_magic, sizeof metadata_magic) != 0) {
         return bad(
@@ -204,10 +207,11 @@ status decode_metadata(std::span<const std::byte> blob, agent_metadata& out) {
     if (flags != 0) {
         return bad(fmt::format("metadata flags {:#x} are not understood (expected 0)", flags));
     }
+    return {};
+}
 
-    // From here on the bytes are what an encoder wrote; the limits still guard against a
-    // well-formed blob from a buggy or hostile writer.
-    reader b(body.subspan(sizeof metadata_magic + 8));
+/// Who the agent is and where: incarnation, pid, host, name, worker address.
+status read_identity(reader& b, agent_metadata& out) {
     std::span<const std::byte> chunk;
     std::uint16_t name_len = 0;
     b.get(out.incarnation);
@@ -234,6 +238,59 @@ status decode_metadata(std::span<const std::byte> blob, agent_metadata& out) {
                         out.name, address_len, metadata_max_address));
     }
     out.worker_address.assign(chunk.begin(), chunk.end());
+    return {};
+}
+
+/// Region `i` of `count` of the agent `name`.
+status read_region(reader& b,
+                   const std::string& name,
+                   std::uint32_t i,
+                   std::uint32_t count,
+                   metadata_region& reg) {
+    std::uint8_t kind = 0, pad8 = 0;
+    std::uint16_t pad16 = 0;
+    std::uint32_t rkey_len = 0;
+    if (!b.get(reg.region.address) || !b.get(reg.region.length) || !b.get(kind) || !b.get(pad8) ||
+        !b.get(pad16) || !b.get(reg.region.device) || !b.get(rkey_len)) {
+        return bad(fmt::format("metadata of '{}': region {} of {} is cut short", name, i, count));
+    }
+    if (kind > static_cast<std::uint8_t>(memory_kind::vram) || pad8 != 0 || pad16 != 0) {
+        return bad(
+            fmt::format("metadata of '{}': region {} has memory kind {} (expected 0 "
+                        "for DRAM or 1 for VRAM, and zero padding)",
+                        name, i, kind));
+    }
+    reg.region.kind = static_cast<memory_kind>(kind);
+    if (reg.region.length == 0 || reg.region.address + reg.region.length < reg.region.address) {
+        return bad(
+            fmt::format("metadata of '{}': region {} [{:#x}, +{}) is empty or wraps "
+                        "around the address space",
+                        name, i, reg.region.address, reg.region.length));
+    }
+    std::span<const std::byte> chunk;
+    if (rkey_len == 0 || rkey_len > metadata_max_rkey || !b.bytes(rkey_len, chunk)) {
+        return bad(
+            fmt::format("metadata of '{}': region {} remote key length {} is invalid "
+                        "(expected 1 to {} within the blob)",
+                        name, i, rkey_len, metadata_max_rkey));
+    }
+    reg.rkey.assign(chunk.begin(), chunk.end());
+    return {};
+}
+
+}  // namespace
+
+status decode_metadata(std::span<const std::byte> blob, agent_metadata& out) {
+    if (status st = check_envelope(blob); !st.ok()) {
+        return st;
+    }
+    // From here on the bytes are what an encoder wrote; the limits still guard against a
+    // well-formed blob from a buggy or hostile writer.
+    const auto body = blob.first(blob.size() - checksum_size);
+    reader b(body.subspan(sizeof metadata_magic + 8));
+    if (status st = read_identity(b, out); !st.ok()) {
+        return st;
+    }
     std::uint32_t count = 0;
     if (!b.get(count) || count > metadata_max_regions) {
         return bad(fmt::format("metadata of '{}': region count {} is invalid (expected 0 to {})",
@@ -243,34 +300,9 @@ status decode_metadata(std::span<const std::byte> blob, agent_metadata& out) {
     out.regions.reserve(std::min<std::size_t>(count, body.size() / region_fixed));
     for (std::uint32_t i = 0; i < count; ++i) {
         metadata_region reg;
-        std::uint8_t kind = 0, pad8 = 0;
-        std::uint16_t pad16 = 0;
-        std::uint32_t rkey_len = 0;
-        if (!b.get(reg.region.address) || !b.get(reg.region.length) || !b.get(kind) ||
-            !b.get(pad8) || !b.get(pad16) || !b.get(reg.region.device) || !b.get(rkey_len)) {
-            return bad(
-                fmt::format("metadata of '{}': region {} of {} is cut short", out.name, i, count));
+        if (status st = read_region(b, out.name, i, count, reg); !st.ok()) {
+            return st;
         }
-        if (kind > static_cast<std::uint8_t>(memory_kind::vram) || pad8 != 0 || pad16 != 0) {
-            return bad(
-                fmt::format("metadata of '{}': region {} has memory kind {} (expected 0 "
-                            "for DRAM or 1 for VRAM, and zero padding)",
-                            out.name, i, kind));
-        }
-        reg.region.kind = static_cast<memory_kind>(kind);
-        if (reg.region.length == 0 || reg.region.address + reg.region.length < reg.region.address) {
-            return bad(
-                fmt::format("metadata of '{}': region {} [{:#x}, +{}) is empty or wraps "
-                            "around the address space",
-                            out.name, i, reg.region.address, reg.region.length));
-        }
-        if (rkey_len == 0 || rkey_len > metadata_max_rkey || !b.bytes(rkey_len, chunk)) {
-            return bad(
-                fmt::format("metadata of '{}': region {} remote key length {} is invalid "
-                            "(expected 1 to {} within the blob)",
-                            out.name, i, rkey_len, metadata_max_rkey));
-        }
-        reg.rkey.assign(chunk.begin(), chunk.end());
         out.regions.push_back(std::move(reg));
     }
     if (b.position() != body.size() - sizeof metadata_magic - 8) {

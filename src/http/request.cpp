@@ -109,31 +109,8 @@ void apply_connection(std::string_view value, bool& keep_alive) noexcept {
     }
 }
 
-}  // namespace
-
-parse_result parse_request_head(std::string_view bytes) noexcept {
-    const std::string_view window = bytes.substr(0, max_head_bytes);
-    const bool at_limit = bytes.size() >= max_head_bytes;
-    std::size_t pos = 0;
-    std::string_view line;
-
-    // The request line; empty lines before it are ignored (RFC 9112 2.2), as some clients send
-    // a CRLF after a request.
-    while (true) {
-        const auto state = next_line(window, pos, line);
-        if (state == line_state::malformed) {
-            return error(400, "a line does not end with CRLF");
-        }
-        if (state == line_state::incomplete) {
-            return at_limit ? error(414, "the request line is longer than the limit")
-                            : parse_result{};
-        }
-        if (!line.empty()) {
-            break;
-        }
-    }
-    parse_result r;
-    request_head& h = r.head;
+/// Reads the request line into `h`. An error's status, or 0 when the line is well formed.
+parse_result read_request_line(std::string_view line, request_head& h) noexcept {
     const auto sp1 = line.find(' ');
     const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
     if (sp2 == std::string_view::npos) {
@@ -160,9 +137,78 @@ parse_result parse_request_head(std::string_view bytes) noexcept {
     }
     h.path = h.target.substr(0, h.target.find('?'));
     h.keep_alive = h.http11;
+    return {};
+}
 
+/// What the header lines seen so far say about the request.
+struct header_state {
     bool saw_length = false;
     std::string_view length;
+};
+
+/// Applies one header line to `h`. An error's status, or 0 when the line is well formed.
+parse_result read_header_line(std::string_view line, request_head& h, header_state& s) noexcept {
+    if (line.front() == ' ' || line.front() == '\t') {
+        return error(400, "a header line is folded");  // obsolete, and ambiguous
+    }
+    const auto colon = line.find(':');
+    const auto name = line.substr(0, colon);
+    if (colon == std::string_view::npos || name.empty() ||
+        !std::all_of(name.begin(), name.end(), is_tchar)) {
+        return error(400, "a header line is not a name, a colon and a value");
+    }
+    const auto value = trim(line.substr(colon + 1));
+    if (!std::all_of(value.begin(), value.end(), is_value_char)) {
+        return error(400, "a header value holds a control character");
+    }
+    if (equals_ignoring_case(name, "content-length")) {
+        const bool digits = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+            return c >= '0' && c <= '9';
+        });
+        if (!digits || (s.saw_length && value != s.length)) {
+            return error(400, "the Content-Length is not one number");
+        }
+        s.saw_length = true;
+        s.length = value;
+        h.has_body = h.has_body || value.find_first_not_of('0') != std::string_view::npos;
+    } else if (equals_ignoring_case(name, "transfer-encoding")) {
+        h.has_body = true;
+    } else if (equals_ignoring_case(name, "connection")) {
+        apply_connection(value, h.keep_alive);
+    }
+    return {};
+}
+
+}  // namespace
+
+parse_result parse_request_head(std::string_view bytes) noexcept {
+    const std::string_view window = bytes.substr(0, max_head_bytes);
+    const bool at_limit = bytes.size() >= max_head_bytes;
+    std::size_t pos = 0;
+    std::string_view line;
+
+    // The request line; empty lines before it are ignored (RFC 9112 2.2), as some clients send
+    // a CRLF after a request.
+    while (true) {
+        const auto state = next_line(window, pos, line);
+        if (state == line_state::malformed) {
+            return error(400, "a line does not end with CRLF");
+        }
+        if (state == line_state::incomplete) {
+            return at_limit ? error(414, "the request line is longer than the limit")
+                            : parse_result{};
+        }
+        if (!line.empty()) {
+            break;
+        }
+    }
+    parse_result r;
+    request_head& h = r.head;
+    if (parse_result e = read_request_line(line, h); e.status != 0) {
+        return e;
+    }
+
+    header_state headers;
     for (std::size_t lines = 0;; ++lines) {
         const auto state = next_line(window, pos, line);
         if (state == line_state::malformed) {
@@ -178,33 +224,8 @@ parse_result parse_request_head(std::string_view bytes) noexcept {
         if (lines == max_header_lines) {
             return error(431, "the header section has more lines than the limit");
         }
-        if (line.front() == ' ' || line.front() == '\t') {
-            return error(400, "a header line is folded");  // obsolete, and ambiguous
-        }
-        const auto colon = line.find(':');
-        const auto name = line.substr(0, colon);
-        if (colon == std::string_view::npos || name.empty() ||
-            !std::all_of(name.begin(), name.end(), is_tchar)) {
-            return error(400, "a header line is not a name, a colon and a value");
-        }
-        const auto value = trim(line.substr(colon + 1));
-        if (!std::all_of(value.begin(), value.end(), is_value_char)) {
-            return error(400, "a header value holds a control character");
-        }
-        if (equals_ignoring_case(name, "content-length")) {
-            const bool digits =
-                !value.empty() && std::all_of(value.begin(), value.end(),
-                                              [](char c) { return c >= '0' && c <= '9'; });
-            if (!digits || (saw_length && value != length)) {
-                return error(400, "the Content-Length is not one number");
-            }
-            saw_length = true;
-            length = value;
-            h.has_body = h.has_body || value.find_first_not_of('0') != std::string_view::npos;
-        } else if (equals_ignoring_case(name, "transfer-encoding")) {
-            h.has_body = true;
-        } else if (equals_ignoring_case(name, "connection")) {
-            apply_connection(value, h.keep_alive);
+        if (parse_result e = read_header_line(line, h, headers); e.status != 0) {
+            return e;
         }
     }
     h.size = pos;
