@@ -11,6 +11,10 @@
 #include <string_view>
 #include <vector>
 
+// Not needed by the declarations here; kept so that code which reached the parsers through this
+// header (xtel::parse::file_name) still compiles.
+#include "xtel/parse.hpp"
+
 namespace xtel {
 
 /// The variables, by name.
@@ -77,19 +81,5 @@ struct config {
     /// The exporter list joined with ',' ("buffer,prometheus").
     std::string exporters_string() const;
 };
-
-/// Parsers for one value each; every one throws config_error naming `var` and quoting `value`.
-namespace parse {
-bool boolean(std::string_view var, std::string_view value);
-std::uint64_t unsigned_integer(std::string_view var,
-                               std::string_view value,
-                               std::uint64_t min,
-                               std::uint64_t max);
-std::vector<std::string> name_list(std::string_view var, std::string_view value);
-std::filesystem::path existing_directory(std::string_view var, std::string_view value);
-/// A name usable as a single path component ([A-Za-z0-9_.-], not "." or ".."), for agent
-/// names that become file names; throws config_error naming `what`.
-void file_name(std::string_view what, std::string_view value);
-}  // namespace parse
 
 }  // namespace xtel
