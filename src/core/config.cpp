@@ -1,11 +1,14 @@
+// The core variables (xtel/config.hpp). What an exporter's variables mean is the exporter's
+// business: its settings read them, and xtel/output_path.hpp says which exporter takes
+// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH.
 #include "xtel/config.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <cstdlib>
 
+#include "xtel/output_path.hpp"
 #include "xtel/parse.hpp"
 
 namespace xtel {
@@ -46,17 +49,8 @@ config config::from_env(const env_lookup& lookup) {
         c.plugin_dir = parse::existing_directory(env::plugin_dir, *v);
     }
     if (const auto v = lookup(env::output_path)) {
-        if (v->empty()) {
-            parse::fail(env::output_path, *v,
-                        "expected a non-empty value (a directory for buffer, "
-                        "host:port for prometheus)");
-        }
+        check_output_path(c.exporters, *v);
         c.output_path = *v;
-        // For the flight recorder the value is a directory, and it must exist now rather than
-        // at the first flush.
-        if (std::find(c.exporters.begin(), c.exporters.end(), "buffer") != c.exporters.end()) {
-            parse::existing_directory(env::output_path, *v);
-        }
     }
     return c;
 }

@@ -1,5 +1,5 @@
 // The Prometheus exporter's settings: NIXL_TELEMETRY_PROMETHEUS_* and the endpoint address.
-#include "xtel/exporters/prometheus.hpp"
+#include "xtel/exporters/prometheus_settings.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -83,11 +83,9 @@ std::vector<std::string> prometheus_settings::parse_builders(std::string_view va
 prometheus_settings prometheus_settings::from_env(const config& cfg, const env_lookup& lookup) {
     prometheus_settings s;
     s.hostname = this_host_name();
-    const bool buffer_named =
-        std::find(cfg.exporters.begin(), cfg.exporters.end(), "buffer") != cfg.exporters.end();
     if (const auto v = lookup(env::prometheus_address)) {
         s.address = host_port::parse(env::prometheus_address, *v);
-    } else if (!cfg.output_path.empty() && !buffer_named) {
+    } else if (takes_output_path(cfg, output_path_as)) {
         s.address = host_port::parse(env::output_path, cfg.output_path);
     }
     if (const auto v = lookup(env::prometheus_buckets)) {
