@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/registry.hpp"
 
 namespace {
@@ -237,7 +238,7 @@ std::string flight_recorder_of(const std::string& agent) {
         return "telemetry off";
     }
     const std::string dir =
-        cfg.output_path.empty() ? xtel::config::default_output_dir : cfg.output_path;
+        cfg.output_path.empty() ? xtel::buffer_settings::default_directory : cfg.output_path;
     return fmt::format("telemetry {} -> {}/{}", cfg.exporters_string(), dir, agent);
 }
 

@@ -11,15 +11,21 @@
 #include <string_view>
 #include <vector>
 
+// Not needed by the declarations here; kept so that code which reached the parsers through this
+// header (xtel::parse::file_name) still compiles.
+#include "xtel/parse.hpp"
+
 namespace xtel {
 
-/// The variables, by name.
+/// The core variables, by name: those config::from_env reads. An exporter's own variables are
+/// declared with its settings (xtel/exporters/prometheus_settings.hpp: env::prometheus_*).
 namespace env {
 inline constexpr const char* enable = "NIXL_TELEMETRY_ENABLE";
 inline constexpr const char* buffer_size = "NIXL_TELEMETRY_BUFFER_SIZE";
 inline constexpr const char* run_interval = "NIXL_TELEMETRY_RUN_INTERVAL";
 inline constexpr const char* exporter = "NIXL_TELEMETRY_EXPORTER";
 inline constexpr const char* plugin_dir = "NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR";
+/// Read here, meant by the exporters: which one takes it is decided in xtel/output_path.hpp.
 inline constexpr const char* output_path = "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH";
 /// xtel's own: how an agent samples transfer times (config::timing_sample).
 inline constexpr const char* timing_sample = "NIXL_TELEMETRY_TIMING_SAMPLE";
@@ -49,47 +55,36 @@ struct config {
     static constexpr std::chrono::milliseconds default_run_interval{100};
     static constexpr std::chrono::milliseconds max_run_interval{3'600'000};
     static constexpr const char* default_exporter = "buffer";
-    static constexpr const char* default_output_dir = "/dev/shm";
     static constexpr std::uint32_t default_timing_sample = 256;
     static constexpr std::uint32_t max_timing_sample = 1u << 20;
 
     bool enabled = false;
-    /// Events the flight recorder holds.
+    /// Events the flight recorder holds; handed to plugins as well (NIXL defines it for all).
     std::size_t buffer_size = default_buffer_size;
     /// How often the flusher hands batches to the exporters.
     std::chrono::milliseconds run_interval = default_run_interval;
     /// Exporter names, in the order given; {"buffer"} when enabled and unset.
     std::vector<std::string> exporters;
-    /// Where third-party exporter plugins are looked for; empty when unset.
+    /// Where third-party exporter plugins are looked for; empty when unset. Core rather than the
+    /// plugin exporter's: the registry reads it to tell a plugin from an unknown name before it
+    /// chooses a pipeline.
     std::filesystem::path plugin_dir;
-    /// Exporter-specific: the buffer exporter's directory, the Prometheus host:port, ...
-    /// Empty when unset (each exporter applies its own default).
+    /// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH as given; empty when unset. What it means is the
+    /// business of the exporter that takes it (xtel/output_path.hpp), which applies its own
+    /// default when it is empty or taken by another; plugins are handed it as it is.
     std::string output_path;
     /// How an agent times transfers: N times the first N transfers after each flush and one
     /// in N after those; 1 times every transfer. Bytes and requests are counted exactly
     /// whatever N is; transfers that are not timed are reported in batches (docs/events.md).
     std::uint32_t timing_sample = default_timing_sample;
 
-    /// Reads and validates every variable. Disabled telemetry reads nothing else, so a stale
+    /// Reads and validates the core variables (env:: above); each exporter reads its own when it
+    /// is built (its settings' from_env). Disabled telemetry reads nothing else, so a stale
     /// value cannot stop an agent that does not use it. Throws config_error.
     static config from_env(const env_lookup& lookup = process_env);
 
     /// The exporter list joined with ',' ("buffer,prometheus").
     std::string exporters_string() const;
 };
-
-/// Parsers for one value each; every one throws config_error naming `var` and quoting `value`.
-namespace parse {
-bool boolean(std::string_view var, std::string_view value);
-std::uint64_t unsigned_integer(std::string_view var,
-                               std::string_view value,
-                               std::uint64_t min,
-                               std::uint64_t max);
-std::vector<std::string> name_list(std::string_view var, std::string_view value);
-std::filesystem::path existing_directory(std::string_view var, std::string_view value);
-/// A name usable as a single path component ([A-Za-z0-9_.-], not "." or ".."), for agent
-/// names that become file names; throws config_error naming `what`.
-void file_name(std::string_view what, std::string_view value);
-}  // namespace parse
 
 }  // namespace xtel

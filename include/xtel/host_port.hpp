@@ -7,15 +7,16 @@
 
 namespace xtel {
 
-/// An address to listen on or connect to: host and TCP port.
+/// An address to listen on or connect to: host and TCP port. Which port an endpoint uses when
+/// none is configured is its own business (prometheus_settings::default_port, say).
 struct host_port {
+    /// The host a bare port gets: loopback, so that nothing is opened to the network unasked.
     static constexpr std::string_view default_host = "127.0.0.1";
-    static constexpr std::uint16_t default_port = 9464;
 
     /// An IPv4 address, a host name, or an IPv6 address without brackets ("::1").
     std::string host{default_host};
     /// 0 asks the system for a free port.
-    std::uint16_t port = default_port;
+    std::uint16_t port = 0;
 
     /// Accepts `host:port`, `[ipv6]:port` or a bare `port` (which listens on 127.0.0.1).
     /// Throws config_error naming `var`, quoting `value` and saying what is accepted.

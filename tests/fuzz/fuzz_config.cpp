@@ -1,5 +1,6 @@
-// Fuzz target: every NIXL_TELEMETRY_* variable at once, from arbitrary bytes. The only
-// acceptable failure is xtel::config_error; anything else escaping is a finding.
+// Fuzz target: every NIXL_TELEMETRY_* variable at once, from arbitrary bytes, read by the core
+// configuration and then by each built-in exporter's settings. The only acceptable failure is
+// xtel::config_error; anything else escaping is a finding.
 
 #include <cstddef>
 #include <cstdint>
@@ -10,21 +11,35 @@
 
 #include "xtel/config.hpp"
 #include "xtel/error.hpp"
+#include "xtel/exporters/buffer_settings.hpp"
+#include "xtel/exporters/prometheus_settings.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static const char* const vars[] = {
-        xtel::env::enable,   xtel::env::buffer_size, xtel::env::run_interval,
-        xtel::env::exporter, xtel::env::plugin_dir,  xtel::env::output_path,
+        xtel::env::enable,
+        xtel::env::buffer_size,
+        xtel::env::run_interval,
+        xtel::env::exporter,
+        xtel::env::plugin_dir,
+        xtel::env::output_path,
+        xtel::env::timing_sample,
+        xtel::env::prometheus_address,
+        // Past the first byte's eight bits: set whenever the input has a line for them.
+        xtel::env::prometheus_buckets,
+        xtel::env::prometheus_builders,
+        xtel::env::prometheus_max_series,
     };
-    // Values are separated by '\n'; the first byte chooses which variables are set at all.
+    // Values are separated by '\n'; the first byte chooses which of the first eight variables
+    // are set at all.
     std::map<std::string, std::string> table;
     const std::string_view input(reinterpret_cast<const char*>(data), size);
     const unsigned mask = size > 0 ? static_cast<unsigned char>(input[0]) : 0;
     std::string_view rest = size > 0 ? input.substr(1) : input;
     for (std::size_t i = 0; i < std::size(vars); ++i) {
+        const bool has_line = !rest.empty();
         const auto nl = rest.find('\n');
         const auto value = rest.substr(0, nl);
-        if (mask & (1u << i)) {
+        if (i < 8 ? (mask & (1u << i)) != 0 : has_line) {
             table[vars[i]] = std::string(value);
         }
         rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
@@ -35,11 +50,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         return std::nullopt;
     };
+    xtel::config c;
     try {
-        const auto c = xtel::config::from_env(lookup);
-        if (c.enabled &&
-            (c.buffer_size == 0 || c.run_interval.count() == 0 || c.exporters.empty())) {
-            __builtin_trap();  // accepted values must be usable
+        c = xtel::config::from_env(lookup);
+    } catch (const xtel::config_error&) {
+        return 0;
+    }
+    if (c.enabled && (c.buffer_size == 0 || c.run_interval.count() == 0 || c.exporters.empty() ||
+                      c.timing_sample == 0)) {
+        __builtin_trap();  // accepted values must be usable
+    }
+    if (!c.enabled) {
+        return 0;
+    }
+    try {
+        (void)xtel::buffer_settings::from_env(c, lookup);
+    } catch (const xtel::config_error&) {
+    }
+    try {
+        const auto s = xtel::prometheus_settings::from_env(c, lookup);
+        if (s.buckets.empty() || s.max_series == 0) {
+            __builtin_trap();
         }
     } catch (const xtel::config_error&) {
     }

@@ -154,3 +154,50 @@ TEST_CASE("agent names that would escape the output directory are refused") {
     }
     CHECK_NOTHROW(xtel::parse::file_name("agent name", "agent-0.rank_3"));
 }
+
+TEST_CASE("a comma-separated list is split into its items with the spaces around them trimmed") {
+    using xtel::parse::repeats;
+    CHECK(xtel::parse::comma_list("V", " a , b,\tc ", "accepted", repeats::refused) ==
+          std::vector<std::string_view>{"a", "b", "c"});
+    CHECK(xtel::parse::comma_list("V", "only", "accepted", repeats::refused) ==
+          std::vector<std::string_view>{"only"});
+    CHECK(xtel::parse::comma_list("V", "1,1", "accepted", repeats::allowed) ==
+          std::vector<std::string_view>{"1", "1"});
+}
+
+TEST_CASE("an empty item in a comma-separated list is refused with what is accepted") {
+    for (const char* bad : {"", " ", "a,,b", "a, ,b", ",a", "a,"}) {
+        CAPTURE(bad);
+        try {
+            (void)xtel::parse::comma_list("SOME_VAR", bad, "expected names",
+                                          xtel::parse::repeats::allowed);
+            FAIL("no exception");
+        } catch (const xtel::config_error& e) {
+            CHECK(std::string(e.what()) ==
+                  std::string("SOME_VAR='") + bad + "' is invalid: expected names");
+        }
+    }
+}
+
+TEST_CASE("an item given twice is refused when repeats are, naming the item") {
+    try {
+        (void)xtel::parse::comma_list("SOME_VAR", "a, b ,b", "expected names",
+                                      xtel::parse::repeats::refused);
+        FAIL("no exception");
+    } catch (const xtel::config_error& e) {
+        CHECK(std::string(e.what()) ==
+              "SOME_VAR='a, b ,b' is invalid: b is named twice; expected names");
+    }
+}
+
+TEST_CASE("an empty output path is refused with what each built-in exporter takes") {
+    try {
+        (void)xtel::config::from_env(
+            table({{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", ""}}));
+        FAIL("no exception");
+    } catch (const xtel::config_error& e) {
+        CHECK(std::string(e.what()) ==
+              "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='' is invalid: expected a non-empty value (a "
+              "directory for buffer, host:port for prometheus)");
+    }
+}

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "xtel/error.hpp"
-#include "xtel/exporters/prometheus.hpp"
+#include "xtel/exporters/prometheus_settings.hpp"
 
 using xtel::host_port;
 using xtel::prometheus_settings;
@@ -88,7 +88,7 @@ TEST_CASE("the output path is the Prometheus address when buffer is not named") 
 TEST_CASE("with buffer named the output path is buffer's directory, not the address") {
     const auto s = prometheus_settings::from_env(
         enabled_with({"buffer", "prometheus"}, "flight-recorder-dir"), table({}));
-    CHECK(s.address == host_port{});
+    CHECK(s.address == host_port{"127.0.0.1", 9464});
 }
 
 TEST_CASE("NIXL_TELEMETRY_PROMETHEUS_ADDRESS takes precedence over the output path") {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "xtel/exporter.hpp"
+#include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/flight_recorder.hpp"
 
 namespace xtel {
@@ -18,7 +19,7 @@ class buffer_exporter {
   public:
     static constexpr std::string_view name = "buffer";
 
-    /// Creates `<NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH or /dev/shm>/<agent name>`.
+    /// Creates `<buffer_settings::from_env(ctx.cfg).directory>/<agent name>`.
     ///
     /// Throws config_error for what the configuration decides: an agent name that is not a file
     /// name, an output path that is not an existing directory. What the host decides at run

@@ -19,68 +19,14 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/config.hpp"
 #include "xtel/exporter.hpp"
-#include "xtel/host_port.hpp"
+#include "xtel/exporters/prometheus_settings.hpp"
 
 namespace xtel {
-
-namespace env {
-/// host:port of the Prometheus endpoint; takes precedence over NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH.
-inline constexpr const char* prometheus_address = "NIXL_TELEMETRY_PROMETHEUS_ADDRESS";
-/// Histogram bucket upper bounds in microseconds, comma-separated, strictly increasing.
-inline constexpr const char* prometheus_buckets = "NIXL_TELEMETRY_PROMETHEUS_BUCKETS";
-/// The metrics builders that make transfer series: comma-separated legacy, comprehensive, time.
-inline constexpr const char* prometheus_builders = "NIXL_TELEMETRY_PROMETHEUS_BUILDERS";
-/// Series per family before new label sets fold into the family's "other" series.
-inline constexpr const char* prometheus_max_series = "NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES";
-}  // namespace env
 
 namespace metrics {
 class builder;
 }  // namespace metrics
-
-/// Everything the Prometheus exporter is configured with.
-struct prometheus_settings {
-    /// Default histogram bounds in microseconds: 1-2-5 steps from 1 µs to 1 s.
-    static std::vector<double> default_buckets();
-    static constexpr std::size_t max_buckets = 64;
-    /// Distinct event names beyond the built-in ones that one agent exports; later ones are
-    /// ignored and counted, so a backend that invents names cannot grow a scrape without bound.
-    static constexpr std::size_t max_dynamic_families = 16384;
-    /// The builders the exporter has, by the names NIXL_TELEMETRY_PROMETHEUS_BUILDERS takes.
-    static constexpr std::string_view known_builders[] = {"legacy", "comprehensive", "time"};
-    /// legacy, comprehensive and time.
-    static std::vector<std::string> default_builders();
-    static constexpr std::size_t default_max_series = 1000;
-    static constexpr std::size_t max_max_series = 1000000;
-
-    host_port address;
-    /// Upper bounds of the agent_xfer_time and agent_xfer_post_time buckets, in microseconds.
-    std::vector<double> buckets = default_buckets();
-    /// The hostname label; this machine's name by default.
-    std::string hostname;
-    /// The builders that make transfer series (a subset of known_builders; all by default).
-    std::vector<std::string> builders = default_builders();
-    /// Series per family of the builders before new label sets fold into "other".
-    std::size_t max_series = default_max_series;
-
-    /// Reads NIXL_TELEMETRY_PROMETHEUS_ADDRESS, else NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when
-    /// prometheus is the only built-in exporter named (buffer takes OUTPUT_PATH as a
-    /// directory), else the default 127.0.0.1:9464; NIXL_TELEMETRY_PROMETHEUS_BUCKETS,
-    /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS and NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES.
-    /// Throws config_error.
-    static prometheus_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
-
-    /// Parses a list of bucket bounds as NIXL_TELEMETRY_PROMETHEUS_BUCKETS takes it; throws
-    /// config_error naming `var`, quoting `value` and saying what is accepted.
-    static std::vector<double> parse_buckets(std::string_view var, std::string_view value);
-
-    /// Parses a builder list as NIXL_TELEMETRY_PROMETHEUS_BUILDERS takes it (names of
-    /// known_builders, comma-separated, spaces around them ignored, each at most once);
-    /// throws config_error naming `var`, quoting `value` and listing the names accepted.
-    static std::vector<std::string> parse_builders(std::string_view var, std::string_view value);
-};
 
 namespace detail {
 class prometheus_agent;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "xtel/parse.hpp"
 #include "xtel/telemetry.hpp"
 
 namespace xtel {
@@ -11,12 +12,7 @@ namespace {
 /// `<dir>/<agent name>`; throws config_error for what the configuration got wrong.
 std::filesystem::path recorder_path(const exporter_context& ctx) {
     parse::file_name("agent name", ctx.agent_name);
-    if (ctx.cfg.output_path.empty()) {
-        return std::filesystem::path(config::default_output_dir) / ctx.agent_name;
-    }
-    // The variable's contract, as config::from_env checks it: a directory named there that
-    // does not exist is a configuration error, found at start-up.
-    return parse::existing_directory(env::output_path, ctx.cfg.output_path) / ctx.agent_name;
+    return buffer_settings::from_env(ctx.cfg).directory / ctx.agent_name;
 }
 }  // namespace
 

@@ -1,0 +1,51 @@
+#pragma once
+/// Parsers for the values of environment variables, shared by the core configuration and every
+/// exporter's settings. Each one throws config_error naming the variable, quoting the value and
+/// saying what is accepted.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xtel::parse {
+
+/// Throws config_error "<var>='<value>' is invalid: <accepted>", the one shape every
+/// configuration error has.
+[[noreturn]] void fail(std::string_view var, std::string_view value, std::string_view accepted);
+
+/// `s` without the white space (std::isspace in the C locale) at either end.
+std::string_view trim(std::string_view s);
+
+/// Whether an item of a comma-separated list may appear more than once.
+enum class repeats : bool { allowed, refused };
+
+/// The items of a comma-separated list, each trimmed, in order; views into `value`. Fails with
+/// `accepted` for an empty item (an empty value, ",,", a comma at either end) and, when
+/// repeats are refused, with "<item> is named twice; <accepted>" for an item given again.
+/// Callers check each item's own form.
+std::vector<std::string_view> comma_list(std::string_view var,
+                                         std::string_view value,
+                                         std::string_view accepted,
+                                         repeats rule);
+
+bool boolean(std::string_view var, std::string_view value);
+
+/// Digits only (no sign, no spaces, no units), from `min` to `max`.
+std::uint64_t unsigned_integer(std::string_view var,
+                               std::string_view value,
+                               std::uint64_t min,
+                               std::uint64_t max);
+
+/// NIXL_TELEMETRY_EXPORTER's form: names of letters, digits, '_' and '-', comma-separated,
+/// each at most once.
+std::vector<std::string> name_list(std::string_view var, std::string_view value);
+
+std::filesystem::path existing_directory(std::string_view var, std::string_view value);
+
+/// A name usable as a single path component ([A-Za-z0-9_.-], not "." or ".."), for agent
+/// names that become file names; throws config_error naming `what`.
+void file_name(std::string_view what, std::string_view value);
+
+}  // namespace xtel::parse

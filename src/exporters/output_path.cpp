@@ -1,0 +1,84 @@
+// The one place that decides which exporter takes NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH
+// (xtel/output_path.hpp), from what each built-in exporter's settings declare.
+#include "xtel/output_path.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "xtel/exporters/buffer.hpp"
+#include "xtel/exporters/prometheus.hpp"
+#include "xtel/parse.hpp"
+
+namespace xtel {
+
+namespace {
+
+struct claim {
+    std::string_view exporter;
+    output_path_use use;
+};
+
+// Each built-in exporter's name with the use its settings declare. Plugins are not here: they
+// are handed the value as it is and claim nothing. (When the built-in exporters are one type
+// list, this table is generated from it.)
+constexpr claim claims[] = {
+    {buffer_exporter::name, buffer_settings::output_path_as},
+    {prometheus_exporter::name, prometheus_settings::output_path_as},
+};
+
+output_path_use use_of(std::string_view name) {
+    for (const auto& c : claims) {
+        if (c.exporter == name) {
+            return c.use;
+        }
+    }
+    return output_path_use::none;
+}
+
+std::string_view described(output_path_use use) {
+    switch (use) {
+        case output_path_use::address:
+            return "host:port";
+        case output_path_use::directory:
+            return "a directory";
+        case output_path_use::none:
+            break;
+    }
+    return "not read";
+}
+
+}  // namespace
+
+output_path_use output_path_use_of(std::span<const std::string> named) {
+    auto out = output_path_use::none;
+    for (const auto& n : named) {
+        out = std::max(out, use_of(n));
+    }
+    return out;
+}
+
+bool takes_output_path(const config& cfg, output_path_use use) {
+    return use != output_path_use::none && !cfg.output_path.empty() &&
+           output_path_use_of(cfg.exporters) <= use;
+}
+
+void check_output_path(std::span<const std::string> named, std::string_view value) {
+    if (value.empty()) {
+        std::vector<std::string> uses;
+        for (const auto& c : claims) {
+            uses.push_back(fmt::format("{} for {}", described(c.use), c.exporter));
+        }
+        parse::fail(env::output_path, value,
+                    fmt::format("expected a non-empty value ({})", fmt::join(uses, ", ")));
+    }
+    // A directory is checked now rather than at the first flush. An address is parsed by the
+    // exporter that takes it, when that exporter is built.
+    if (output_path_use_of(named) == output_path_use::directory) {
+        parse::existing_directory(env::output_path, value);
+    }
+}
+
+}  // namespace xtel

@@ -1,0 +1,116 @@
+// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH has one meaning per exporter list (xtel/output_path.hpp):
+// the flight recorder's directory when buffer is named, else the Prometheus address when
+// prometheus is named, else only what plugins are handed.
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+#include "xtel/error.hpp"
+#include "xtel/exporters/buffer_settings.hpp"
+#include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/output_path.hpp"
+
+using xtel::host_port;
+using xtel::output_path_use;
+
+namespace {
+
+xtel::env_lookup table(std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
+            return it->second;
+        }
+        return std::nullopt;
+    };
+}
+
+xtel::config enabled_with(std::vector<std::string> exporters, std::string output_path) {
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = std::move(exporters);
+    cfg.output_path = std::move(output_path);
+    return cfg;
+}
+
+/// config::from_env with telemetry on, these exporters and this output path.
+xtel::config from_env(const std::string& exporters, const std::string& output_path) {
+    return xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "y"},
+                                         {"NIXL_TELEMETRY_EXPORTER", exporters},
+                                         {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", output_path}}));
+}
+
+}  // namespace
+
+TEST_CASE("the output path's use is the highest the named exporters declare") {
+    using names = std::vector<std::string>;
+    CHECK(xtel::output_path_use_of(names{"buffer"}) == output_path_use::directory);
+    CHECK(xtel::output_path_use_of(names{"prometheus"}) == output_path_use::address);
+    CHECK(xtel::output_path_use_of(names{"prometheus", "buffer"}) == output_path_use::directory);
+    CHECK(xtel::output_path_use_of(names{"prometheus", "csv"}) == output_path_use::address);
+    CHECK(xtel::output_path_use_of(names{"csv"}) == output_path_use::none);
+    CHECK(xtel::output_path_use_of(names{}) == output_path_use::none);
+}
+
+TEST_CASE("with buffer named the output path is the flight recorder's directory") {
+    xtel_test::temp_dir dir;
+    const auto cfg = from_env("buffer", dir.path().string());
+    CHECK(xtel::buffer_settings::from_env(cfg).directory == dir.path());
+}
+
+TEST_CASE("without an output path the flight recorder is in /dev/shm") {
+    const auto cfg = xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "y"}}));
+    CHECK(xtel::buffer_settings::from_env(cfg).directory == "/dev/shm");
+}
+
+TEST_CASE("with buffer named a directory that does not exist is refused by config::from_env") {
+    for (const char* exporters :
+         {"buffer", "buffer,prometheus", "prometheus,buffer", "buffer,csv"}) {
+        CAPTURE(exporters);
+        CHECK_THROWS_WITH(from_env(exporters, "/nonexistent/xtel-dir"),
+                          Catch::Contains("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='/nonexistent/"
+                                          "xtel-dir' is invalid") &&
+                              Catch::Contains("does not exist"));
+    }
+}
+
+TEST_CASE("the buffer settings refuse a missing directory in a config made by hand") {
+    CHECK_THROWS_WITH(
+        xtel::buffer_settings::from_env(enabled_with({}, "/nonexistent/xtel-dir")),
+        Catch::Contains("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='/nonexistent/xtel-dir' is invalid"));
+}
+
+TEST_CASE("with prometheus alone the output path is the endpoint's address") {
+    const auto cfg = from_env("prometheus", "127.0.0.1:0");
+    CHECK(cfg.output_path == "127.0.0.1:0");
+    CHECK(xtel::prometheus_settings::from_env(cfg, table({})).address == host_port{"127.0.0.1", 0});
+}
+
+TEST_CASE("with buffer and prometheus the output path is buffer's and prometheus keeps its own") {
+    xtel_test::temp_dir dir;
+    const auto cfg = from_env("prometheus,buffer", dir.path().string());
+    CHECK(xtel::buffer_settings::from_env(cfg).directory == dir.path());
+    CHECK(xtel::prometheus_settings::from_env(cfg, table({})).address ==
+          host_port{"127.0.0.1", 9464});
+    CHECK(xtel::prometheus_settings::from_env(
+              cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "[::1]:9100"}}))
+              .address == host_port{"::1", 9100});
+}
+
+TEST_CASE("with only plugins named the output path is passed on as it is, not checked") {
+    const auto cfg = from_env("csv", "/nonexistent/xtel-dir");
+    CHECK(cfg.output_path == "/nonexistent/xtel-dir");
+    CHECK(xtel::output_path_use_of(cfg.exporters) == output_path_use::none);
+}
+
+TEST_CASE("an exporter takes the output path only when it is set and nothing named outranks it") {
+    CHECK_FALSE(xtel::takes_output_path(enabled_with({"buffer"}, ""), output_path_use::directory));
+    CHECK(xtel::takes_output_path(enabled_with({}, "d"), output_path_use::directory));
+    CHECK(xtel::takes_output_path(enabled_with({"prometheus"}, "d"), output_path_use::address));
+    CHECK_FALSE(xtel::takes_output_path(enabled_with({"buffer", "prometheus"}, "d"),
+                                        output_path_use::address));
+    CHECK_FALSE(xtel::takes_output_path(enabled_with({"csv"}, "d"), output_path_use::none));
+}
