@@ -10,8 +10,8 @@
 #include <cmath>
 
 #include "core/log.hpp"
+#include "exporters/prometheus/prometheus_agent.hpp"
 #include "exporters/prometheus/prometheus_endpoint.hpp"
-#include "exporters/prometheus/prometheus_metrics.hpp"
 #include "xtel/error.hpp"
 #include "xtel/metrics/builder.hpp"
 #include "xtel/pipelines.hpp"
