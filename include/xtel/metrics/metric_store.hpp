@@ -118,8 +118,8 @@ struct store_options {
     std::size_t max_series = 1000;
     /// Label names no family may use (an exporter adds labels of these names to every series).
     std::vector<std::string> reserved_labels;
-    /// Called with each new family before anything else is checked; throws to refuse it (an
-    /// exporter whose own names it would collide with).
+    /// Called with each family given to add_family, before anything else is checked; throws to
+    /// refuse it (an exporter whose own names it would collide with).
     std::function<void(const family_spec&)> check;
 };
 

@@ -35,7 +35,7 @@ struct processor_options {
     std::size_t max_series = metric_store::default_max_series;
     /// Label names no family may use; an exporter that adds its own labels names them here.
     std::vector<std::string> reserved_labels;
-    /// Called with each new family before it is added; throws to refuse it.
+    /// Called with each family given to add_family before it is added; throws to refuse it.
     std::function<void(const family_spec&)> check;
     /// The compile-time builders to run, by name; every one of them when unset.
     std::optional<std::vector<std::string>> builders;
