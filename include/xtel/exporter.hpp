@@ -12,6 +12,9 @@
 ///   OPTIONAL:     `void export_transfers(std::span<const transfer_record>, const label_table&)`:
 ///                 whole transfers with their attributes (before the events of the same
 ///                 batch). Only when some exporter declares it does the flusher build them.
+///                 Each transfer reaches an exporter once: one that declares it gets in
+///                 export_batch only the events not derived from transfers (no agent_tx_bytes,
+///                 agent_xfer_time...); the others get every event, as without it.
 ///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
 ///   OPTIONAL:     `void on_stop()`: once, after the last batch, before destruction.
 ///   OPTIONAL:     `static constexpr std::string_view name`: used in log messages.

@@ -59,6 +59,14 @@ void report_export_failure(std::string_view agent,
                            std::string_view exporter_name,
                            std::string_view what,
                            std::uint64_t failures) noexcept;
+
+/// How many events the flusher makes of one transfer for exporters that take events:
+/// agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num for a completed transfer, and
+/// agent_xfer_time and agent_xfer_post_time besides when its times were measured; none for a
+/// failed one. Counted (telemetry_stats::events_exported) even when no exporter takes them.
+constexpr std::size_t events_of_transfer(transfer_status status, bool timed) noexcept {
+    return status != transfer_status::success ? 0 : timed ? 4 : 2;
+}
 }  // namespace detail
 
 template <exporter... Exporters>
@@ -69,6 +77,12 @@ class telemetry {
     /// Whether any exporter takes whole transfer records; when none does, none are built, and
     /// a recorder need not fill transfer attributes.
     static constexpr bool takes_transfers = (exporter_traits<Exporters>::wants_transfers || ...);
+    /// Whether any exporter takes events only; when none does, transfers are not expanded into
+    /// events at all.
+    static constexpr bool expands_transfers = (!exporter_traits<Exporters>::wants_transfers || ...);
+    /// Both kinds: transfer takers get their events from a second vector, without the ones
+    /// derived from transfers (they have the records).
+    static constexpr bool splits_events = takes_transfers && expands_transfers;
 
     /// Builds every exporter (their set-up errors propagate) and starts the flusher.
     telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
@@ -303,7 +317,7 @@ class telemetry {
                     std::min(budget, std::max<std::size_t>(opts_.batch_size / 4, 1));
                 const std::size_t n =
                     ring->drain([this](const detail::staged_record& r) { expand(r); }, take);
-                if (batch_.size() >= opts_.batch_size) {
+                if (batch_.size() + unexpanded_ >= opts_.batch_size) {
                     export_batch();
                 }
                 if (n < take) {
@@ -315,9 +329,9 @@ class telemetry {
         rings_.clear();
         const std::uint64_t dropped = registry_.dropped();
         if (dropped > dropped_reported_) {
-            batch_.push_back(make_event(clock::now_us(), category::system,
-                                        names::telemetry_events_dropped,
-                                        dropped - dropped_reported_, value_kind::counter));
+            push_plain(make_event(clock::now_us(), category::system,
+                                  names::telemetry_events_dropped, dropped - dropped_reported_,
+                                  value_kind::counter));
             dropped_reported_ = dropped;
         }
         export_batch();
@@ -341,14 +355,23 @@ class telemetry {
         return e;
     }
 
+    /// An event not derived from a transfer record: for every exporter.
+    void push_plain(const event& e) {
+        batch_.push_back(e);
+        if constexpr (splits_events) {
+            plain_.push_back(e);
+        }
+    }
+
     void expand(const detail::staged_record& r) {
         if (r.kind == detail::record_kind::event) {
-            event& e = batch_.emplace_back();
+            event e;
             e.timestamp_us = r.timestamp_us;
             e.value = r.value;
             e.cat = r.cat;
             e.kind = r.vkind;
             std::memcpy(&e.name, r.payload, sizeof(event_name));
+            push_plain(e);
             return;
         }
         detail::transfer_fields f;
@@ -358,6 +381,11 @@ class telemetry {
             transfers_.push_back(transfer_record{r.timestamp_us, r.value, f.requests, f.post_us,
                                                  f.xfer_us, tx ? direction::tx : direction::rx,
                                                  f.attrs, r.timed});
+        }
+        if constexpr (!expands_transfers) {
+            // Every exporter takes the record itself: its events are only counted.
+            unexpanded_ += detail::events_of_transfer(f.attrs.status, r.timed);
+            return;
         }
         if (f.attrs.status != transfer_status::success) {
             return;
@@ -378,6 +406,8 @@ class telemetry {
                                     names::agent_xfer_post_time, f.post_us, value_kind::sample));
     }
 
+    /// Hands the records, then the events: each transfer reaches an exporter once, as a record
+    /// when it declares export_transfers, else as the events expand() made of it.
     void export_batch() {
         if constexpr (takes_transfers) {
             if (!transfers_.empty()) {
@@ -386,18 +416,20 @@ class telemetry {
                 transfers_.clear();
             }
         }
-        if (batch_.empty()) {
+        const std::size_t made = batch_.size() + unexpanded_;
+        if (made == 0) {
             return;
         }
-        const std::span<const event> b(batch_.data(), batch_.size());
-        export_each(b, std::index_sequence_for<Exporters...>{});
-        exported_.fetch_add(batch_.size(), std::memory_order_relaxed);
+        export_each(std::index_sequence_for<Exporters...>{});
+        exported_.fetch_add(made, std::memory_order_relaxed);
         batch_.clear();
+        plain_.clear();
+        unexpanded_ = 0;
     }
 
     template <std::size_t... I>
-    void export_each(std::span<const event> b, std::index_sequence<I...>) {
-        (export_one<I>(b), ...);
+    void export_each(std::index_sequence<I...>) {
+        (export_one<I>(), ...);
     }
 
     template <std::size_t... I>
@@ -420,8 +452,14 @@ class telemetry {
     }
 
     template <std::size_t I>
-    void export_one(std::span<const event> b) noexcept {
+    void export_one() noexcept {
         using E = std::tuple_element_t<I, exporter_tuple>;
+        const std::vector<event>& events =
+            splits_events && exporter_traits<E>::wants_transfers ? plain_ : batch_;
+        if (events.empty()) {
+            return;
+        }
+        const std::span<const event> b(events.data(), events.size());
         try {
             std::get<I>(exporters_).export_batch(b);
         } catch (const std::exception& ex) {
@@ -449,8 +487,10 @@ class telemetry {
 
     // Flusher state.
     std::mutex flush_mutex_;
-    std::vector<event> batch_;
+    std::vector<event> batch_;  ///< every event, those derived from transfers included
+    std::vector<event> plain_;  ///< splits_events only: the events not derived from transfers
     std::vector<transfer_record> transfers_;
+    std::size_t unexpanded_ = 0;  ///< events of transfers that no exporter takes as events
     std::vector<std::shared_ptr<detail::staging_ring>> rings_;
     std::uint64_t dropped_reported_ = 0;
     std::uint64_t failures_[sizeof...(Exporters) + 1] = {};

@@ -1,10 +1,10 @@
-#include "xtel/metrics/metric_store.hpp"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "xtel/metrics/metric_store.hpp"
 
 namespace xtel::metrics {
 
@@ -38,7 +38,25 @@ void encode(std::string& out, std::span<const std::string_view> values) {
     }
 }
 
+bool takes_values(metric_type t) noexcept {
+    return t == metric_type::counter || t == metric_type::gauge;
+}
+
 }  // namespace
+
+std::vector<std::string> metric_store::line_names(std::string_view name, metric_type type) {
+    const std::string n(name);
+    switch (type) {
+        case metric_type::counter:
+        case metric_type::gauge:
+            return {n};
+        case metric_type::summary:
+            return {n, n + "_sum", n + "_count"};
+        case metric_type::histogram:
+            return {n, n + "_bucket", n + "_sum", n + "_count"};
+    }
+    return {n};
+}
 
 metric_store::metric_store(store_options opts) : opts_(std::move(opts)) {
     if (opts_.max_series == 0) {
@@ -52,22 +70,10 @@ metric_store::metric_store(store_options opts) : opts_(std::move(opts)) {
                     metric_type::counter,
                     {"family"}};
     families_.push_back(std::move(folded));
+    lines_.emplace(std::string(folded_family), 0);
 }
 
-family_id metric_store::add_family(family_spec spec) {
-    for (std::size_t i = 0; i < families_.size(); ++i) {
-        if (families_[i].spec_.name != spec.name) {
-            continue;
-        }
-        if (families_[i].spec_ == spec) {
-            return static_cast<family_id>(i);
-        }
-        throw metrics_error(fmt::format(
-            "metric family '{}' is already defined as a {} with labels [{}]: expected one "
-            "definition per name",
-            spec.name, to_string(families_[i].spec_.type),
-            fmt::format("{}", fmt::join(families_[i].spec_.label_names, ","))));
-    }
+void metric_store::check_new(const family_spec& spec) const {
     if (!is_metric_name(spec.name)) {
         throw metrics_error(fmt::format(
             "metric family name '{}' is invalid: expected [a-zA-Z_:][a-zA-Z0-9_:]*", spec.name));
@@ -81,12 +87,24 @@ family_id metric_store::add_family(family_spec spec) {
         throw metrics_error(fmt::format(
             "counter family name '{}' is invalid: expected a name ending in _total", spec.name));
     }
+    if (spec.type != metric_type::histogram && !spec.bounds.empty()) {
+        throw metrics_error(fmt::format(
+            "metric family '{}' is a {} with bucket bounds: expected bounds only for a histogram",
+            spec.name, to_string(spec.type)));
+    }
+    for (std::size_t i = 1; i < spec.bounds.size(); ++i) {
+        if (!(spec.bounds[i] > spec.bounds[i - 1])) {
+            throw metrics_error(fmt::format(
+                "histogram family '{}' has bounds [{}]: expected strictly increasing bounds",
+                spec.name, fmt::join(spec.bounds, ",")));
+        }
+    }
     for (std::size_t i = 0; i < spec.label_names.size(); ++i) {
         const auto& l = spec.label_names[i];
-        if (!is_label_name(l)) {
+        if (!is_label_name(l) || (spec.type == metric_type::histogram && l == "le")) {
             throw metrics_error(fmt::format(
                 "label '{}' of metric family '{}' is invalid: expected [a-zA-Z_][a-zA-Z0-9_]* not "
-                "starting with \"__\"",
+                "starting with \"__\" (and not le in a histogram)",
                 l, spec.name));
         }
         if (std::find(spec.label_names.begin(), spec.label_names.begin() + i, l) !=
@@ -103,10 +121,35 @@ family_id metric_store::add_family(family_spec spec) {
                 l, spec.name, fmt::join(opts_.reserved_labels, ", ")));
         }
     }
+    for (const auto& line : line_names(spec.name, spec.type)) {
+        if (const auto it = lines_.find(line); it != lines_.end()) {
+            throw metrics_error(fmt::format(
+                "metric family '{}' is refused: its line name '{}' is used by family '{}'; "
+                "expected a name of its own",
+                spec.name, line, families_[it->second].spec_.name));
+        }
+    }
+}
+
+family_id metric_store::add_family(family_spec spec) {
     if (opts_.check) {
         opts_.check(spec);
     }
+    if (const auto id = id_of(spec.name)) {
+        if (families_[*id].spec_ == spec) {
+            return *id;
+        }
+        throw metrics_error(fmt::format(
+            "metric family '{}' is already defined as a {} with labels [{}]: expected one "
+            "definition per name",
+            spec.name, to_string(families_[*id].spec_.type),
+            fmt::format("{}", fmt::join(families_[*id].spec_.label_names, ","))));
+    }
+    check_new(spec);
     const auto id = static_cast<family_id>(families_.size());
+    for (auto& line : line_names(spec.name, spec.type)) {
+        lines_.emplace(std::move(line), id);
+    }
     family f;
     f.spec_ = std::move(spec);
     const bool can_fold = !f.spec_.label_names.empty();
@@ -116,14 +159,13 @@ family_id metric_store::add_family(family_spec spec) {
         // The folded-updates series exists from the start, at 0, so an alert on its increase
         // has a series to watch.
         const std::string_view v[] = {name};
-        families_[id].folded_series_ =
-            static_cast<std::uint32_t>(&find_or_make(0, v) - families_[0].series_.data());
+        families_[id].folded_series_ = series_of(0, v).index;
     }
     ++changes_;
     return id;
 }
 
-series& metric_store::find_or_make(family_id id, std::span<const std::string_view> values) {
+series_ref metric_store::series_of(family_id id, std::span<const std::string_view> values) {
     if (id >= families_.size()) {
         throw metrics_error(fmt::format("metric family id {} is invalid: the store has {} families",
                                         id, families_.size()));
@@ -136,8 +178,15 @@ series& metric_store::find_or_make(family_id id, std::span<const std::string_vie
     }
     encode(key_, values);
     if (const auto it = f.index_.find(key_); it != f.index_.end()) {
-        return f.series_[it->second];
+        return {id, it->second};
     }
+    const auto make = [&f](std::span<const std::string_view> label_values) {
+        series& s = f.series_.emplace_back();
+        s.label_values.assign(label_values.begin(), label_values.end());
+        s.buckets.assign(f.spec_.bounds.size(), 0);
+        return static_cast<std::uint32_t>(f.series_.size() - 1);
+    };
+    ++changes_;
     // The folded-updates family itself never folds: it has one series per family.
     const std::size_t made = f.series_.size() - (f.overflow_ != family::none ? 1 : 0);
     if (id != 0 && made >= opts_.max_series) {
@@ -146,33 +195,91 @@ series& metric_store::find_or_make(family_id id, std::span<const std::string_vie
             ++families_[0].series_[f.folded_series_].value;
         }
         if (f.overflow_ == family::none) {
-            f.overflow_ = static_cast<std::uint32_t>(f.series_.size());
-            series& o = f.series_.emplace_back();
-            o.label_values.assign(values.size(), std::string(overflow_value));
+            const std::vector<std::string_view> other(values.size(), overflow_value);
+            f.overflow_ = make(other);
         }
-        return f.series_[f.overflow_];
+        return {id, f.overflow_};
     }
-    const auto index = static_cast<std::uint32_t>(f.series_.size());
-    series& s = f.series_.emplace_back();
-    s.label_values.assign(values.begin(), values.end());
+    const std::uint32_t index = make(values);
     f.index_.emplace(key_, index);
-    return s;
+    return {id, index};
 }
 
-void metric_store::add(family_id f, std::span<const std::string_view> values, std::uint64_t delta) {
-    find_or_make(f, values).value += delta;
+series& metric_store::at(series_ref s) {
+    if (s.family >= families_.size() || s.index >= families_[s.family].series_.size()) {
+        throw metrics_error(
+            fmt::format("series {} of metric family id {} does not exist", s.index, s.family));
+    }
+    return families_[s.family].series_[s.index];
+}
+
+void metric_store::add(series_ref s, std::uint64_t delta) {
+    series& x = at(s);
+    if (!takes_values(families_[s.family].spec_.type)) {
+        throw metrics_error(fmt::format("metric family '{}' is a {}: expected observe(), not add()",
+                                        families_[s.family].spec_.name,
+                                        to_string(families_[s.family].spec_.type)));
+    }
+    x.value += delta;
     ++changes_;
 }
 
-void metric_store::set(family_id f, std::span<const std::string_view> values, std::uint64_t value) {
-    find_or_make(f, values).value = value;
+void metric_store::set(series_ref s, std::uint64_t value) {
+    series& x = at(s);
+    if (!takes_values(families_[s.family].spec_.type)) {
+        throw metrics_error(fmt::format("metric family '{}' is a {}: expected observe(), not set()",
+                                        families_[s.family].spec_.name,
+                                        to_string(families_[s.family].spec_.type)));
+    }
+    x.value = value;
     ++changes_;
+}
+
+void metric_store::observe(series_ref s, std::uint64_t value) {
+    series& x = at(s);
+    const family_spec& spec = families_[s.family].spec_;
+    if (takes_values(spec.type)) {
+        throw metrics_error(
+            fmt::format("metric family '{}' is a {}: expected add() or set(), not observe()",
+                        spec.name, to_string(spec.type)));
+    }
+    const auto& bounds = spec.bounds;
+    const auto it = std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(value));
+    if (it != bounds.end()) {
+        ++x.buckets[static_cast<std::size_t>(it - bounds.begin())];
+    }
+    x.sum += value;
+    ++x.count;
+    ++changes_;
+}
+
+std::optional<family_id> metric_store::id_of(std::string_view name) const noexcept {
+    const auto it = lines_.find(name);
+    if (it == lines_.end() || families_[it->second].spec_.name != name) {
+        return std::nullopt;
+    }
+    return it->second;
 }
 
 const family* metric_store::find(std::string_view name) const noexcept {
-    for (const family& f : families_) {
-        if (f.spec_.name == name) {
-            return &f;
+    const auto id = id_of(name);
+    return id ? &families_[*id] : nullptr;
+}
+
+const family* metric_store::owner_of_line(std::string_view line_name) const noexcept {
+    const auto it = lines_.find(line_name);
+    return it == lines_.end() ? nullptr : &families_[it->second];
+}
+
+const series* metric_store::find_series(std::string_view family_name,
+                                        std::initializer_list<std::string_view> values) const {
+    const family* f = find(family_name);
+    if (f == nullptr || values.size() != f->spec_.label_names.size()) {
+        return nullptr;
+    }
+    for (const series& s : f->series_) {
+        if (std::equal(s.label_values.begin(), s.label_values.end(), values.begin())) {
+            return &s;
         }
     }
     return nullptr;
@@ -180,16 +287,11 @@ const family* metric_store::find(std::string_view name) const noexcept {
 
 std::optional<std::uint64_t> metric_store::value(
     std::string_view family_name, std::initializer_list<std::string_view> values) const {
-    const family* f = find(family_name);
-    if (f == nullptr || values.size() != f->spec_.label_names.size()) {
+    const series* s = find_series(family_name, values);
+    if (s == nullptr || !takes_values(find(family_name)->spec_.type)) {
         return std::nullopt;
     }
-    for (const series& s : f->series_) {
-        if (std::equal(s.label_values.begin(), s.label_values.end(), values.begin())) {
-            return s.value;
-        }
-    }
-    return std::nullopt;
+    return s->value;
 }
 
 }  // namespace xtel::metrics

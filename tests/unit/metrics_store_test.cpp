@@ -119,3 +119,79 @@ TEST_CASE("every update and every new family changes the store's change count") 
     CHECK(added > before);
     CHECK(s.changes() > added);
 }
+
+TEST_CASE("a histogram counts each observation in the first bucket whose bound holds it") {
+    metric_store s;
+    const auto h = s.add_family(
+        {"latency", "Latency in us.", metric_type::histogram, {"op"}, 0, {10, 100, 1000}});
+    // 10 is in le=10 (bounds are inclusive), 11 and 100 in le=100, 5000 above every bound.
+    for (const std::uint64_t v : {3, 10, 11, 100, 5000}) {
+        s.observe(h, {"read"}, v);
+    }
+    const series* r = s.find_series("latency", {"read"});
+    REQUIRE(r != nullptr);
+    CHECK(r->buckets == std::vector<std::uint64_t>{2, 2, 0});
+    CHECK(r->sum == 5124);
+    CHECK(r->count == 5);
+    CHECK(s.value("latency", {"read"}) == std::nullopt);  // a histogram has no single value
+}
+
+TEST_CASE("a summary keeps the sum and count of its observations, without buckets") {
+    metric_store s;
+    const auto f = s.add_family({"app_latency", "h", metric_type::summary, {}});
+    const auto ref = s.series_of(f, {});
+    s.observe(ref, 40);
+    s.observe(ref, 2);
+    const series* x = s.find_series("app_latency", {});
+    REQUIRE(x != nullptr);
+    CHECK(x->buckets.empty());
+    CHECK(x->sum == 42);
+    CHECK(x->count == 2);
+}
+
+TEST_CASE("past the series limit a histogram's observations fold into its overflow series") {
+    metric_store s(store_options{.max_series = 1});
+    const auto h = s.add_family({"latency", "h", metric_type::histogram, {"peer"}, 0, {1, 10}});
+    s.observe(h, {"a"}, 1);
+    s.observe(h, {"b"}, 5);   // folded
+    s.observe(h, {"c"}, 50);  // folded
+    s.observe(h, {"a"}, 7);
+    CHECK(s.find_series("latency", {"a"})->buckets == std::vector<std::uint64_t>{1, 1});
+    const series* other = s.find_series("latency", {"other"});
+    REQUIRE(other != nullptr);
+    CHECK(other->buckets == std::vector<std::uint64_t>{0, 1});
+    CHECK(other->sum == 55);
+    CHECK(other->count == 2);
+    CHECK(s.find("latency")->all_series().size() == 2);
+    CHECK(s.value(metric_store::folded_family, {"latency"}) == 2u);
+}
+
+TEST_CASE("histogram bounds must increase, belong to histograms, and le is not a label") {
+    metric_store s;
+    CHECK_THROWS_WITH(s.add_family({"h1", "h", metric_type::histogram, {}, 0, {10, 10}}),
+                      Catch::Contains("expected strictly increasing bounds"));
+    CHECK_THROWS_WITH(s.add_family({"g1", "h", metric_type::gauge, {}, 0, {10}}),
+                      Catch::Contains("expected bounds only for a histogram"));
+    CHECK_THROWS_WITH(s.add_family({"h2", "h", metric_type::histogram, {"le"}, 0, {10}}),
+                      Catch::Contains("label 'le' of metric family 'h2' is invalid"));
+}
+
+TEST_CASE("a family whose lines would take another family's line names is refused") {
+    metric_store s;
+    s.add_family({"latency", "h", metric_type::histogram, {}, 0, {10}});
+    CHECK_THROWS_WITH(s.add_family({"latency_count", "h", metric_type::gauge, {}}),
+                      Catch::Contains("its line name 'latency_count' is used by family 'latency'"));
+    s.add_family({"depth_sum", "h", metric_type::gauge, {}});
+    CHECK_THROWS_WITH(s.add_family({"depth", "h", metric_type::summary, {}}),
+                      Catch::Contains("'depth_sum' is used by family 'depth_sum'"));
+    CHECK(s.owner_of_line("latency_bucket") == s.find("latency"));
+}
+
+TEST_CASE("each kind of update is refused on a family of the other kind") {
+    metric_store s;
+    const auto c = s.add_family({"c_total", "h", metric_type::counter, {}});
+    const auto h = s.add_family({"h", "h", metric_type::histogram, {}, 0, {1}});
+    CHECK_THROWS_WITH(s.observe(c, {}, 1), Catch::Contains("'c_total' is a counter"));
+    CHECK_THROWS_WITH(s.add(h, {}, 1), Catch::Contains("'h' is a histogram"));
+    CHECK_THROWS_WITH(s.set(h, {}, 1), Catch::Contains("'h' is a histogram"));
+}

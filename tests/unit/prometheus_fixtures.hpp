@@ -14,8 +14,9 @@
 
 namespace prom_test {
 
-/// What the pipeline hands its exporters for some transfers: the records, then the events it
-/// expands them into.
+/// What the pipeline hands an exporter that takes transfer records (as the Prometheus exporter
+/// does): the records, then the events not derived from them. The events it derives from the
+/// records (agent_tx_bytes...) go only to exporters without export_transfers.
 struct transfer_round {
     std::vector<xtel::transfer_record> transfers;
     std::vector<xtel::event> events;
@@ -74,15 +75,13 @@ inline xtel::event make(xtel::category cat,
     return e;
 }
 
-/// A completed transfer of `requests` requests and the four events the pipeline expands it
-/// into; its attributes are the defaults (label ids unknown).
+/// A completed, timed transfer of `requests` requests, as the pipeline hands it to the
+/// Prometheus exporter: the record alone; its attributes are the defaults (label ids unknown).
 inline transfer_round transfer(xtel::direction dir,
                                std::uint64_t bytes,
                                std::uint64_t requests,
                                std::uint64_t post_us,
                                std::uint64_t xfer_us) {
-    using xtel::category;
-    using xtel::value_kind;
     const bool tx = dir == xtel::direction::tx;
     xtel::transfer_record r;
     r.timestamp_us = 1;
@@ -92,13 +91,7 @@ inline transfer_round transfer(xtel::direction dir,
     r.xfer_us = xfer_us;
     r.dir = dir;
     r.attrs.op = tx ? xtel::operation::write : xtel::operation::read;
-    return {{r},
-            {make(category::transfer, tx ? "agent_tx_bytes" : "agent_rx_bytes", bytes,
-                  value_kind::counter),
-             make(category::transfer, tx ? "agent_tx_requests_num" : "agent_rx_requests_num",
-                  requests, value_kind::counter),
-             make(category::performance, "agent_xfer_time", xfer_us, value_kind::sample),
-             make(category::performance, "agent_xfer_post_time", post_us, value_kind::sample)}};
+    return {{r}, {}};
 }
 
 /// One completed transmit, as the pipeline hands it over.

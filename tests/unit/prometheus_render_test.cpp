@@ -248,3 +248,38 @@ TEST_CASE("a second agent of the same name on one endpoint is refused and logged
     second.flush(tx_transfer(10, 1, 1));
     CHECK(second.exporter.events_ignored() == 4);
 }
+
+TEST_CASE("an agent whose family of a shared name has another type is left out of that family") {
+    exporter_under_test a("agent_a");
+    exporter_under_test b("agent_b");
+    a.flush({make(category::custom, "depth", 3, value_kind::gauge)});
+    b.flush({make(category::custom, "depth", 40, value_kind::sample)});
+    const auto text = a.exporter.scrape();
+    CHECK(block(text, "# HELP depth", "depth{") ==
+          R"(# HELP depth CUSTOM event depth: the last level set.
+# TYPE depth gauge
+depth{agent_name="agent_a",hostname="h"} 3
+)");
+    CHECK(text.find("depth_sum") == std::string::npos);
+    CHECK(text.find("depth_count") == std::string::npos);
+}
+
+TEST_CASE("timed transfer records fill the histograms; untimed and failed ones do not") {
+    exporter_under_test t;
+    auto round = tx_transfer(10, 2, 30);
+    auto untimed = round.transfers[0];
+    untimed.timed = false;
+    untimed.post_us = 0;
+    untimed.xfer_us = 0;
+    auto failed = round.transfers[0];
+    failed.attrs.status = xtel::transfer_status::error;
+    round.transfers.push_back(untimed);
+    round.transfers.push_back(failed);
+    t.flush(round);
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(agent_xfer_time_count{agent_name="a1",hostname="h"} 1)"));
+    CHECK(has_line(text, R"(agent_xfer_time_sum{agent_name="a1",hostname="h"} 30)"));
+    CHECK(has_line(text, R"(agent_xfer_post_time_sum{agent_name="a1",hostname="h"} 2)"));
+    CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 20)"));
+    CHECK(has_line(text, R"(agent_tx_requests_num_total{agent_name="a1",hostname="h"} 2)"));
+}

@@ -1,9 +1,11 @@
 #pragma once
 /// The Prometheus exporter: per-agent metric state served at GET /metrics over HTTP.
 ///
-/// Transfer counters come from the metrics processor (xtel/metrics/processor.hpp), whose
-/// builders NIXL_TELEMETRY_PROMETHEUS_BUILDERS chooses; everything else (memory gauges, time
-/// histograms, other events) from the event stream.
+/// Each agent's metrics are one metric store (xtel/metrics/metric_store.hpp): transfer families
+/// from the metrics processor (xtel/metrics/processor.hpp), whose builders
+/// NIXL_TELEMETRY_PROMETHEUS_BUILDERS chooses, and the time histograms, both from transfer
+/// records; everything else (memory gauges, other events) from the events not derived from
+/// transfers.
 ///
 /// The exporter folds each batch into its agent's metric state on the flusher thread and
 /// publishes a snapshot after every flush round; the HTTP endpoint renders published snapshots
@@ -47,11 +49,13 @@ class prometheus_exporter {
     prometheus_exporter(const prometheus_exporter&) = delete;
     prometheus_exporter& operator=(const prometheus_exporter&) = delete;
 
-    /// Flusher thread only. Events agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num are
-    /// passed over: the same transfers reach export_transfers, and the legacy builder counts
-    /// them there, so folding both would count every transfer twice.
+    /// Flusher thread only: the events not derived from transfer records. Events of the names
+    /// the pipeline derives from transfers (agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num,
+    /// agent_xfer_time, agent_xfer_post_time), recorded by hand, are passed over: their families
+    /// are made from the records.
     void export_batch(std::span<const event> batch);
-    /// Flusher thread only: whole transfers, through the metrics processor.
+    /// Flusher thread only: whole transfers, each once, through the metrics processor and into
+    /// the time histograms.
     void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
     /// Flusher thread only: makes what the batches of this round added visible to scrapes.
     void on_flush_end();
@@ -71,7 +75,8 @@ class prometheus_exporter {
     std::string address() const;
     /// What GET /metrics answers now (every agent on the endpoint); empty when inactive.
     std::string scrape() const;
-    /// Events handed to an inactive exporter.
+    /// Events handed to an inactive exporter, with the events of the transfer records handed
+    /// to it (as many as the pipeline makes of them for event exporters).
     std::uint64_t events_ignored() const noexcept {
         return ignored_.load(std::memory_order_relaxed);
     }

@@ -1,6 +1,8 @@
 #pragma once
-/// Where builders put their series: families of counters and gauges, each series told apart
-/// by its label values, with a limit on the series of each family.
+/// xtel's one metric model: families of counters, gauges, histograms and summaries, each series
+/// told apart by its label values, with a limit on the series of each family. Every producer
+/// fills a store (the processor's builders, the Prometheus exporter's event folding and its
+/// time histograms); renderers read the snapshot a publisher copies out of it (snapshot.hpp).
 ///
 /// A label value such as a peer's name is unbounded, so the number of series is bounded
 /// instead: past `max_series` series in a family, an update for a new label set goes to the
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,10 +28,23 @@
 
 namespace xtel::metrics {
 
-enum class metric_type : std::uint8_t { counter, gauge };
+/// counter: a total that only grows (add). gauge: a level (set, or add for increments).
+/// histogram: observations counted in buckets of fixed bounds, with their sum and count.
+/// summary: the sum and count of observations, without buckets or quantiles.
+enum class metric_type : std::uint8_t { counter, gauge, histogram, summary };
 
 constexpr std::string_view to_string(metric_type t) noexcept {
-    return t == metric_type::counter ? "counter" : "gauge";
+    switch (t) {
+        case metric_type::counter:
+            return "counter";
+        case metric_type::gauge:
+            return "gauge";
+        case metric_type::histogram:
+            return "histogram";
+        case metric_type::summary:
+            return "summary";
+    }
+    return "untyped";
 }
 
 /// What a family is: its exposition name (counters end in _total), HELP text, type and the
@@ -38,20 +54,41 @@ struct family_spec {
     std::string help;
     metric_type type = metric_type::counter;
     std::vector<std::string> label_names;
-    /// Values are kept as integers in units of 10^-decimals and shown divided by 10^decimals,
-    /// exactly: microseconds kept with decimals 6 are shown as seconds (450 -> 0.000450), the
-    /// base unit Prometheus expects, without a rounding error in the sums. At most 18.
+    /// Values (and histogram and summary sums) are kept as integers in units of 10^-decimals
+    /// and shown divided by 10^decimals, exactly: microseconds kept with decimals 6 are shown as
+    /// seconds (450 -> 0.000450), the base unit Prometheus expects, without a rounding error in
+    /// the sums. At most 18.
     std::uint8_t decimals = 0;
+    /// Histogram only: the buckets' upper bounds, in the unit of the values kept, strictly
+    /// increasing; the +Inf bucket is implied. Empty for the other types.
+    std::vector<double> bounds;
 
     friend bool operator==(const family_spec&, const family_spec&) = default;
 };
 
 using family_id = std::uint32_t;
 
-/// One series: its label values (in the order of the family's label names) and its value.
+/// One series: its label values (in the order of the family's label names) and what it holds.
 struct series {
     std::vector<std::string> label_values;
+    /// counter, gauge: the value.
     std::uint64_t value = 0;
+    /// histogram: observations per bucket, one per bound, NOT cumulative; an observation goes
+    /// in the first bucket whose bound is >= it, and one above every bound only in `count`
+    /// (the +Inf bucket). Empty for the other types. (Exemplars, when they come, sit beside
+    /// these: one per bucket.)
+    std::vector<std::uint64_t> buckets;
+    /// histogram, summary: the sum and the number of observations.
+    std::uint64_t sum = 0;
+    std::uint64_t count = 0;
+
+    friend bool operator==(const series&, const series&) = default;
+};
+
+/// A series found once and updated many times without a lookup by label values.
+struct series_ref {
+    family_id family = 0;
+    std::uint32_t index = 0;
 };
 
 /// A family and its series, in the order they were made.
@@ -81,8 +118,8 @@ struct store_options {
     std::size_t max_series = 1000;
     /// Label names no family may use (an exporter adds labels of these names to every series).
     std::vector<std::string> reserved_labels;
-    /// Called with each new family before it is added; throws to refuse it (an exporter whose
-    /// own names it would collide with).
+    /// Called with each family given to add_family, before anything else is checked; throws to
+    /// refuse it (an exporter whose own names it would collide with).
     std::function<void(const family_spec&)> check;
 };
 
@@ -95,40 +132,84 @@ class metric_store {
     /// Throws metrics_error when max_series is 0.
     explicit metric_store(store_options opts = {});
 
-    /// The id of the family `spec` describes, added when new. Throws metrics_error when the
-    /// name is not a metric name, a counter's name does not end in _total, a label name is
-    /// invalid, repeated or reserved, or the name is taken by a family of another spec.
+    /// The id of the family `spec` describes, added when new. Throws metrics_error when
+    /// `check` refuses it, the name is not a metric name, a counter's name does not end in
+    /// _total, a label name is invalid, repeated or reserved, histogram bounds are not
+    /// strictly increasing (or given to another type), the name is taken by a family of
+    /// another spec, or a line name it would use (name, name_bucket, name_sum, name_count) is
+    /// one another family uses.
     family_id add_family(family_spec spec);
 
-    /// Adds `delta` to the series of `values` (made at 0 when new). Throws metrics_error when
-    /// the number of values is not the number of the family's labels.
-    void add(family_id f, std::span<const std::string_view> values, std::uint64_t delta);
-    void add(family_id f, std::initializer_list<std::string_view> values, std::uint64_t delta) {
-        add(f, std::span<const std::string_view>(values.begin(), values.size()), delta);
+    /// The series of `values` in family `f`, made when new (counters and gauges at 0, empty
+    /// histograms), or the overflow series past the limit (the fold is counted now, once).
+    /// Throws metrics_error when the number of values is not the number of the family's
+    /// labels.
+    series_ref series_of(family_id f, std::span<const std::string_view> values);
+    series_ref series_of(family_id f, std::initializer_list<std::string_view> values) {
+        return series_of(f, std::span<const std::string_view>(values.begin(), values.size()));
     }
-    /// Sets the series of `values` to `value`.
-    void set(family_id f, std::span<const std::string_view> values, std::uint64_t value);
+
+    /// Adds `delta` to a counter's or gauge's series (throws metrics_error for the others).
+    void add(series_ref s, std::uint64_t delta);
+    /// Sets a gauge's (or counter's) series to `value` (throws metrics_error for the others).
+    void set(series_ref s, std::uint64_t value);
+    /// Observes `value` in a histogram's or summary's series (throws metrics_error for the
+    /// others).
+    void observe(series_ref s, std::uint64_t value);
+
+    /// The same, finding the series by its label values each time.
+    void add(family_id f, std::span<const std::string_view> values, std::uint64_t delta) {
+        add(series_of(f, values), delta);
+    }
+    void add(family_id f, std::initializer_list<std::string_view> values, std::uint64_t delta) {
+        add(series_of(f, values), delta);
+    }
+    void set(family_id f, std::span<const std::string_view> values, std::uint64_t value) {
+        set(series_of(f, values), value);
+    }
     void set(family_id f, std::initializer_list<std::string_view> values, std::uint64_t value) {
-        set(f, std::span<const std::string_view>(values.begin(), values.size()), value);
+        set(series_of(f, values), value);
+    }
+    void observe(family_id f, std::span<const std::string_view> values, std::uint64_t value) {
+        observe(series_of(f, values), value);
+    }
+    void observe(family_id f, std::initializer_list<std::string_view> values, std::uint64_t value) {
+        observe(series_of(f, values), value);
     }
 
     /// Every family, in the order added; the folded-updates family is the first.
     std::span<const family> families() const noexcept { return families_; }
     /// The family named `name`; nullptr when none.
     const family* find(std::string_view name) const noexcept;
-    /// The value of a series; nullopt when the family or the series does not exist.
+    /// The id of the family named `name`; nullopt when none.
+    std::optional<family_id> id_of(std::string_view name) const noexcept;
+    /// The family that uses `line_name` for a line (its name, or a histogram's or summary's
+    /// name_bucket, name_sum, name_count); nullptr when none.
+    const family* owner_of_line(std::string_view line_name) const noexcept;
+    /// The series of `values` in the family named `family_name`; nullptr when either is
+    /// missing.
+    const series* find_series(std::string_view family_name,
+                              std::initializer_list<std::string_view> values) const;
+    /// The value of a counter's or gauge's series; nullopt when the family or the series does
+    /// not exist.
     std::optional<std::uint64_t> value(std::string_view family_name,
                                        std::initializer_list<std::string_view> values) const;
-    /// Grows with every change (an update, a new family): "has anything changed since".
+    /// Grows with every change (an update, a new family or series): "has anything changed
+    /// since".
     std::uint64_t changes() const noexcept { return changes_; }
     std::size_t max_series() const noexcept { return opts_.max_series; }
 
+    /// The line names a family of `name` and `type` uses in the text exposition formats.
+    static std::vector<std::string> line_names(std::string_view name, metric_type type);
+
   private:
-    series& find_or_make(family_id f, std::span<const std::string_view> values);
+    series& at(series_ref s);
+    void check_new(const family_spec& spec) const;
 
     store_options opts_;
     std::vector<family> families_;
-    std::string key_;  // scratch: encoded label values
+    std::map<std::string, family_id, std::less<>> lines_;  // line name -> family using it
+    std::string key_;                                      // scratch: encoded label values
     std::uint64_t changes_ = 0;
 };
 

@@ -35,7 +35,7 @@ struct processor_options {
     std::size_t max_series = metric_store::default_max_series;
     /// Label names no family may use; an exporter that adds its own labels names them here.
     std::vector<std::string> reserved_labels;
-    /// Called with each new family before it is added; throws to refuse it.
+    /// Called with each family given to add_family before it is added; throws to refuse it.
     std::function<void(const family_spec&)> check;
     /// The compile-time builders to run, by name; every one of them when unset.
     std::optional<std::vector<std::string>> builders;
@@ -164,6 +164,9 @@ class processor {
     }
 
     const metric_store& store() const noexcept { return core_.store(); }
+    /// The store the builders fill, for producers that add families of their own beside them
+    /// (the Prometheus exporter's event families). Not concurrently with process().
+    metric_store& store() noexcept { return core_.store(); }
     const attribute_registry& attributes() const noexcept { return core_.attributes(); }
     const metrics::context& ctx() const noexcept { return core_.ctx(); }
     /// Exceptions thrown by run-time builders' build(), counted and swallowed.

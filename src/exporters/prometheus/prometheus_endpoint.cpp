@@ -6,7 +6,8 @@
 #include <map>
 
 #include "core/log.hpp"
-#include "exporters/prometheus/prometheus_metrics.hpp"
+#include "exporters/prometheus/prometheus_agent.hpp"
+#include "exporters/prometheus/prometheus_text.hpp"
 #include "http/server.hpp"
 
 namespace xtel::detail {
@@ -95,16 +96,22 @@ std::string prometheus_endpoint::render() const {
 }
 
 std::shared_ptr<const std::string> prometheus_endpoint::render_shared() const {
-    std::vector<std::shared_ptr<const agent_snapshot>> snapshots;
+    std::vector<std::shared_ptr<const metrics::snapshot>> snapshots;
     {
+        // Agents in the order of their names, so every scrape lists their series alike.
         const std::lock_guard lock(agents_mutex_);
-        snapshots.reserve(agents_.size());
+        std::vector<const prometheus_agent*> agents;
+        agents.reserve(agents_.size());
         for (const auto& a : agents_) {
+            agents.push_back(a.get());
+        }
+        std::sort(agents.begin(), agents.end(),
+                  [](const auto* a, const auto* b) { return a->agent_name() < b->agent_name(); });
+        snapshots.reserve(agents.size());
+        for (const auto* a : agents) {
             snapshots.push_back(a->snapshot());
         }
     }
-    std::sort(snapshots.begin(), snapshots.end(),
-              [](const auto& a, const auto& b) { return a->agent_name < b->agent_name; });
     const std::lock_guard lock(cache_mutex_);
     if (cached_ && snapshots == cached_from_) {
         return cached_;

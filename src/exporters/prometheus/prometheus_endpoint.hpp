@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/metrics/snapshot.hpp"
 
 namespace xtel::detail {
 
 class prometheus_agent;
-struct agent_snapshot;
 class http_server;
 
 /// One listening socket and the agents it serves. Exporters that name the same address share
@@ -50,7 +50,7 @@ class prometheus_endpoint {
 
     mutable std::mutex cache_mutex_;
     /// What the cached body was rendered from; held, so that equal pointers mean equal data.
-    mutable std::vector<std::shared_ptr<const agent_snapshot>> cached_from_;
+    mutable std::vector<std::shared_ptr<const metrics::snapshot>> cached_from_;
     mutable std::shared_ptr<const std::string> cached_;
 
     /// Last, so it stops (and no longer calls render_shared) before the rest goes.

@@ -10,11 +10,12 @@
 #include <cmath>
 
 #include "core/log.hpp"
+#include "exporters/prometheus/prometheus_agent.hpp"
 #include "exporters/prometheus/prometheus_endpoint.hpp"
-#include "exporters/prometheus/prometheus_metrics.hpp"
 #include "xtel/error.hpp"
 #include "xtel/metrics/builder.hpp"
 #include "xtel/pipelines.hpp"
+#include "xtel/telemetry.hpp"
 
 namespace xtel {
 
@@ -64,9 +65,17 @@ void prometheus_exporter::export_batch(std::span<const event> batch) {
 
 void prometheus_exporter::export_transfers(std::span<const transfer_record> transfers,
                                            const label_table& labels) {
-    if (endpoint_) {
-        agent_->apply_transfers(transfers, labels);
+    if (!endpoint_) {
+        // Counted as the events the pipeline makes of them for event exporters, so that
+        // events_lost() reads the same whichever way the transfers came.
+        std::uint64_t events = 0;
+        for (const transfer_record& r : transfers) {
+            events += detail::events_of_transfer(r.attrs.status, r.timed);
+        }
+        ignored_.fetch_add(events, std::memory_order_relaxed);
+        return;
     }
+    agent_->apply_transfers(transfers, labels);
 }
 
 void prometheus_exporter::add_builder(std::unique_ptr<metrics::builder> b) {

@@ -1,0 +1,47 @@
+#pragma once
+/// The snapshot form of the metric model: what a publisher copies out of a metric_store after
+/// a flush and every renderer reads (the Prometheus text today; the node snapshot, OpenMetrics
+/// and OTLP next), without touching the store. Plain values, no pointers into the store:
+/// published behind a std::shared_ptr<const snapshot>, it never changes again, so any number
+/// of readers on any thread read it without a lock. docs/metrics-processor.md describes each
+/// field.
+
+#include <string>
+#include <vector>
+
+#include "xtel/metrics/metric_store.hpp"
+
+namespace xtel::metrics {
+
+/// A label every series of a snapshot carries, before its own (agent_name, hostname).
+struct label {
+    std::string name;
+    std::string value;
+
+    friend bool operator==(const label&, const label&) = default;
+};
+
+/// One family: what it is (its spec: name, HELP, type, label names, decimals, bounds) and its
+/// series in the order they were made. `series` holds the values as the store keeps them:
+/// integers in units of 10^-decimals, histogram buckets not cumulative.
+struct family_snapshot {
+    family_spec spec;
+    std::vector<metrics::series> series;
+
+    friend bool operator==(const family_snapshot&, const family_snapshot&) = default;
+};
+
+/// One producer's metrics (an agent's) at one moment.
+struct snapshot {
+    /// Labels of every series, first: for an agent, agent_name and hostname.
+    std::vector<label> labels;
+    /// Families that have at least one series, sorted by name; names are unique.
+    std::vector<family_snapshot> families;
+
+    friend bool operator==(const snapshot&, const snapshot&) = default;
+};
+
+/// Copies `store` into a snapshot whose series all carry `labels` first.
+snapshot take_snapshot(const metric_store& store, std::vector<label> labels = {});
+
+}  // namespace xtel::metrics

@@ -1,0 +1,26 @@
+#include "xtel/metrics/snapshot.hpp"
+
+#include <algorithm>
+
+namespace xtel::metrics {
+
+snapshot take_snapshot(const metric_store& store, std::vector<label> labels) {
+    snapshot out;
+    out.labels = std::move(labels);
+    const auto families = store.families();
+    out.families.reserve(families.size());
+    for (const family& f : families) {
+        const auto all = f.all_series();
+        if (all.empty()) {
+            continue;  // a family appears with its first series
+        }
+        out.families.push_back({f.spec(), {all.begin(), all.end()}});
+    }
+    std::sort(out.families.begin(), out.families.end(),
+              [](const family_snapshot& a, const family_snapshot& b) {
+                  return a.spec.name < b.spec.name;
+              });
+    return out;
+}
+
+}  // namespace xtel::metrics
