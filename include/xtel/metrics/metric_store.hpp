@@ -61,7 +61,7 @@ struct family_spec {
     std::uint8_t decimals = 0;
     /// Histogram only: the buckets' upper bounds, in the unit of the values kept, strictly
     /// increasing; the +Inf bucket is implied. Empty for the other types.
-    std::vector<double> bounds;
+    std::vector<double> bounds{};
 
     friend bool operator==(const family_spec&, const family_spec&) = default;
 };
