@@ -245,7 +245,12 @@ bool http_server::linger(connection& c) {
 
 void http_server::close_connection(connection& c) noexcept {
     if (c.fd >= 0) {
-        ::close(c.fd);  // also leaves the epoll set: nothing else holds the descriptor
+        // Out of the epoll set first: close() alone leaves it only when no other descriptor
+        // refers to the socket, and a process spawned at that moment (posix_spawn, fork) holds
+        // copies of every descriptor until it execs or exits. Left in the set, a socket at its
+        // end stays ready, and epoll would hand out this connection after the sweep freed it.
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+        ::close(c.fd);
         c.fd = -1;
     }
     c.body_out.reset();
