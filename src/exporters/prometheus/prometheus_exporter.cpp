@@ -91,8 +91,4 @@ std::string prometheus_exporter::scrape() const {
     return endpoint_ ? endpoint_->render() : std::string();
 }
 
-// Precompiled for the registry (see the extern templates in xtel/pipelines.hpp).
-template class telemetry<prometheus_exporter>;
-template class telemetry<buffer_exporter, prometheus_exporter>;
-
 }  // namespace xtel
