@@ -29,6 +29,16 @@ foreach(entry IN LISTS XTEL_WRONG_HOOKS)
     set_tests_properties("${test_name}" PROPERTIES PASS_REGULAR_EXPRESSION "${message}")
 endforeach()
 
+add_test(NAME "compile: a metrics builder with setup in its documented form compiles"
+    COMMAND ${CMAKE_CXX_COMPILER} ${XTEL_COMPILE_FLAGS}
+        ${CMAKE_CURRENT_SOURCE_DIR}/compile/builder_hook.cpp)
+add_test(NAME "compile: a metrics builder setup of the wrong form is a compile error"
+    COMMAND ${CMAKE_CXX_COMPILER} ${XTEL_COMPILE_FLAGS} -DXTEL_WRONG_HOOK
+        ${CMAKE_CURRENT_SOURCE_DIR}/compile/builder_hook.cpp)
+set_tests_properties("compile: a metrics builder setup of the wrong form is a compile error"
+    PROPERTIES PASS_REGULAR_EXPRESSION
+    "builder hook setup must be callable as `void setup\\(metric_store&")
+
 # -H prints every header the file includes, one per line, on stderr.
 add_test(NAME "compile: xtel/agent.hpp includes neither the UCX backend nor an exporter"
     COMMAND ${CMAKE_COMMAND}
