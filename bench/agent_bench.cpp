@@ -44,8 +44,9 @@
 
 #include "bench_util.hpp"
 #include "hostile_clients.hpp"
+#include "xtel/agent.hpp"
+#include "xtel/basic_agent.hpp"
 #include "xtel/log.hpp"
-#include "xtel/registry.hpp"
 
 namespace {
 

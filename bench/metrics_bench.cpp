@@ -38,7 +38,7 @@ std::vector<xtel::transfer_record> make_batch(xtel::label_table& labels, std::si
         r.xfer_us = i & 63;
         r.attrs.backend = ucx;
         r.attrs.remote_agent = peers[g / 2];
-        r.attrs.op = g % 2 == 0 ? xtel::operation::write : xtel::operation::read;
+        r.attrs.op = g % 2 == 0 ? xtel::transfer_op::write : xtel::transfer_op::read;
         r.dir = g % 2 == 0 ? xtel::direction::tx : xtel::direction::rx;
     }
     return batch;

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "xtel/agent.hpp"
+#include "xtel/basic_agent.hpp"
 #include "xtel/metrics/builder.hpp"
-#include "xtel/registry.hpp"
 
 namespace {
 

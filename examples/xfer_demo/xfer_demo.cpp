@@ -1,5 +1,5 @@
 // Moves data between two xtel agents over UCX, verifies it, and prints throughput as it goes.
-// The agents' telemetry pipeline comes from NIXL_TELEMETRY_* (see xtel/registry.hpp).
+// The agents' telemetry pipeline comes from NIXL_TELEMETRY_* (see xtel/agent.hpp).
 //
 //   xfer_demo [--role both|target|initiator] [--metadata FILE] [--total SIZE] [--block SIZE]
 //             [--op read|write|both] [--depth N] [--seed N] [--timeout SECONDS]
@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "xtel/agent.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
-#include "xtel/registry.hpp"
 
 namespace {
 

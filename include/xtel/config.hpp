@@ -31,18 +31,6 @@ inline constexpr const char* output_path = "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH"
 inline constexpr const char* timing_sample = "NIXL_TELEMETRY_TIMING_SAMPLE";
 }  // namespace env
 
-/// Exporter names compiled into xtel. Any other name in NIXL_TELEMETRY_EXPORTER is a plugin.
-inline constexpr std::string_view builtin_exporters[] = {"buffer", "prometheus"};
-
-constexpr bool is_builtin_exporter(std::string_view name) noexcept {
-    for (const auto b : builtin_exporters) {
-        if (b == name) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /// Looks a variable up; std::nullopt when unset. Tests pass their own table.
 using env_lookup = std::function<std::optional<std::string>(std::string_view)>;
 

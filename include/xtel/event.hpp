@@ -88,20 +88,4 @@ static_assert(sizeof(event) == 56);
 static_assert(std::is_trivially_copyable_v<event>);
 static_assert(std::is_standard_layout_v<event>);
 
-/// The built-in agent event names (the NIXL names).
-namespace names {
-inline constexpr event_name agent_memory_registered{"agent_memory_registered"};
-inline constexpr event_name agent_memory_deregistered{"agent_memory_deregistered"};
-inline constexpr event_name agent_tx_bytes{"agent_tx_bytes"};
-inline constexpr event_name agent_rx_bytes{"agent_rx_bytes"};
-inline constexpr event_name agent_tx_requests_num{"agent_tx_requests_num"};
-inline constexpr event_name agent_rx_requests_num{"agent_rx_requests_num"};
-inline constexpr event_name agent_xfer_time{"agent_xfer_time"};
-inline constexpr event_name agent_xfer_post_time{"agent_xfer_post_time"};
-/// Events the pipeline could not stage because a per-thread staging ring was full (a counter).
-inline constexpr event_name telemetry_events_dropped{"telemetry_events_dropped"};
-/// Batches an exporter failed to take (a counter, one per failing exporter call).
-inline constexpr event_name telemetry_export_errors{"telemetry_export_errors"};
-}  // namespace names
-
 }  // namespace xtel

@@ -49,29 +49,80 @@ concept exporter = std::constructible_from<E, const exporter_context&> &&
 };
 
 /// Fills defaults for an exporter's optional members.
+///
+/// An optional hook is detected by its name alone (`&E::hook`), then its form is checked: a
+/// hook with the wrong signature (`void on_flush_end(int)`, a non-const `disabled()`) is a
+/// compile error naming the hook and the form expected, never a silent no-op. A hook that is
+/// overloaded cannot have its address taken, so it is detected only by its documented form.
 template <exporter E>
 struct exporter_traits {
-    static constexpr bool wants_transfers =
+  private:
+    static constexpr bool declares_export_transfers = requires { &E::export_transfers; };
+    static constexpr bool declares_on_flush_end = requires { &E::on_flush_end; };
+    static constexpr bool declares_on_stop = requires { &E::on_stop; };
+    static constexpr bool declares_disabled = requires { &E::disabled; };
+    static constexpr bool declares_events_lost = requires { &E::events_lost; };
+    static constexpr bool declares_name = requires { &E::name; };
+
+    static constexpr bool export_transfers_ok =
         requires(E & e, std::span<const transfer_record> t, const label_table& l) {
-        e.export_transfers(t, l);
+        { e.export_transfers(t, l) } -> std::same_as<void>;
     };
+    static constexpr bool on_flush_end_ok = requires(E & e) {
+        { e.on_flush_end() } -> std::same_as<void>;
+    };
+    static constexpr bool on_stop_ok = requires(E & e) {
+        { e.on_stop() } -> std::same_as<void>;
+    };
+    static constexpr bool disabled_ok = requires(const E& e) {
+        { e.disabled() }
+        noexcept->std::same_as<bool>;
+    };
+    static constexpr bool events_lost_ok = requires(const E& e) {
+        { e.events_lost() }
+        noexcept->std::same_as<std::uint64_t>;
+    };
+    static constexpr bool name_ok = [] {
+        if constexpr (requires { E::name; }) {
+            return std::same_as<decltype(E::name), const std::string_view>;
+        } else {
+            return false;
+        }
+    }();
+
+    static_assert(!declares_export_transfers || export_transfers_ok,
+                  "exporter hook export_transfers must be callable as `void "
+                  "export_transfers(std::span<const transfer_record>, const label_table&)`");
+    static_assert(!declares_on_flush_end || on_flush_end_ok,
+                  "exporter hook on_flush_end must be callable as `void on_flush_end()`");
+    static_assert(!declares_on_stop || on_stop_ok,
+                  "exporter hook on_stop must be callable as `void on_stop()`");
+    static_assert(!declares_disabled || disabled_ok,
+                  "exporter hook disabled must be `bool disabled() const noexcept`");
+    static_assert(!declares_events_lost || events_lost_ok,
+                  "exporter hook events_lost must be `std::uint64_t events_lost() const noexcept`");
+    static_assert(!declares_name || name_ok,
+                  "exporter member name must be `static constexpr std::string_view name`");
+
+  public:
+    static constexpr bool wants_transfers = export_transfers_ok;
 
     static constexpr std::string_view name = [] {
-        if constexpr (requires { E::name; }) {
-            return std::string_view{E::name};
+        if constexpr (name_ok) {
+            return E::name;
         } else {
             return std::string_view{"exporter"};
         }
     }();
 
     static void on_flush_end(E& e) {
-        if constexpr (requires { e.on_flush_end(); }) {
+        if constexpr (on_flush_end_ok) {
             e.on_flush_end();
         }
     }
 
     static bool disabled(const E& e) noexcept {
-        if constexpr (requires { e.disabled(); }) {
+        if constexpr (disabled_ok) {
             return e.disabled();
         } else {
             return false;
@@ -79,7 +130,7 @@ struct exporter_traits {
     }
 
     static std::uint64_t events_lost(const E& e) noexcept {
-        if constexpr (requires { e.events_lost(); }) {
+        if constexpr (events_lost_ok) {
             return e.events_lost();
         } else {
             return 0;
@@ -87,7 +138,7 @@ struct exporter_traits {
     }
 
     static void on_stop(E& e) {
-        if constexpr (requires { e.on_stop(); }) {
+        if constexpr (on_stop_ok) {
             e.on_stop();
         }
     }

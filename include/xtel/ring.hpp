@@ -13,12 +13,11 @@
 #include <new>
 #include <vector>
 
+#include "xtel/cache_line.hpp"
 #include "xtel/event.hpp"
 #include "xtel/transfer_record.hpp"
 
 namespace xtel::detail {
-
-inline constexpr std::size_t cache_line = 64;
 
 enum class record_kind : std::uint8_t {
     event = 0,        ///< one event: value + name in the payload

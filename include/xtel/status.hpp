@@ -12,7 +12,7 @@
 
 namespace xtel {
 
-/// The outcome kinds. Each error kind has its own ERROR event (agent_events.hpp).
+/// The outcome kinds. Each error kind has its own ERROR event (names.hpp).
 enum class status_code : std::uint8_t {
     ok = 0,
     in_progress = 1,          ///< a transfer was posted and has not completed yet

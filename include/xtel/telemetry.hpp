@@ -27,31 +27,12 @@
 #include "xtel/config.hpp"
 #include "xtel/event.hpp"
 #include "xtel/exporter.hpp"
+#include "xtel/names.hpp"
 #include "xtel/ring.hpp"
+#include "xtel/telemetry_options.hpp"
 #include "xtel/transfer_record.hpp"
 
 namespace xtel {
-
-/// Run-time knobs that are not NIXL variables.
-struct telemetry_options {
-    /// Records each thread can stage between two flushes before it drops (and counts).
-    std::size_t staging_capacity = 16384;
-    /// Most events handed to an exporter in one call.
-    std::size_t batch_size = 4096;
-    /// Start the flusher thread. Off, events reach the exporters only through flush().
-    bool start_flusher = true;
-};
-
-/// Counts the pipeline keeps about itself.
-struct telemetry_stats {
-    std::uint64_t events_exported = 0;  ///< events handed to the exporters
-    std::uint64_t records_dropped = 0;  ///< records lost to full staging rings
-    std::uint64_t export_errors = 0;    ///< exporter calls that threw
-    /// Exporters that turned themselves off (one that cannot write; see xtel/exporter.hpp).
-    std::uint64_t exporters_disabled = 0;
-    /// Events exporters were handed and could not write, summed over the exporters.
-    std::uint64_t events_lost = 0;
-};
 
 namespace detail {
 /// Out of line: formats and logs an exporter's failure (the first one per exporter).
@@ -69,8 +50,24 @@ constexpr std::size_t events_of_transfer(transfer_status status, bool timed) noe
 }
 }  // namespace detail
 
+/// The exporters of a pipeline, in the order the pipeline calls them.
 template <exporter... Exporters>
-class telemetry {
+struct exporter_list {};
+
+/// The pipeline over the exporters of an exporter_list; spelled `telemetry<Exporters...>`.
+/// The pipeline is a class template over one list type, not over the pack itself, so that
+/// xtel/pipelines.hpp can name an instantiation computed from its list of built-in exporters
+/// (an alias) in `extern template` and explicit instantiation, which take no alias in their
+/// own class name.
+template <class ExporterList>
+class basic_telemetry;
+
+/// `telemetry<>` (disabled), `telemetry<buffer_exporter>`, ...
+template <exporter... Exporters>
+using telemetry = basic_telemetry<exporter_list<Exporters...>>;
+
+template <exporter... Exporters>
+class basic_telemetry<exporter_list<Exporters...>> {
   public:
     /// False for `telemetry<>`, whose record calls do nothing.
     static constexpr bool enabled = sizeof...(Exporters) > 0;
@@ -85,7 +82,7 @@ class telemetry {
     static constexpr bool splits_events = takes_transfers && expands_transfers;
 
     /// Builds every exporter (their set-up errors propagate) and starts the flusher.
-    telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
+    basic_telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
         : agent_name_(std::move(agent_name)),
           opts_(opts),
           interval_(cfg.run_interval),
@@ -100,11 +97,11 @@ class telemetry {
         }
     }
 
-    telemetry(const telemetry&) = delete;
-    telemetry& operator=(const telemetry&) = delete;
+    basic_telemetry(const basic_telemetry&) = delete;
+    basic_telemetry& operator=(const basic_telemetry&) = delete;
 
     /// Stops the flusher, then flushes what is left, so nothing recorded before is lost.
-    ~telemetry() {
+    ~basic_telemetry() {
         if constexpr (enabled) {
             {
                 const std::lock_guard lock(wake_mutex_);
@@ -172,7 +169,7 @@ class telemetry {
                          std::uint64_t requests,
                          std::uint64_t post_us,
                          std::uint64_t xfer_us,
-                         const transfer_attributes& attrs = default_attributes) noexcept {
+                         const transfer_attributes& attrs = no_attributes) noexcept {
         stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
     }
 
@@ -183,7 +180,7 @@ class telemetry {
                                 std::uint64_t timestamp_us,
                                 std::uint64_t bytes,
                                 std::uint64_t requests,
-                                const transfer_attributes& attrs = default_attributes) noexcept {
+                                const transfer_attributes& attrs = no_attributes) noexcept {
         stage_transfer(dir, timestamp_us, bytes, requests, 0, 0, attrs, false);
     }
 
@@ -266,7 +263,8 @@ class telemetry {
         }
     }
 
-    static constexpr transfer_attributes default_attributes{};
+    /// What a transfer recorded without attributes carries (every field "not known").
+    static constexpr transfer_attributes no_attributes{};
 
     template <std::size_t... I>
     static exporter_tuple make_exporters(const exporter_context& ctx, std::index_sequence<I...>) {
@@ -433,7 +431,8 @@ class telemetry {
     }
 
     template <std::size_t... I>
-    void export_transfers_each(std::span<const transfer_record> t, std::index_sequence<I...>) {
+    void export_transfers_each([[maybe_unused]] std::span<const transfer_record> t,
+                               std::index_sequence<I...>) {
         (export_transfers_one<I>(t), ...);
     }
 

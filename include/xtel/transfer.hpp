@@ -7,14 +7,35 @@
 
 namespace xtel {
 
-/// Where memory lives. The numeric values are part of the metadata format.
+/// Where memory lives. A descriptor names dram or vram (those two values are part of the
+/// metadata format); a transfer's attributes may also report block, object or file memory, and
+/// unknown for descriptors of mixed kinds or none. to_string gives the label values metrics
+/// carry ("dram", "vram", ...).
 enum class memory_kind : std::uint8_t {
     dram = 0,  ///< host memory
     vram = 1,  ///< GPU memory (CUDA)
+    block = 2,
+    object = 3,
+    file = 4,
+    unknown = 255,
 };
 
 constexpr std::string_view to_string(memory_kind k) noexcept {
-    return k == memory_kind::dram ? "DRAM" : k == memory_kind::vram ? "VRAM" : "UNKNOWN";
+    switch (k) {
+        case memory_kind::dram:
+            return "dram";
+        case memory_kind::vram:
+            return "vram";
+        case memory_kind::block:
+            return "block";
+        case memory_kind::object:
+            return "object";
+        case memory_kind::file:
+            return "file";
+        case memory_kind::unknown:
+            break;
+    }
+    return "unknown";
 }
 
 /// A contiguous span of memory in the process that owns it. Remote descriptors carry the
@@ -36,10 +57,11 @@ struct descriptor {
 };
 
 /// READ brings remote memory into local memory; WRITE sends local memory to remote memory.
+/// to_string gives the label values metrics carry ("read", "write").
 enum class transfer_op : std::uint8_t { read = 0, write = 1 };
 
 constexpr std::string_view to_string(transfer_op op) noexcept {
-    return op == transfer_op::read ? "READ" : "WRITE";
+    return op == transfer_op::read ? "read" : "write";
 }
 
 /// Names a transfer created by an agent; valid until released. A stale or foreign handle is

@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "xtel/basic_agent.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/plugin.hpp"
+#include "xtel/pipelines.hpp"
 
 namespace xtel {
 
@@ -20,46 +24,37 @@ std::unique_ptr<agent> make(std::string name, const config& cfg, const agent_opt
 }
 
 struct pipeline_entry {
-    std::string_view exporters;  ///< canonical: sorted, comma-joined
+    std::string exporters;  ///< canonical: sorted, comma-joined
     agent_factory make;
 };
 
-// The precompiled pipelines, one line each. To add one: instantiate basic_agent<T> in
-// src/agent.cpp (with its extern template in xtel/agent.hpp), then add {"<sorted names>",
-// &make<T>} here, e.g. {"buffer,prometheus", &make<telemetry<buffer_exporter,
-// prometheus_exporter>>}. The static_assert below keeps the keys canonical.
-// "plugin" stands for every name that is not built in: those are loaded by plugin_exporter.
-constexpr pipeline_entry pipelines[] = {
-    {"buffer", &make<telemetry<buffer_exporter>>},
-    {"buffer,plugin", &make<telemetry<buffer_exporter, plugin_exporter>>},
-    {"buffer,prometheus", &make<telemetry<buffer_exporter, prometheus_exporter>>},
-    {"plugin", &make<telemetry<plugin_exporter>>},
-    {"prometheus", &make<telemetry<prometheus_exporter>>},
-};
-
-constexpr bool is_canonical(std::string_view set) {
-    std::string_view previous;
-    while (!set.empty()) {
-        const auto comma = set.find(',');
-        const std::string_view name = set.substr(0, comma);
-        if (name.empty() || (!previous.empty() && !(previous < name))) {
-            return false;
-        }
-        previous = name;
-        set = comma == std::string_view::npos ? std::string_view{} : set.substr(comma + 1);
-    }
-    return !previous.empty();
-}
-
-constexpr bool all_canonical() {
-    for (const auto& p : pipelines) {
-        if (!is_canonical(p.exporters)) {
-            return false;
+/// The canonical exporter set of a pipeline mask: its policies' names (xtel/pipelines.hpp).
+std::string exporter_set_of(unsigned mask) {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < pipeline_policy_names.size(); ++i) {
+        if ((mask & (1u << i)) != 0) {
+            names.emplace_back(pipeline_policy_names[i]);
         }
     }
-    return true;
+    return canonical_exporter_set(names);
 }
-static_assert(all_canonical(), "registry keys must be sorted, comma-joined exporter names");
+
+/// Masks 1 to pipeline_count - 1 (0 is telemetry off, which no exporter set names).
+template <unsigned... M>
+std::vector<pipeline_entry> make_table(std::integer_sequence<unsigned, M...>) {
+    std::vector<pipeline_entry> table{{exporter_set_of(M + 1), &make<pipeline_t<M + 1>>}...};
+    std::sort(table.begin(), table.end(),
+              [](const auto& a, const auto& b) { return a.exporters < b.exporters; });
+    return table;
+}
+
+/// Every precompiled pipeline by its exporter set, generated from the list of built-in
+/// exporters; "plugin" stands for every name that is not built in (plugin_exporter loads them).
+const std::vector<pipeline_entry>& pipelines() {
+    static const std::vector<pipeline_entry> table =
+        make_table(std::make_integer_sequence<unsigned, pipeline_count - 1>{});
+    return table;
+}
 
 std::string plugins_listing(const std::filesystem::path& dir) {
     const auto found = list_plugins(dir);
@@ -77,7 +72,7 @@ std::string canonical_exporter_set(std::span<const std::string> names) {
 
 std::vector<std::string> exporter_sets() {
     std::vector<std::string> out;
-    for (const auto& p : pipelines) {
+    for (const auto& p : pipelines()) {
         out.emplace_back(p.exporters);
     }
     return out;
@@ -85,7 +80,7 @@ std::vector<std::string> exporter_sets() {
 
 std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_options opts) {
     if (!cfg.enabled) {
-        return make<telemetry<>>(std::move(name), cfg, opts);
+        return make<disabled_telemetry>(std::move(name), cfg, opts);
     }
     const std::vector<std::string> defaults{config::default_exporter};
     const auto& names = cfg.exporters.empty() ? defaults : cfg.exporters;
@@ -100,12 +95,13 @@ std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_opt
         }
     }
     if (!plugins.empty()) {
-        policies.emplace_back("plugin");
+        policies.emplace_back(plugin_exporter::name);
         for (const auto& p : plugins) {
             if (!plugin_available(cfg, p)) {
                 throw config_error(fmt::format(
                     "{}='{}' is invalid: '{}' is not a built-in exporter ({}) and {}",
-                    env::exporter, cfg.exporters_string(), p, fmt::join(builtin_exporters, ", "),
+                    env::exporter, cfg.exporters_string(), p,
+                    fmt::join(builtin_exporter_names, ", "),
                     cfg.plugin_dir.empty()
                         ? fmt::format("{} is not set, so no plugin can be loaded", env::plugin_dir)
                         : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),
@@ -114,7 +110,7 @@ std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_opt
         }
     }
     const auto key = canonical_exporter_set(policies);
-    for (const auto& p : pipelines) {
+    for (const auto& p : pipelines()) {
         if (p.exporters == key) {
             return p.make(std::move(name), cfg, opts);
         }

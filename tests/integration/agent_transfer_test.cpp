@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "agent_support.hpp"
-#include "xtel/registry.hpp"
+#include "xtel/agent.hpp"
+#include "xtel/basic_agent.hpp"
+#include "xtel/device.hpp"
 
 #include <fmt/format.h>
 

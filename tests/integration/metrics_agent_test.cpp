@@ -14,8 +14,9 @@
 #include "agent_support.hpp"
 #include "test_util.hpp"
 #include "xtel/agent.hpp"
+#include "xtel/basic_agent.hpp"
+#include "xtel/device.hpp"
 #include "xtel/metrics/attributes.hpp"
-#include "xtel/registry.hpp"
 
 using xtel::descriptor;
 using xtel::status_code;

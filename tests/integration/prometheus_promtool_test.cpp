@@ -93,7 +93,7 @@ TEST_CASE("promtool check metrics accepts what GET /metrics serves") {
         transfers.push_back(r);
     }
     transfers.back().dir = xtel::direction::rx;
-    transfers.back().attrs.op = xtel::operation::read;
+    transfers.back().attrs.op = xtel::transfer_op::read;
     transfers.back().attrs.status = xtel::transfer_status::error;
     for (auto* e : {&a, &b}) {
         e->export_transfers(transfers, labels);

@@ -108,7 +108,7 @@ TEST_CASE("adding one entry to the registry adds one attribute to the normalized
     xtel::transfer_attributes a;
     a.backend = labels.intern("ucx");
     a.remote_agent = labels.intern("Decode-3");
-    a.op = xtel::operation::read;
+    a.op = xtel::transfer_op::read;
     a.status = xtel::transfer_status::success;
     const auto d = extract_telemetry_data(
         transfer_raw_record(a, xtel::direction::rx, labels, {"me", "host"}), r);
@@ -129,7 +129,7 @@ TEST_CASE("a transfer's raw record leaves out label ids that are unknown or neve
     a.backend = 999;  // never issued
     a.remote_agent = xtel::label_table::overflow;
     a.gpu = labels.intern("2x_nvidia_h100");
-    a.local_memory = xtel::memory_type::vram;
+    a.local_memory = xtel::memory_kind::vram;
     a.status = xtel::transfer_status::error;
     const auto raw = transfer_raw_record(a, xtel::direction::tx, labels, {"agent-1", "node7"});
     CHECK(raw.find("backend") == nullptr);

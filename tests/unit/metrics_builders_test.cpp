@@ -16,7 +16,7 @@ namespace {
 /// A group of transfers as the processor hands it to builders.
 struct group_under_test {
     group_under_test(std::string_view peer,
-                     xtel::operation op,
+                     xtel::transfer_op op,
                      xtel::transfer_status st,
                      measurements m)
         : totals(m) {
@@ -24,8 +24,8 @@ struct group_under_test {
         attrs.remote_agent = labels.intern(peer);
         attrs.op = op;
         attrs.status = st;
-        attrs.local_memory = xtel::memory_type::vram;
-        dir = op == xtel::operation::write ? xtel::direction::tx : xtel::direction::rx;
+        attrs.local_memory = xtel::memory_kind::vram;
+        dir = op == xtel::transfer_op::write ? xtel::direction::tx : xtel::direction::rx;
         data = extract_telemetry_data(transfer_raw_record(attrs, dir, labels, ctx),
                                       default_attributes());
     }
@@ -53,11 +53,14 @@ struct built {
 
 TEST_CASE("the legacy builder sums completed bytes and requests per direction, unlabelled") {
     built<legacy_builder> t;
+    t.feed({"decode-1",
+            xtel::transfer_op::write,
+            xtel::transfer_status::success,
+            {3, 3, 12288, 90, 9}});
     t.feed(
-        {"decode-1", xtel::operation::write, xtel::transfer_status::success, {3, 3, 12288, 90, 9}});
-    t.feed({"decode-2", xtel::operation::write, xtel::transfer_status::success, {1, 2, 100, 5, 1}});
+        {"decode-2", xtel::transfer_op::write, xtel::transfer_status::success, {1, 2, 100, 5, 1}});
     t.feed(
-        {"decode-1", xtel::operation::read, xtel::transfer_status::success, {2, 2, 8192, 40, 4}});
+        {"decode-1", xtel::transfer_op::read, xtel::transfer_status::success, {2, 2, 8192, 40, 4}});
     CHECK(t.store.value("agent_tx_bytes_total", {}) == 12388u);
     CHECK(t.store.value("agent_tx_requests_num_total", {}) == 5u);
     CHECK(t.store.value("agent_rx_bytes_total", {}) == 8192u);
@@ -66,7 +69,8 @@ TEST_CASE("the legacy builder sums completed bytes and requests per direction, u
 
 TEST_CASE("the legacy builder leaves failed transfers out, as NIXL counts completed ones") {
     built<legacy_builder> t;
-    t.feed({"decode-1", xtel::operation::write, xtel::transfer_status::error, {1, 1, 4096, 7, 1}});
+    t.feed(
+        {"decode-1", xtel::transfer_op::write, xtel::transfer_status::error, {1, 1, 4096, 7, 1}});
     CHECK(t.store.value("agent_tx_bytes_total", {}) == 0u);
     CHECK(t.store.value("agent_tx_requests_num_total", {}) == 0u);
 }
@@ -83,10 +87,11 @@ TEST_CASE("the legacy families exist at 0 before any transfer") {
 TEST_CASE("the comprehensive builder makes one series per combination of attributes") {
     built<comprehensive_builder> t;
     t.feed(
-        {"Decode-1", xtel::operation::write, xtel::transfer_status::success, {2, 2, 8192, 1, 1}});
-    t.feed({"Decode-1", xtel::operation::write, xtel::transfer_status::success, {1, 4, 100, 1, 1}});
-    t.feed({"Decode-1", xtel::operation::read, xtel::transfer_status::success, {1, 1, 64, 1, 1}});
-    t.feed({"Decode-2", xtel::operation::write, xtel::transfer_status::error, {1, 1, 32, 1, 1}});
+        {"Decode-1", xtel::transfer_op::write, xtel::transfer_status::success, {2, 2, 8192, 1, 1}});
+    t.feed(
+        {"Decode-1", xtel::transfer_op::write, xtel::transfer_status::success, {1, 4, 100, 1, 1}});
+    t.feed({"Decode-1", xtel::transfer_op::read, xtel::transfer_status::success, {1, 1, 64, 1, 1}});
+    t.feed({"Decode-2", xtel::transfer_op::write, xtel::transfer_status::error, {1, 1, 32, 1, 1}});
     const auto* bytes = t.store.find("xtel_transfer_bytes_total");
     REQUIRE(bytes != nullptr);
     CHECK(bytes->spec().label_names == std::vector<std::string>{"backend", "operation", "direction",
@@ -106,9 +111,9 @@ TEST_CASE("the comprehensive builder makes one series per combination of attribu
 TEST_CASE("the time builder accumulates transfer and post microseconds per attribute set") {
     built<time_builder> t;
     // 3 records, 2 of them timed, then 2 records of 9 requests with 1 timed.
-    t.feed({"p", xtel::operation::write, xtel::transfer_status::success, {3, 3, 1, 450, 21, 2}});
-    t.feed({"p", xtel::operation::write, xtel::transfer_status::success, {2, 9, 1, 50, 4, 1}});
-    t.feed({"p", xtel::operation::read, xtel::transfer_status::success, {1, 1, 1, 70, 2, 1}});
+    t.feed({"p", xtel::transfer_op::write, xtel::transfer_status::success, {3, 3, 1, 450, 21, 2}});
+    t.feed({"p", xtel::transfer_op::write, xtel::transfer_status::success, {2, 9, 1, 50, 4, 1}});
+    t.feed({"p", xtel::transfer_op::read, xtel::transfer_status::success, {1, 1, 1, 70, 2, 1}});
     const std::initializer_list<std::string_view> write = {"ucx",  "write", "tx",      "vram",
                                                            "dram", "p",     "success", "unknown"};
     CHECK(t.store.value("xtel_transfer_time_seconds_total", write) == 500u);

@@ -21,7 +21,7 @@ using full_processor = processor<legacy_builder, comprehensive_builder, time_bui
 /// Transfer records with interned peers, as the agent makes them.
 struct records_under_test {
     transfer_record make(std::string_view peer,
-                         xtel::operation op,
+                         xtel::transfer_op op,
                          std::uint64_t bytes,
                          std::uint64_t xfer_us,
                          xtel::transfer_status st = xtel::transfer_status::success) {
@@ -30,7 +30,7 @@ struct records_under_test {
         r.requests = 1;
         r.post_us = 1;
         r.xfer_us = xfer_us;
-        r.dir = op == xtel::operation::write ? direction::tx : direction::rx;
+        r.dir = op == xtel::transfer_op::write ? direction::tx : direction::rx;
         r.attrs.backend = labels.intern("ucx");
         r.attrs.remote_agent = labels.intern(peer);
         r.attrs.op = op;
@@ -84,10 +84,10 @@ class throwing_builder : public builder {
 TEST_CASE("a processor with all three builders fills every family from one batch") {
     records_under_test t;
     full_processor p({"a", "h"});
-    const std::vector<transfer_record> batch = {t.make("d1", xtel::operation::write, 4096, 10),
-                                                t.make("d1", xtel::operation::write, 4096, 30),
-                                                t.make("d2", xtel::operation::write, 100, 5),
-                                                t.make("d1", xtel::operation::read, 64, 7)};
+    const std::vector<transfer_record> batch = {t.make("d1", xtel::transfer_op::write, 4096, 10),
+                                                t.make("d1", xtel::transfer_op::write, 4096, 30),
+                                                t.make("d2", xtel::transfer_op::write, 100, 5),
+                                                t.make("d1", xtel::transfer_op::read, 64, 7)};
     p.process(batch, t.labels);
     const auto& s = p.store();
     CHECK(s.value("agent_tx_bytes_total", {}) == 8292u);
@@ -108,11 +108,11 @@ TEST_CASE("a processor with all three builders fills every family from one batch
 TEST_CASE("records without times add their requests and bytes, not to the times") {
     records_under_test t;
     full_processor p({"a", "h"});
-    auto counted = t.make("d1", xtel::operation::write, 5 * 4096, 0);
+    auto counted = t.make("d1", xtel::transfer_op::write, 5 * 4096, 0);
     counted.requests = 5;
     counted.post_us = 0;
     counted.timed = false;
-    const std::vector<transfer_record> batch = {t.make("d1", xtel::operation::write, 4096, 30),
+    const std::vector<transfer_record> batch = {t.make("d1", xtel::transfer_op::write, 4096, 30),
                                                 counted};
     p.process(batch, t.labels);
     const auto& s = p.store();
@@ -129,7 +129,7 @@ TEST_CASE("batch after batch, totals add up exactly and nothing is counted twice
     full_processor p;
     std::vector<transfer_record> batch;
     for (int i = 0; i < 1000; ++i) {
-        batch.push_back(t.make(i % 2 == 0 ? "even" : "odd", xtel::operation::write, 1000, 1));
+        batch.push_back(t.make(i % 2 == 0 ? "even" : "odd", xtel::transfer_op::write, 1000, 1));
     }
     p.process(batch, t.labels);
     p.process(batch, t.labels);
@@ -147,7 +147,7 @@ TEST_CASE("a processor runs only the compile-time builders its options name") {
     CHECK_FALSE(p.enabled<legacy_builder>());
     CHECK_FALSE(p.enabled<comprehensive_builder>());
     CHECK(p.enabled<time_builder>());
-    p.process(std::vector{t.make("d1", xtel::operation::write, 10, 3)}, t.labels);
+    p.process(std::vector{t.make("d1", xtel::transfer_op::write, 10, 3)}, t.labels);
     CHECK(p.store().find("agent_tx_bytes_total") == nullptr);
     CHECK(p.store().find("xtel_transfer_bytes_total") == nullptr);
     CHECK(p.store().value("xtel_transfer_time_seconds_total", {"ucx", "write", "tx", "dram", "dram",
@@ -166,10 +166,10 @@ TEST_CASE("a builder added at run time sees every group after the compile-time o
     auto user = std::make_unique<per_peer_builder>();
     auto* u = user.get();
     p.add_builder(std::move(user));
-    const std::vector<transfer_record> batch = {t.make("Peer-A", xtel::operation::write, 1, 1),
-                                                t.make("Peer-A", xtel::operation::read, 1, 1),
-                                                t.make("Peer-B", xtel::operation::write, 1, 1),
-                                                t.make("Peer-A", xtel::operation::write, 1, 1)};
+    const std::vector<transfer_record> batch = {t.make("Peer-A", xtel::transfer_op::write, 1, 1),
+                                                t.make("Peer-A", xtel::transfer_op::read, 1, 1),
+                                                t.make("Peer-B", xtel::transfer_op::write, 1, 1),
+                                                t.make("Peer-A", xtel::transfer_op::write, 1, 1)};
     p.process(batch, t.labels);
     CHECK(u->calls == 3);  // three groups, not four transfers
     CHECK(p.store().value("user_transfers_by_peer_total", {"peer_a"}) == 3u);
@@ -182,8 +182,8 @@ TEST_CASE("a run-time builder that throws is counted and the others go on") {
     processor<> p;
     p.add_builder(std::make_unique<throwing_builder>());
     p.add_builder(std::make_unique<per_peer_builder>());
-    p.process(std::vector{t.make("x", xtel::operation::write, 1, 1),
-                          t.make("y", xtel::operation::write, 1, 1)},
+    p.process(std::vector{t.make("x", xtel::transfer_op::write, 1, 1),
+                          t.make("y", xtel::transfer_op::write, 1, 1)},
               t.labels);
     CHECK(p.builder_failures() == 2);
     CHECK(p.store().value("user_transfers_by_peer_total", {"x"}) == 1u);
@@ -196,9 +196,10 @@ TEST_CASE("one more registry entry is one more label on the comprehensive series
     auto registry = default_attributes();
     registry.add({"ok", "success", attribute_type::boolean, false, 75});
     processor<comprehensive_builder> p({"a", "h"}, registry);
-    p.process(std::vector{t.make("d1", xtel::operation::write, 512, 1),
-                          t.make("d1", xtel::operation::write, 8, 1, xtel::transfer_status::error)},
-              t.labels);
+    p.process(
+        std::vector{t.make("d1", xtel::transfer_op::write, 512, 1),
+                    t.make("d1", xtel::transfer_op::write, 8, 1, xtel::transfer_status::error)},
+        t.labels);
     const auto* f = p.store().find("xtel_transfer_bytes_total");
     REQUIRE(f != nullptr);
     CHECK(f->spec().label_names.size() == 9);
@@ -222,7 +223,8 @@ TEST_CASE("peers past the series limit fold into 'other' and the folded counter 
     std::vector<transfer_record> batch;
     for (int peer = 0; peer < 10; ++peer) {
         for (int i = 0; i < 2; ++i) {
-            batch.push_back(t.make("peer" + std::to_string(peer), xtel::operation::write, 100, 1));
+            batch.push_back(
+                t.make("peer" + std::to_string(peer), xtel::transfer_op::write, 100, 1));
         }
     }
     p.process(batch, t.labels);
@@ -245,7 +247,7 @@ TEST_CASE("a small group cache starts again and the values stay exact") {
     processor<comprehensive_builder> p({}, default_attributes(), {.max_cached_groups = 4});
     std::vector<transfer_record> batch;
     for (int peer = 0; peer < 50; ++peer) {
-        batch.push_back(t.make("p" + std::to_string(peer), xtel::operation::write, 1 + peer, 1));
+        batch.push_back(t.make("p" + std::to_string(peer), xtel::transfer_op::write, 1 + peer, 1));
     }
     for (int round = 0; round < 3; ++round) {
         p.process(batch, t.labels);
@@ -260,8 +262,8 @@ TEST_CASE("records of another label table are normalized again, not read from th
     records_under_test first;
     records_under_test second;
     processor<comprehensive_builder> p;
-    const auto a = first.make("alpha", xtel::operation::write, 1, 1);
-    const auto b = second.make("beta", xtel::operation::write, 2, 1);
+    const auto a = first.make("alpha", xtel::transfer_op::write, 1, 1);
+    const auto b = second.make("beta", xtel::transfer_op::write, 2, 1);
     // The same ids name other strings in the second table.
     REQUIRE(a.attrs == b.attrs);
     p.process(std::vector{a}, first.labels);
@@ -279,7 +281,8 @@ TEST_CASE("processing a batch calls the builders once per distinct attribute set
     std::vector<transfer_record> batch;
     for (int i = 0; i < 4096; ++i) {
         batch.push_back(t.make(i % 3 == 0 ? "a" : "b",
-                               i % 2 == 0 ? xtel::operation::write : xtel::operation::read, 1, 1));
+                               i % 2 == 0 ? xtel::transfer_op::write : xtel::transfer_op::read, 1,
+                               1));
     }
     p.process(batch, t.labels);
     CHECK(u->calls == 4);

@@ -54,13 +54,13 @@ struct configured {
 
     /// A transfer to or from `peer`, with the attributes the agent gives it.
     transfer_round to(std::string_view peer,
-                      xtel::operation op,
+                      xtel::transfer_op op,
                       std::uint64_t bytes,
                       std::uint64_t post_us,
                       std::uint64_t xfer_us,
                       xtel::transfer_status st = xtel::transfer_status::success) {
         auto r = prom_test::transfer(
-            op == xtel::operation::write ? xtel::direction::tx : xtel::direction::rx, bytes, 1,
+            op == xtel::transfer_op::write ? xtel::direction::tx : xtel::direction::rx, bytes, 1,
             post_us, xfer_us);
         auto& a = r.transfers[0].attrs;
         a.backend = labels.intern("ucx");
@@ -147,9 +147,9 @@ class one_family : public xtel::metrics::builder {
 
 TEST_CASE("comprehensive series carry every attribute as a label, with exact bytes") {
     configured t({"comprehensive"});
-    t.flush({t.to("Decode-1", xtel::operation::write, 4096, 2, 30),
-             t.to("Decode-1", xtel::operation::write, 1000, 2, 30),
-             t.to("Decode-1", xtel::operation::read, 65536, 3, 40)});
+    t.flush({t.to("Decode-1", xtel::transfer_op::write, 4096, 2, 30),
+             t.to("Decode-1", xtel::transfer_op::write, 1000, 2, 30),
+             t.to("Decode-1", xtel::transfer_op::read, 65536, 3, 40)});
     const auto text = t.exporter.scrape();
     CHECK(
         lines_starting(text, "xtel_transfer_bytes_total{") ==
@@ -175,8 +175,8 @@ TEST_CASE("comprehensive series carry every attribute as a label, with exact byt
 
 TEST_CASE("time series show seconds, summed exactly from microseconds") {
     configured t({"time"});
-    t.flush({t.to("p", xtel::operation::write, 1, 7, 450),
-             t.to("p", xtel::operation::write, 1, 5, 1000000)});
+    t.flush({t.to("p", xtel::transfer_op::write, 1, 7, 450),
+             t.to("p", xtel::transfer_op::write, 1, 5, 1000000)});
     const auto text = t.exporter.scrape();
     const std::string_view labels =
         R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="p",status="success",gpu="2x_nvidia_h100")";
@@ -211,8 +211,8 @@ TEST_CASE("legacy counters come from transfer records only, so totals are exact,
 
 TEST_CASE("a failed transfer shows under status error and stays out of the legacy counters") {
     configured t({"legacy", "comprehensive"});
-    t.flush({t.to("d", xtel::operation::write, 4096, 1, 1),
-             t.to("d", xtel::operation::write, 512, 1, 9, xtel::transfer_status::error)});
+    t.flush({t.to("d", xtel::transfer_op::write, 4096, 1, 1),
+             t.to("d", xtel::transfer_op::write, 512, 1, 9, xtel::transfer_status::error)});
     const auto text = t.exporter.scrape();
     CHECK(has_line(text, std::string("agent_tx_bytes_total{") + std::string(agent) + "} 4096"));
     CHECK(has_line(
@@ -227,7 +227,7 @@ TEST_CASE("past the series limit peers fold into 'other' and the folded counter 
     configured t({"comprehensive"}, 2);
     std::vector<transfer_round> rounds;
     for (const auto* peer : {"p1", "p2", "p3", "p4", "p5"}) {
-        rounds.push_back(t.to(peer, xtel::operation::write, 10, 1, 1));
+        rounds.push_back(t.to(peer, xtel::transfer_op::write, 10, 1, 1));
     }
     t.flush(rounds);
     const auto text = t.exporter.scrape();
@@ -246,7 +246,7 @@ TEST_CASE("past the series limit peers fold into 'other' and the folded counter 
 
 TEST_CASE("with no builders there are no transfer series, and the histograms remain") {
     configured t({});
-    t.flush({t.to("p", xtel::operation::write, 10, 1, 1)});
+    t.flush({t.to("p", xtel::transfer_op::write, 10, 1, 1)});
     const auto text = t.exporter.scrape();
     CHECK(text.find("agent_tx_bytes_total") == std::string::npos);
     CHECK(text.find("xtel_transfer_") == std::string::npos);
@@ -257,9 +257,9 @@ TEST_CASE("with no builders there are no transfer series, and the histograms rem
 TEST_CASE("a builder added to the exporter at run time is served beside the others") {
     configured t({"legacy"});
     t.exporter.add_builder(std::make_unique<failures_by_peer>());
-    t.flush({t.to("decode-7", xtel::operation::write, 1, 1, 1, xtel::transfer_status::error),
-             t.to("decode-7", xtel::operation::read, 1, 1, 1, xtel::transfer_status::error),
-             t.to("decode-8", xtel::operation::write, 1, 1, 1)});
+    t.flush({t.to("decode-7", xtel::transfer_op::write, 1, 1, 1, xtel::transfer_status::error),
+             t.to("decode-7", xtel::transfer_op::read, 1, 1, 1, xtel::transfer_status::error),
+             t.to("decode-8", xtel::transfer_op::write, 1, 1, 1)});
     const auto text = t.exporter.scrape();
     CHECK(
         lines_starting(text, "user_failed_transfers_total{") ==

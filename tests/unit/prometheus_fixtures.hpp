@@ -90,7 +90,7 @@ inline transfer_round transfer(xtel::direction dir,
     r.post_us = post_us;
     r.xfer_us = xfer_us;
     r.dir = dir;
-    r.attrs.op = tx ? xtel::operation::write : xtel::operation::read;
+    r.attrs.op = tx ? xtel::transfer_op::write : xtel::transfer_op::read;
     return {{r}, {}};
 }
 

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "test_util.hpp"
+#include "xtel/basic_agent.hpp"
+#include "xtel/pipelines.hpp"
 #include "xtel/registry.hpp"
 
 namespace {
@@ -160,4 +162,52 @@ TEST_CASE("the concrete agents are final, so calls on them need no virtual dispa
     STATIC_REQUIRE(std::is_final_v<xtel::basic_agent<xtel::buffer_telemetry>>);
     STATIC_REQUIRE(std::is_final_v<xtel::basic_agent<xtel::disabled_telemetry>>);
     STATIC_REQUIRE(std::is_base_of_v<xtel::agent, xtel::basic_agent<xtel::buffer_telemetry>>);
+}
+
+TEST_CASE("every combination of the built-in exporters, with or without plugins, can be built") {
+    // Generated from xtel::builtin_exporters: with buffer and prometheus, seven sets.
+    const auto sets = xtel::exporter_sets();
+    const std::vector<std::string> expected{"buffer",
+                                            "buffer,plugin",
+                                            "buffer,plugin,prometheus",
+                                            "buffer,prometheus",
+                                            "plugin",
+                                            "plugin,prometheus",
+                                            "prometheus"};
+    CHECK(sets == expected);
+    CHECK(sets.size() == xtel::pipeline_count - 1);
+}
+
+TEST_CASE("the built-in exporters' names come from their types") {
+    STATIC_REQUIRE(xtel::builtin_exporter_names.size() == 2);
+    STATIC_REQUIRE(xtel::builtin_exporter_names[0] == xtel::buffer_exporter::name);
+    STATIC_REQUIRE(xtel::builtin_exporter_names[1] == xtel::prometheus_exporter::name);
+    STATIC_REQUIRE(xtel::is_builtin_exporter("prometheus"));
+    STATIC_REQUIRE_FALSE(xtel::is_builtin_exporter("plugin"));
+    STATIC_REQUIRE_FALSE(xtel::is_builtin_exporter("csv"));
+}
+
+TEST_CASE("the named pipelines are the generated ones, whatever order their exporters are named") {
+    using xtel::buffer_exporter, xtel::plugin_exporter, xtel::prometheus_exporter;
+    STATIC_REQUIRE(std::is_same_v<xtel::disabled_telemetry, xtel::telemetry<>>);
+    STATIC_REQUIRE(std::is_same_v<xtel::buffer_telemetry, xtel::telemetry<buffer_exporter>>);
+    STATIC_REQUIRE(std::is_same_v<xtel::plugin_telemetry, xtel::telemetry<plugin_exporter>>);
+    STATIC_REQUIRE(std::is_same_v<xtel::buffer_plugin_telemetry,
+                                  xtel::telemetry<buffer_exporter, plugin_exporter>>);
+    STATIC_REQUIRE(std::is_same_v<xtel::pipeline_of<plugin_exporter, prometheus_exporter>,
+                                  xtel::telemetry<prometheus_exporter, plugin_exporter>>);
+    STATIC_REQUIRE(std::is_same_v<xtel::pipeline_of<prometheus_exporter, buffer_exporter>,
+                                  xtel::buffer_prometheus_telemetry>);
+}
+
+TEST_CASE("prometheus with a plugin that is not there names the plugin directory's contents") {
+    temp_dir dir;
+    temp_dir plugins;
+    std::ofstream(plugins.path() / "libtelemetry_exporter_alpha.so") << "x";
+    auto cfg = buffer_config(dir, {"prometheus", "csv"});
+    cfg.plugin_dir = plugins.path();
+    CHECK_THROWS_WITH(xtel::make_agent("nobody", cfg),
+                      Catch::Contains("NIXL_TELEMETRY_EXPORTER='prometheus,csv'") &&
+                          Catch::Contains("has no libtelemetry_exporter_csv.so") &&
+                          Catch::Contains("plugins there: alpha"));
 }

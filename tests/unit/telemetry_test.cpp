@@ -300,9 +300,9 @@ TEST_CASE("exporters that ask for transfers get each one whole, with its attribu
         xtel::transfer_attributes a;
         a.backend = t.labels().intern("ucx");
         a.remote_agent = t.labels().intern("decode-7");
-        a.op = xtel::operation::read;
-        a.local_memory = xtel::memory_type::vram;
-        a.remote_memory = xtel::memory_type::dram;
+        a.op = xtel::transfer_op::read;
+        a.local_memory = xtel::memory_kind::vram;
+        a.remote_memory = xtel::memory_kind::dram;
         a.status = xtel::transfer_status::error;
         t.record_transfer(xtel::direction::rx, 77, 4096, 3, 5, 11, a);
         t.record_transfer(xtel::direction::tx, 78, 8192, 1, 2, 4);
@@ -318,8 +318,8 @@ TEST_CASE("exporters that ask for transfers get each one whole, with its attribu
     CHECK(r[0].post_us == 5);
     CHECK(r[0].xfer_us == 11);
     CHECK(r[0].dir == xtel::direction::rx);
-    CHECK(r[0].attrs.op == xtel::operation::read);
-    CHECK(r[0].attrs.local_memory == xtel::memory_type::vram);
+    CHECK(r[0].attrs.op == xtel::transfer_op::read);
+    CHECK(r[0].attrs.local_memory == xtel::memory_kind::vram);
     CHECK(r[0].attrs.status == xtel::transfer_status::error);
     CHECK(transfer_collecting_exporter::backends[0] == "ucx");
     CHECK(transfer_collecting_exporter::peers[0] == "decode-7");

@@ -57,7 +57,15 @@ struct builder_traits {
     }();
 
     static void setup(B& b, metric_store& store, const attribute_registry& registry) {
-        if constexpr (requires { b.setup(store, registry); }) {
+        // Found by name, then checked: a setup of another form is an error, not a no-op.
+        constexpr bool callable = requires {
+            b.setup(store, registry);
+        };
+        static_assert(
+            !requires { &B::setup; } || callable,
+            "builder hook setup must be callable as `void setup(metric_store&, const "
+            "attribute_registry&)`");
+        if constexpr (callable) {
             b.setup(store, registry);
         }
     }

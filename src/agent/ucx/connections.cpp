@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "agent/ucx/backend_impl.hpp"
-#include "xtel/agent_events.hpp"
+#include "xtel/names.hpp"
 
 namespace xtel::detail {
 

@@ -8,8 +8,8 @@
 
 #include "agent/ucx/backend_impl.hpp"
 #include "core/log.hpp"
-#include "xtel/agent_events.hpp"
 #include "xtel/clock.hpp"
+#include "xtel/names.hpp"
 
 namespace xtel::detail {
 

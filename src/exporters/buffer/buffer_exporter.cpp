@@ -31,8 +31,4 @@ buffer_exporter::buffer_exporter(const exporter_context& ctx) : path_(recorder_p
     }
 }
 
-// The pipelines the registry hands out are compiled here once (see the extern templates in
-// xtel/pipelines.hpp), so users who name a built-in exporter pay no compile time for them.
-template class telemetry<buffer_exporter>;
-
 }  // namespace xtel

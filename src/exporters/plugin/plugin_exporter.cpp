@@ -7,9 +7,8 @@
 #include "core/log.hpp"
 #include "exporters/plugin/plugin_descriptor.hpp"
 #include "xtel/error.hpp"
-#include "xtel/exporters/buffer.hpp"
 #include "xtel/exporters/plugin.hpp"
-#include "xtel/telemetry.hpp"
+#include "xtel/pipelines.hpp"  // is_builtin_exporter
 
 namespace xtel {
 
@@ -23,7 +22,7 @@ struct plugin_exporter::loaded {
 };
 
 plugin_exporter::plugin_exporter(const exporter_context& ctx) : agent_name_(ctx.agent_name) {
-    // Built-in names (buffer, prometheus) in the same list are other policies of the pipeline.
+    // Built-in names (xtel/pipelines.hpp) in the same list are other policies of the pipeline.
     std::vector<std::string> names;
     for (const auto& n : ctx.cfg.exporters) {
         if (!is_builtin_exporter(n)) {
@@ -144,10 +143,5 @@ void plugin_exporter::note_failure(loaded& p,
                 agent_name_, p.library->name(), p.library->path().string(), call,
                 detail::printable(what));
 }
-
-// The pipeline the registry hands out for a plugin is compiled here once (see the extern
-// template in xtel/pipelines.hpp).
-template class telemetry<plugin_exporter>;
-template class telemetry<buffer_exporter, plugin_exporter>;
 
 }  // namespace xtel

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/names.hpp"
 
 namespace xtel::detail {
 

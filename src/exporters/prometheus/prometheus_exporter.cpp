@@ -14,7 +14,6 @@
 #include "exporters/prometheus/prometheus_endpoint.hpp"
 #include "xtel/error.hpp"
 #include "xtel/metrics/builder.hpp"
-#include "xtel/pipelines.hpp"
 #include "xtel/telemetry.hpp"
 
 namespace xtel {
@@ -99,9 +98,5 @@ std::string prometheus_exporter::address() const {
 std::string prometheus_exporter::scrape() const {
     return endpoint_ ? endpoint_->render() : std::string();
 }
-
-// Precompiled for the registry (see the extern templates in xtel/pipelines.hpp).
-template class telemetry<prometheus_exporter>;
-template class telemetry<buffer_exporter, prometheus_exporter>;
 
 }  // namespace xtel

@@ -1,14 +1,29 @@
 #pragma once
-/// The agent's own event names, besides the transfer and memory names in event.hpp.
-/// docs/events.md lists every event with its category, type, unit and when it is emitted.
+/// Every event name xtel records, in one place. docs/events.md lists each event with its
+/// category, type, unit and when it is emitted.
 
 #include <array>
+#include <cstddef>
 #include <string_view>
 
 #include "xtel/event.hpp"
 #include "xtel/status.hpp"
 
 namespace xtel::names {
+
+// TRANSFER, MEMORY and PERFORMANCE: the NIXL names.
+inline constexpr event_name agent_memory_registered{"agent_memory_registered"};
+inline constexpr event_name agent_memory_deregistered{"agent_memory_deregistered"};
+inline constexpr event_name agent_tx_bytes{"agent_tx_bytes"};
+inline constexpr event_name agent_rx_bytes{"agent_rx_bytes"};
+inline constexpr event_name agent_tx_requests_num{"agent_tx_requests_num"};
+inline constexpr event_name agent_rx_requests_num{"agent_rx_requests_num"};
+inline constexpr event_name agent_xfer_time{"agent_xfer_time"};
+inline constexpr event_name agent_xfer_post_time{"agent_xfer_post_time"};
+/// Events the pipeline could not stage because a per-thread staging ring was full (a counter).
+inline constexpr event_name telemetry_events_dropped{"telemetry_events_dropped"};
+/// Batches an exporter failed to take (a counter, one per failing exporter call).
+inline constexpr event_name telemetry_export_errors{"telemetry_export_errors"};
 
 // SYSTEM
 inline constexpr event_name agent_start{"agent_start"};

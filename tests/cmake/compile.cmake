@@ -1,0 +1,48 @@
+# Tests that run the compiler: what must not compile (an exporter hook of the wrong form) and
+# what a header must not pull in (xtel/agent.hpp: no UCX backend, no exporter). They compile
+# with -fsyntax-only, so they take a second each and build nothing.
+set(XTEL_COMPILE_FLAGS -std=c++20 -fsyntax-only -I${PROJECT_SOURCE_DIR}/include)
+
+add_test(NAME "compile: an exporter with every hook in its documented form compiles"
+    COMMAND ${CMAKE_CXX_COMPILER} ${XTEL_COMPILE_FLAGS}
+        ${CMAKE_CURRENT_SOURCE_DIR}/compile/exporter_hook.cpp)
+
+# hook, then the message's words that name it and the form expected.
+set(XTEL_WRONG_HOOKS
+    "ON_FLUSH_END|on_flush_end must be callable as `void on_flush_end\\(\\)`"
+    "ON_STOP|on_stop must be callable as `void on_stop\\(\\)`"
+    "DISABLED|disabled must be `bool disabled\\(\\) const noexcept`"
+    "EVENTS_LOST|events_lost must be `std::uint64_t events_lost\\(\\) const noexcept`"
+    "EXPORT_TRANSFERS|export_transfers must be callable as `void export_transfers"
+    "NAME|name must be `static constexpr std::string_view name`")
+foreach(entry IN LISTS XTEL_WRONG_HOOKS)
+    string(FIND "${entry}" "|" bar)
+    string(SUBSTRING "${entry}" 0 ${bar} hook)
+    math(EXPR after "${bar} + 1")
+    string(SUBSTRING "${entry}" ${after} -1 message)
+    string(TOLOWER "${hook}" hook_name)
+    set(test_name "compile: an exporter hook ${hook_name} of the wrong form is a compile error")
+    add_test(NAME "${test_name}"
+        COMMAND ${CMAKE_CXX_COMPILER} ${XTEL_COMPILE_FLAGS} -DXTEL_WRONG_HOOK
+            -DXTEL_WRONG_${hook} ${CMAKE_CURRENT_SOURCE_DIR}/compile/exporter_hook.cpp)
+    # Passes only when the compiler prints the hook's message (so it failed, for that reason).
+    set_tests_properties("${test_name}" PROPERTIES PASS_REGULAR_EXPRESSION "${message}")
+endforeach()
+
+add_test(NAME "compile: a metrics builder with setup in its documented form compiles"
+    COMMAND ${CMAKE_CXX_COMPILER} ${XTEL_COMPILE_FLAGS}
+        ${CMAKE_CURRENT_SOURCE_DIR}/compile/builder_hook.cpp)
+add_test(NAME "compile: a metrics builder setup of the wrong form is a compile error"
+    COMMAND ${CMAKE_CXX_COMPILER} ${XTEL_COMPILE_FLAGS} -DXTEL_WRONG_HOOK
+        ${CMAKE_CURRENT_SOURCE_DIR}/compile/builder_hook.cpp)
+set_tests_properties("compile: a metrics builder setup of the wrong form is a compile error"
+    PROPERTIES PASS_REGULAR_EXPRESSION
+    "builder hook setup must be callable as `void setup\\(metric_store&")
+
+# -H prints every header the file includes, one per line, on stderr.
+add_test(NAME "compile: xtel/agent.hpp includes neither the UCX backend nor an exporter"
+    COMMAND ${CMAKE_COMMAND}
+        -DCOMPILER=${CMAKE_CXX_COMPILER}
+        "-DFLAGS=${XTEL_COMPILE_FLAGS}"
+        -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_agent_header.cpp
+        -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)

@@ -1,0 +1,53 @@
+// An exporter whose optional hook has the wrong form must not compile (xtel/exporter.hpp):
+// built once per XTEL_WRONG_<hook> macro (with XTEL_WRONG_HOOK) by tests/cmake/compile.cmake, which
+// expects the static_assert's message. Without a macro the exporter is right and the file compiles,
+// which shows the failures come from the hooks and from nothing else.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "xtel/exporter.hpp"
+
+struct checked_exporter {
+    explicit checked_exporter(const xtel::exporter_context&) {}
+    void export_batch(std::span<const xtel::event>) {}
+
+#if defined(XTEL_WRONG_ON_FLUSH_END)
+    void on_flush_end(int) {}
+#elif defined(XTEL_WRONG_ON_STOP)
+    int on_stop() {
+        return 0;
+    }
+#elif defined(XTEL_WRONG_DISABLED)
+    bool disabled() noexcept {
+        return false;
+    }  // not const
+#elif defined(XTEL_WRONG_EVENTS_LOST)
+    int events_lost() const noexcept {
+        return 0;
+    }
+#elif defined(XTEL_WRONG_EXPORT_TRANSFERS)
+    void export_transfers(std::span<const xtel::transfer_record>) {}
+#elif defined(XTEL_WRONG_NAME)
+    static constexpr const char* name = "checked";
+#else
+    static constexpr std::string_view name = "checked";
+    void export_transfers(std::span<const xtel::transfer_record>, const xtel::label_table&) {}
+    void on_flush_end() {}
+    void on_stop() {}
+    bool disabled() const noexcept {
+        return false;
+    }
+    std::uint64_t events_lost() const noexcept {
+        return 0;
+    }
+#endif
+};
+
+template struct xtel::exporter_traits<checked_exporter>;
+
+#if !defined(XTEL_WRONG_HOOK)
+static_assert(xtel::exporter_traits<checked_exporter>::wants_transfers);
+static_assert(xtel::exporter_traits<checked_exporter>::name == "checked");
+#endif
