@@ -18,7 +18,7 @@ message(STATUS "xtel: CUDA support ${XTEL_HAVE_CUDA}")
 
 if(XTEL_BUILD_TESTS)
     find_package(Catch2 2 REQUIRED)
-    # The tests' HTTP client; the endpoint itself has its own server (src/http_server.cpp).
+    # The tests' HTTP client; the endpoint itself has its own server (src/http/).
     find_package(PkgConfig REQUIRED)
     pkg_check_modules(httplib REQUIRED IMPORTED_TARGET cpp-httplib)
 endif()

@@ -1,4 +1,4 @@
-#include "xtel/agent_metadata.hpp"
+#include "agent/metadata.hpp"
 
 #include <unistd.h>
 

@@ -6,11 +6,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
-#include "xtel/exporters/buffer.hpp"
-#include "xtel/exporters/prometheus.hpp"
 #include "xtel/parse.hpp"
+#include "xtel/pipelines.hpp"
 
 namespace xtel {
 
@@ -21,13 +21,25 @@ struct claim {
     output_path_use use;
 };
 
-// Each built-in exporter's name with the use its settings declare. Plugins are not here: they
-// are handed the value as it is and claim nothing. (When the built-in exporters are one type
-// list, this table is generated from it.)
-constexpr claim claims[] = {
-    {buffer_exporter::name, buffer_settings::output_path_as},
-    {prometheus_exporter::name, prometheus_settings::output_path_as},
-};
+/// The use an exporter's settings declare; none for an exporter without settings of its own.
+template <class E>
+constexpr output_path_use declared_use() {
+    if constexpr (requires { E::settings::output_path_as; }) {
+        return E::settings::output_path_as;
+    } else {
+        return output_path_use::none;
+    }
+}
+
+template <class... E>
+constexpr std::array<claim, sizeof...(E)> claims_of(exporter_list<E...> /*list*/) {
+    return {claim{E::name, declared_use<E>()}...};
+}
+
+// Each built-in exporter's name with the use its settings declare, from the one list
+// (xtel/pipelines.hpp). Plugins are not here: they are handed the value as it is and claim
+// nothing.
+constexpr auto claims = claims_of(builtin_exporters{});
 
 output_path_use use_of(std::string_view name) {
     for (const auto& c : claims) {
@@ -69,6 +81,9 @@ void check_output_path(std::span<const std::string> named, std::string_view valu
     if (value.empty()) {
         std::vector<std::string> uses;
         for (const auto& c : claims) {
+            if (c.use == output_path_use::none) {
+                continue;
+            }
             uses.push_back(fmt::format("{} for {}", described(c.use), c.exporter));
         }
         parse::fail(env::output_path, value,

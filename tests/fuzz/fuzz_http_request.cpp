@@ -1,7 +1,7 @@
 // Fuzz target: the Prometheus endpoint's request handling, on the real server. One endpoint
 // listens on 127.0.0.1 for the whole run; each input is sent as raw bytes on a new loopback
 // connection whose sending side is then closed. The server must answer exactly what
-// src/http_request.hpp predicts for those bytes (the statuses, in order, each a well-formed
+// src/http/request.hpp predicts for those bytes (the statuses, in order, each a well-formed
 // answer), then close; and every 128 inputs a real GET /metrics must still get 200 with the
 // agent's metrics. A crash, a hang (10 s), a leak or a wrong answer is a finding.
 

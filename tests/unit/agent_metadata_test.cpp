@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "xtel/agent_metadata.hpp"
+#include "agent/metadata.hpp"
 
 using xtel::status_code;
 using xtel::detail::agent_metadata;

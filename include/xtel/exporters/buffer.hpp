@@ -18,6 +18,8 @@ namespace xtel {
 class buffer_exporter {
   public:
     static constexpr std::string_view name = "buffer";
+    /// What it reads from the environment (and how it takes NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH).
+    using settings = buffer_settings;
 
     /// Creates `<buffer_settings::from_env(ctx.cfg).directory>/<agent name>`.
     ///

@@ -38,6 +38,8 @@ class prometheus_endpoint;
 class prometheus_exporter {
   public:
     static constexpr std::string_view name = "prometheus";
+    /// What it reads from the environment (and how it takes NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH).
+    using settings = prometheus_settings;
 
     /// Configured from the environment (prometheus_settings::from_env); throws config_error.
     explicit prometheus_exporter(const exporter_context& ctx);

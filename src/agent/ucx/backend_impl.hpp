@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "xtel/agent_metadata.hpp"
+#include "agent/metadata.hpp"
 #include "xtel/ring.hpp"
 #include "xtel/ucx_backend.hpp"
 
