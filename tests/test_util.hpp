@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -15,9 +16,32 @@
 #include <utility>
 #include <vector>
 
+#include "xtel/config.hpp"
 #include "xtel/log.hpp"
 
 namespace xtel_test {
+
+/// An environment of its own for config and settings parsers: the variables in `vars`, no
+/// others.
+inline xtel::env_lookup env_table(std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
+            return it->second;
+        }
+        return std::nullopt;
+    };
+}
+
+/// A configuration with telemetry on, these exporters and this output path, as from_env would
+/// make it, for settings parsers.
+inline xtel::config enabled_config(std::vector<std::string> exporters,
+                                   std::string output_path = {}) {
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = std::move(exporters);
+    cfg.output_path = std::move(output_path);
+    return cfg;
+}
 
 /// A fresh directory under TMPDIR (or /tmp), removed with everything in it.
 class temp_dir {

@@ -8,21 +8,8 @@
 #include "xtel/config.hpp"
 #include "xtel/error.hpp"
 
-namespace {
-
-xtel::env_lookup table(std::map<std::string, std::string> vars) {
-    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
-            return it->second;
-        }
-        return std::nullopt;
-    };
-}
-
-}  // namespace
-
 TEST_CASE("telemetry is off when NIXL_TELEMETRY_ENABLE is unset") {
-    const auto c = xtel::config::from_env(table({}));
+    const auto c = xtel::config::from_env(xtel_test::env_table({}));
     CHECK_FALSE(c.enabled);
 }
 
@@ -46,11 +33,13 @@ TEST_CASE("every spelling of on and off is accepted in any letter case") {
                                                                       {"false", false},
                                                                       {"False", false}}));
     CAPTURE(value);
-    CHECK(xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", value}})).enabled == expected);
+    CHECK(
+        xtel::config::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", value}})).enabled ==
+        expected);
 }
 
 TEST_CASE("defaults apply when only NIXL_TELEMETRY_ENABLE is set") {
-    const auto c = xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "y"}}));
+    const auto c = xtel::config::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"}}));
     CHECK(c.enabled);
     CHECK(c.buffer_size == 4096);
     CHECK(c.run_interval == std::chrono::milliseconds(100));
@@ -62,7 +51,7 @@ TEST_CASE("defaults apply when only NIXL_TELEMETRY_ENABLE is set") {
 
 TEST_CASE("well-formed values are read") {
     xtel_test::temp_dir dir;
-    const auto c = xtel::config::from_env(table({
+    const auto c = xtel::config::from_env(xtel_test::env_table({
         {"NIXL_TELEMETRY_ENABLE", "on"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", "65536"},
         {"NIXL_TELEMETRY_RUN_INTERVAL", "25"},
@@ -81,8 +70,8 @@ TEST_CASE("well-formed values are read") {
 }
 
 TEST_CASE("a stale malformed value does not stop an agent whose telemetry is off") {
-    const auto c = xtel::config::from_env(
-        table({{"NIXL_TELEMETRY_ENABLE", "0"}, {"NIXL_TELEMETRY_BUFFER_SIZE", "lots"}}));
+    const auto c = xtel::config::from_env(xtel_test::env_table(
+        {{"NIXL_TELEMETRY_ENABLE", "0"}, {"NIXL_TELEMETRY_BUFFER_SIZE", "lots"}}));
     CHECK_FALSE(c.enabled);
 }
 
@@ -132,7 +121,7 @@ TEST_CASE("every malformed value is refused with the variable, the value and wha
     std::map<std::string, std::string> vars{{"NIXL_TELEMETRY_ENABLE", "y"}};
     vars[c.variable] = c.value;
     try {
-        (void)xtel::config::from_env(table(vars));
+        (void)xtel::config::from_env(xtel_test::env_table(vars));
         FAIL("no exception for " << c.variable << "='" << c.value << "'");
     } catch (const xtel::config_error& e) {
         const std::string msg = e.what();
@@ -143,8 +132,9 @@ TEST_CASE("every malformed value is refused with the variable, the value and wha
 }
 
 TEST_CASE("a config error is an xtel::error") {
-    CHECK_THROWS_AS(xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "sure"}})),
-                    xtel::error);
+    CHECK_THROWS_AS(
+        xtel::config::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "sure"}})),
+        xtel::error);
 }
 
 TEST_CASE("agent names that would escape the output directory are refused") {
@@ -192,8 +182,8 @@ TEST_CASE("an item given twice is refused when repeats are, naming the item") {
 
 TEST_CASE("an empty output path is refused with what each built-in exporter takes") {
     try {
-        (void)xtel::config::from_env(
-            table({{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", ""}}));
+        (void)xtel::config::from_env(xtel_test::env_table(
+            {{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", ""}}));
         FAIL("no exception");
     } catch (const xtel::config_error& e) {
         CHECK(std::string(e.what()) ==

@@ -90,15 +90,6 @@ std::string series(std::string_view family, std::string_view labels, std::string
     return fmt::format("{}{{{},{}}} {}", family, agent, labels, value);
 }
 
-xtel::env_lookup table(std::map<std::string, std::string> vars) {
-    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
-            return it->second;
-        }
-        return std::nullopt;
-    };
-}
-
 template <class F>
 std::string config_error_of(F&& f) {
     try {
@@ -300,17 +291,17 @@ TEST_CASE("the Prometheus builders and series limit are read from their variable
     xtel::config cfg;
     cfg.enabled = true;
     cfg.exporters = {"prometheus"};
-    const auto defaults = prometheus_settings::from_env(cfg, table({}));
+    const auto defaults = prometheus_settings::from_env(cfg, xtel_test::env_table({}));
     CHECK(defaults.builders == std::vector<std::string>{"legacy", "comprehensive", "time"});
     CHECK(defaults.max_series == 1000);
     const auto s = prometheus_settings::from_env(
-        cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", " time , legacy"},
-                    {"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", "25"}}));
+        cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", " time , legacy"},
+                                   {"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", "25"}}));
     CHECK(s.builders == std::vector<std::string>{"time", "legacy"});
     CHECK(s.max_series == 25);
-    CHECK(
-        prometheus_settings::from_env(cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", "none"}}))
-            .builders.empty());
+    CHECK(prometheus_settings::from_env(
+              cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", "none"}}))
+              .builders.empty());
 }
 
 TEST_CASE("a malformed builder list is a config_error naming the variable, value and names") {
@@ -319,8 +310,8 @@ TEST_CASE("a malformed builder list is a config_error naming the variable, value
          {"", "legacy,", "legacy,,time", "Legacy", "legacy,legacy", "fancy", "none,legacy"}) {
         INFO(bad);
         const auto message = config_error_of([&] {
-            prometheus_settings::from_env(cfg,
-                                          table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", bad}}));
+            prometheus_settings::from_env(
+                cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", bad}}));
         });
         CHECK_THAT(message, Catch::StartsWith(fmt::format(
                                 "NIXL_TELEMETRY_PROMETHEUS_BUILDERS='{}' is invalid", bad)));
@@ -335,7 +326,7 @@ TEST_CASE("a series limit that is not a whole number from 1 to 1000000 is a conf
         CHECK_THAT(
             config_error_of([&] {
                 prometheus_settings::from_env(
-                    cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", bad}}));
+                    cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", bad}}));
             }),
             Catch::StartsWith(fmt::format("NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES='{}' is "
                                           "invalid: expected a whole number from 1 to 1000000",

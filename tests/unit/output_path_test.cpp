@@ -19,28 +19,12 @@ using xtel::output_path_use;
 
 namespace {
 
-xtel::env_lookup table(std::map<std::string, std::string> vars) {
-    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
-            return it->second;
-        }
-        return std::nullopt;
-    };
-}
-
-xtel::config enabled_with(std::vector<std::string> exporters, std::string output_path) {
-    xtel::config cfg;
-    cfg.enabled = true;
-    cfg.exporters = std::move(exporters);
-    cfg.output_path = std::move(output_path);
-    return cfg;
-}
-
 /// config::from_env with telemetry on, these exporters and this output path.
 xtel::config from_env(const std::string& exporters, const std::string& output_path) {
-    return xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "y"},
-                                         {"NIXL_TELEMETRY_EXPORTER", exporters},
-                                         {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", output_path}}));
+    return xtel::config::from_env(
+        xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"},
+                              {"NIXL_TELEMETRY_EXPORTER", exporters},
+                              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", output_path}}));
 }
 
 }  // namespace
@@ -62,7 +46,7 @@ TEST_CASE("with buffer named the output path is the flight recorder's directory"
 }
 
 TEST_CASE("without an output path the flight recorder is in /dev/shm") {
-    const auto cfg = xtel::config::from_env(table({{"NIXL_TELEMETRY_ENABLE", "y"}}));
+    const auto cfg = xtel::config::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"}}));
     CHECK(xtel::buffer_settings::from_env(cfg).directory == "/dev/shm");
 }
 
@@ -79,24 +63,25 @@ TEST_CASE("with buffer named a directory that does not exist is refused by confi
 
 TEST_CASE("the buffer settings refuse a missing directory in a config made by hand") {
     CHECK_THROWS_WITH(
-        xtel::buffer_settings::from_env(enabled_with({}, "/nonexistent/xtel-dir")),
+        xtel::buffer_settings::from_env(xtel_test::enabled_config({}, "/nonexistent/xtel-dir")),
         Catch::Contains("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='/nonexistent/xtel-dir' is invalid"));
 }
 
 TEST_CASE("with prometheus alone the output path is the endpoint's address") {
     const auto cfg = from_env("prometheus", "127.0.0.1:0");
     CHECK(cfg.output_path == "127.0.0.1:0");
-    CHECK(xtel::prometheus_settings::from_env(cfg, table({})).address == host_port{"127.0.0.1", 0});
+    CHECK(xtel::prometheus_settings::from_env(cfg, xtel_test::env_table({})).address ==
+          host_port{"127.0.0.1", 0});
 }
 
 TEST_CASE("with buffer and prometheus the output path is buffer's and prometheus keeps its own") {
     xtel_test::temp_dir dir;
     const auto cfg = from_env("prometheus,buffer", dir.path().string());
     CHECK(xtel::buffer_settings::from_env(cfg).directory == dir.path());
-    CHECK(xtel::prometheus_settings::from_env(cfg, table({})).address ==
+    CHECK(xtel::prometheus_settings::from_env(cfg, xtel_test::env_table({})).address ==
           host_port{"127.0.0.1", 9464});
     CHECK(xtel::prometheus_settings::from_env(
-              cfg, table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "[::1]:9100"}}))
+              cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "[::1]:9100"}}))
               .address == host_port{"::1", 9100});
 }
 
@@ -107,10 +92,13 @@ TEST_CASE("with only plugins named the output path is passed on as it is, not ch
 }
 
 TEST_CASE("an exporter takes the output path only when it is set and nothing named outranks it") {
-    CHECK_FALSE(xtel::takes_output_path(enabled_with({"buffer"}, ""), output_path_use::directory));
-    CHECK(xtel::takes_output_path(enabled_with({}, "d"), output_path_use::directory));
-    CHECK(xtel::takes_output_path(enabled_with({"prometheus"}, "d"), output_path_use::address));
-    CHECK_FALSE(xtel::takes_output_path(enabled_with({"buffer", "prometheus"}, "d"),
+    CHECK_FALSE(xtel::takes_output_path(xtel_test::enabled_config({"buffer"}, ""),
+                                        output_path_use::directory));
+    CHECK(xtel::takes_output_path(xtel_test::enabled_config({}, "d"), output_path_use::directory));
+    CHECK(xtel::takes_output_path(xtel_test::enabled_config({"prometheus"}, "d"),
+                                  output_path_use::address));
+    CHECK_FALSE(xtel::takes_output_path(xtel_test::enabled_config({"buffer", "prometheus"}, "d"),
                                         output_path_use::address));
-    CHECK_FALSE(xtel::takes_output_path(enabled_with({"csv"}, "d"), output_path_use::none));
+    CHECK_FALSE(
+        xtel::takes_output_path(xtel_test::enabled_config({"csv"}, "d"), output_path_use::none));
 }

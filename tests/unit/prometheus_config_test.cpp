@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "test_util.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
 
@@ -10,23 +11,6 @@ using xtel::host_port;
 using xtel::prometheus_settings;
 
 namespace {
-
-xtel::env_lookup table(std::map<std::string, std::string> vars) {
-    return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-        if (const auto it = vars.find(std::string(name)); it != vars.end()) {
-            return it->second;
-        }
-        return std::nullopt;
-    };
-}
-
-xtel::config enabled_with(std::vector<std::string> exporters, std::string output_path = {}) {
-    xtel::config cfg;
-    cfg.enabled = true;
-    cfg.exporters = std::move(exporters);
-    cfg.output_path = std::move(output_path);
-    return cfg;
-}
 
 /// The message of the config_error `f` throws; empty when it throws nothing.
 template <class F>
@@ -73,42 +57,46 @@ TEST_CASE("an address without a host before the colon is refused rather than ope
 }
 
 TEST_CASE("the Prometheus address defaults to 127.0.0.1:9464") {
-    const auto s = prometheus_settings::from_env(enabled_with({"prometheus"}), table({}));
+    const auto s = prometheus_settings::from_env(xtel_test::enabled_config({"prometheus"}),
+                                                 xtel_test::env_table({}));
     CHECK(s.address == host_port{"127.0.0.1", 9464});
     CHECK(s.buckets == prometheus_settings::default_buckets());
     CHECK_FALSE(s.hostname.empty());
 }
 
 TEST_CASE("the output path is the Prometheus address when buffer is not named") {
-    const auto s =
-        prometheus_settings::from_env(enabled_with({"prometheus"}, "127.0.0.1:0"), table({}));
+    const auto s = prometheus_settings::from_env(
+        xtel_test::enabled_config({"prometheus"}, "127.0.0.1:0"), xtel_test::env_table({}));
     CHECK(s.address == host_port{"127.0.0.1", 0});
 }
 
 TEST_CASE("with buffer named the output path is buffer's directory, not the address") {
     const auto s = prometheus_settings::from_env(
-        enabled_with({"buffer", "prometheus"}, "flight-recorder-dir"), table({}));
+        xtel_test::enabled_config({"buffer", "prometheus"}, "flight-recorder-dir"),
+        xtel_test::env_table({}));
     CHECK(s.address == host_port{"127.0.0.1", 9464});
 }
 
 TEST_CASE("NIXL_TELEMETRY_PROMETHEUS_ADDRESS takes precedence over the output path") {
     const auto s = prometheus_settings::from_env(
-        enabled_with({"prometheus"}, "127.0.0.1:1"),
-        table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "localhost:2"}}));
+        xtel_test::enabled_config({"prometheus"}, "127.0.0.1:1"),
+        xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "localhost:2"}}));
     CHECK(s.address == host_port{"localhost", 2});
 }
 
 TEST_CASE("a malformed output path for prometheus names NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH") {
-    const auto what = config_error_of(
-        [] { prometheus_settings::from_env(enabled_with({"prometheus"}, "/dev/shm"), table({})); });
+    const auto what = config_error_of([] {
+        prometheus_settings::from_env(xtel_test::enabled_config({"prometheus"}, "/dev/shm"),
+                                      xtel_test::env_table({}));
+    });
     CHECK(what.find("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='/dev/shm' is invalid") !=
           std::string::npos);
 }
 
 TEST_CASE("NIXL_TELEMETRY_PROMETHEUS_BUCKETS sets the histogram bounds") {
     const auto s = prometheus_settings::from_env(
-        enabled_with({"prometheus"}),
-        table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", "0, 2.5,10 ,1e3"}}));
+        xtel_test::enabled_config({"prometheus"}),
+        xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", "0, 2.5,10 ,1e3"}}));
     CHECK(s.buckets == std::vector<double>{0, 2.5, 10, 1000});
 }
 
@@ -121,8 +109,9 @@ TEST_CASE("malformed buckets are a config_error naming the value and what is acc
              "", "a", "10,5", "10,10", "-1", "inf", "nan", "1,,2", "1,", "0x10", "5us", too_many}) {
         INFO("value: '" << bad << "'");
         const auto what = config_error_of([&] {
-            prometheus_settings::from_env(enabled_with({"prometheus"}),
-                                          table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", bad}}));
+            prometheus_settings::from_env(
+                xtel_test::enabled_config({"prometheus"}),
+                xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", bad}}));
         });
         CHECK(what.find("NIXL_TELEMETRY_PROMETHEUS_BUCKETS='" + bad + "' is invalid") !=
               std::string::npos);
