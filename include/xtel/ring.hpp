@@ -53,8 +53,9 @@ static_assert(sizeof(transfer_fields) == sizeof(staged_record::payload));
 
 /// How a ring that is filling up asks its pipeline's flusher to run before its interval ends.
 /// Lock-free on the recording side: a flag and a notify without the mutex. A wake-up that
-/// races with the flusher going to sleep can be lost; the flusher then runs at its interval,
-/// which is what it would have done anyway.
+/// races with the flusher going to sleep can be lost, and is not sent again while the flag
+/// stays set; the sleeping flusher looks at the flag at least every 50 ms (telemetry.hpp's
+/// run_flusher), so a lost wake-up delays the flush by that, not by a whole interval.
 class flush_signal {
   public:
     explicit flush_signal(std::condition_variable& cv) noexcept : cv_(cv) {}

@@ -289,18 +289,27 @@ class basic_telemetry<exporter_list<Exporters...>> {
     }
 
     void run_flusher() {
+        using steady = std::chrono::steady_clock;
         std::unique_lock lock(wake_mutex_);
+        auto due = steady::now() + interval_;
         while (!stopping_) {
             // A ring past half full cuts the wait short, so bursts faster than one interval's
-            // worth of staging are drained instead of dropped.
-            wake_.wait_for(lock, interval_, [this] { return stopping_ || early_flush_.pending(); });
-            early_flush_.take();
+            // worth of staging are drained instead of dropped. Its wake-up can be lost (the
+            // recorder notifies without the mutex: flush_signal), and a lost one is not sent
+            // again while the request stays pending, so the flag is also looked at every
+            // early_flush_poll: a lost wake-up costs that much, never a whole interval.
+            const auto until = std::min(due, steady::now() + early_flush_poll);
+            wake_.wait_until(lock, until, [this] { return stopping_ || early_flush_.pending(); });
             if (stopping_) {
                 break;
+            }
+            if (!early_flush_.take() && steady::now() < due) {
+                continue;
             }
             lock.unlock();
             flush();
             lock.lock();
+            due = steady::now() + interval_;
         }
     }
 
@@ -476,6 +485,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
     const std::string agent_name_;
     const telemetry_options opts_;
     const std::chrono::milliseconds interval_;
+    /// How often the sleeping flusher looks for an early-flush request whose wake-up was lost.
+    static constexpr std::chrono::milliseconds early_flush_poll{50};
     // Declared before the registry, whose rings signal through them.
     std::mutex wake_mutex_;
     std::condition_variable wake_;
