@@ -213,25 +213,23 @@ series& metric_store::at(series_ref s) {
     return families_[s.family].series_[s.index];
 }
 
-void metric_store::add(series_ref s, std::uint64_t delta) {
+series& metric_store::value_series(series_ref s, std::string_view call) {
     series& x = at(s);
-    if (!takes_values(families_[s.family].spec_.type)) {
-        throw metrics_error(fmt::format("metric family '{}' is a {}: expected observe(), not add()",
-                                        families_[s.family].spec_.name,
-                                        to_string(families_[s.family].spec_.type)));
+    const family_spec& spec = families_[s.family].spec_;
+    if (!takes_values(spec.type)) {
+        throw metrics_error(fmt::format("metric family '{}' is a {}: expected observe(), not {}()",
+                                        spec.name, to_string(spec.type), call));
     }
-    x.value += delta;
+    return x;
+}
+
+void metric_store::add(series_ref s, std::uint64_t delta) {
+    value_series(s, "add").value += delta;
     ++changes_;
 }
 
 void metric_store::set(series_ref s, std::uint64_t value) {
-    series& x = at(s);
-    if (!takes_values(families_[s.family].spec_.type)) {
-        throw metrics_error(fmt::format("metric family '{}' is a {}: expected observe(), not set()",
-                                        families_[s.family].spec_.name,
-                                        to_string(families_[s.family].spec_.type)));
-    }
-    x.value = value;
+    value_series(s, "set").value = value;
     ++changes_;
 }
 

@@ -204,6 +204,9 @@ class metric_store {
 
   private:
     series& at(series_ref s);
+    /// at(s), for add() and set(): throws metrics_error naming `call` when the family takes
+    /// observations instead of values.
+    series& value_series(series_ref s, std::string_view call);
     void check_new(const family_spec& spec) const;
 
     store_options opts_;
