@@ -16,7 +16,7 @@
 namespace xtel::flight_recorder {
 
 inline constexpr char magic[8] = {'X', 'T', 'E', 'L', 'T', 'L', 'M', '\0'};
-inline constexpr std::uint32_t format_version = 1;
+inline constexpr std::uint32_t format_version = 2;
 inline constexpr std::size_t header_size = 128;
 inline constexpr std::size_t slot_size = 64;
 inline constexpr std::size_t agent_name_size = 64;
@@ -38,7 +38,9 @@ struct file_header {
     std::uint32_t writer_pid;
     std::uint32_t state;  ///< writer_state
     char agent_name[agent_name_size];
-    std::uint64_t reserved;
+    /// Events the writer has started to write so far (>= write_seq). The slot of event n may be
+    /// changing while n + capacity < claim_seq (docs/buffer-format.md).
+    std::uint64_t claim_seq;
 };
 static_assert(sizeof(file_header) == header_size);
 
