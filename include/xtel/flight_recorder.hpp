@@ -3,9 +3,11 @@
 /// readers can follow while one writer appends. docs/buffer-format.md is the byte-by-byte
 /// description; this header and examples/python/telemetry_reader.py both follow it.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,9 +59,14 @@ class format_error : public error {
 };
 
 /// The single writer of one file. Creates it at `<dir>/<agent_name>` (mode 0600), replacing a
-/// previous file of the same agent, but never through a symbolic link or a file of another user.
+/// previous file of the same agent, but never through a symbolic link or a file of another user,
+/// and never a file a live writer holds (one writer per name, kept with flock). A file left open
+/// by a writer that died is kept as `<agent_name>.crashed.<pid>`. The writer never maps the
+/// file: it writes with pwrite, so a file truncated or replaced under it cannot raise a signal.
 class writer {
   public:
+    /// Throws exporter_error: a live writer holds the file (the message names its pid), a link
+    /// or another user's file at the path, a directory it cannot create a file in, no room.
     writer(const std::filesystem::path& dir, std::string_view agent_name, std::size_t capacity);
     ~writer();  // marks the file closed; the file stays for post-mortem reading
 
@@ -67,19 +74,32 @@ class writer {
     writer& operator=(const writer&) = delete;
 
     /// Appends events, overwriting the oldest; publishes them with one write_seq update.
-    void append(std::span<const event> events) noexcept;
+    /// Returns false, having written none of them, once the file is no longer this writer's to
+    /// fill: truncated, shrunk, deleted, replaced, or a write failed. The first time, it logs
+    /// one error naming the file and what happened; failed() is true from then on.
+    bool append(std::span<const event> events) noexcept;
 
     const std::filesystem::path& path() const noexcept { return path_; }
     std::uint64_t written() const noexcept { return next_; }
+    /// True once append() has given up on the file. Safe to call from any thread.
+    bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+    /// Why append() gave up (the message it logged); empty while !failed(). Any thread.
+    const std::string& failure() const noexcept;
 
   private:
+    bool file_intact() noexcept;
+    bool write_at(const void* data, std::size_t size, std::uint64_t offset) noexcept;
+    void give_up(std::string_view what) noexcept;
+
     std::filesystem::path path_;
-    file_header* header_ = nullptr;
-    slot* slots_ = nullptr;
-    std::size_t mapped_size_ = 0;
+    std::string failure_;  // written once, before failed_ is set
+    std::unique_ptr<slot[]> staging_;
+    std::size_t staging_slots_ = 0;
+    int fd_ = -1;  // holds flock(LOCK_EX) for the writer's life
     std::uint64_t capacity_ = 0;
     std::uint64_t next_ = 0;        // next sequence number (0-based)
     std::uint64_t next_index_ = 0;  // next_ % capacity_, kept without a division
+    std::atomic<bool> failed_{false};
 };
 
 /// A read-only follower of one file. Never blocks the writer and never reports a torn event:

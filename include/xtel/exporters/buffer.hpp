@@ -26,17 +26,18 @@ class buffer_exporter {
     /// Throws config_error for what the configuration decides: an agent name that is not a file
     /// name, an output path that is not an existing directory. What the host decides at run
     /// time does not stop the agent: a directory it may not write, a full file system, a
-    /// symbolic link or another user's file at its path (never followed, never replaced), no
-    /// file descriptor left. Then the exporter logs one error, disables itself and counts the
-    /// events it is handed; the agent's transfers go on.
+    /// symbolic link or another user's file at its path (never followed, never replaced), a
+    /// live writer of the same agent name (in this process or another), no file descriptor
+    /// left. Then the exporter logs one error, disables itself and counts the events it is
+    /// handed; the agent's transfers go on. The same holds when the file is truncated, deleted
+    /// or replaced while the agent runs.
     explicit buffer_exporter(const exporter_context& ctx);
 
     void export_batch(std::span<const event> batch) noexcept {
-        if (writer_) [[likely]] {
-            writer_->append(batch);
-        } else {
-            lost_.fetch_add(batch.size(), std::memory_order_relaxed);
+        if (writer_ && writer_->append(batch)) [[likely]] {
+            return;
         }
+        lost_.fetch_add(batch.size(), std::memory_order_relaxed);
     }
 
     /// Where the flight recorder is, or would be when disabled.
@@ -44,12 +45,13 @@ class buffer_exporter {
 
     // The members below are safe to call from any thread while the flusher runs.
 
-    /// True when the file could not be created: nothing is recorded.
-    bool disabled() const noexcept { return !writer_; }
+    /// True when the file could not be created, or was later truncated, deleted or replaced
+    /// under the writer: nothing is recorded from then on.
+    bool disabled() const noexcept { return !writer_ || writer_->failed(); }
     /// Events handed to the exporter while disabled.
     std::uint64_t events_lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
     /// Why it is disabled (the error it logged); empty when it is not.
-    const std::string& error() const noexcept { return error_; }
+    const std::string& error() const noexcept { return writer_ ? writer_->failure() : error_; }
 
   private:
     std::filesystem::path path_;

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <system_error>
 
@@ -34,5 +36,30 @@ struct fd_guard {
         return f;
     }
 };
+
+/// Reads the header at offset 0 with pread (no mapping, so a file cut short under it reads short
+/// instead of raising SIGBUS). True when all header_size bytes were read.
+inline bool read_header(int fd, file_header& out) noexcept {
+    std::size_t done = 0;
+    auto* p = reinterpret_cast<char*>(&out);
+    while (done < sizeof out) {
+        const ssize_t n = ::pread(fd, p + done, sizeof out - done, static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return false;
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+/// True when the header names this format: magic, version and layout as this build writes them.
+inline bool is_current_format(const file_header& h) noexcept {
+    return std::memcmp(h.magic, magic, sizeof magic) == 0 && h.version == format_version &&
+           h.header_size == header_size && h.slot_size == slot_size &&
+           h.event_size == sizeof(event) && h.capacity != 0;
+}
 
 }  // namespace xtel::flight_recorder::detail
