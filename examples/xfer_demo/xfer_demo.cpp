@@ -1,16 +1,15 @@
 // Moves data between two xtel agents over UCX, verifies it, and prints throughput as it goes.
 // The agents' telemetry pipeline comes from NIXL_TELEMETRY_* (see xtel/agent.hpp).
-//
-//   xfer_demo [--role both|target|initiator] [--metadata FILE] [--total SIZE] [--block SIZE]
-//             [--op read|write|both] [--depth N] [--seed N] [--timeout SECONDS]
-//             [--target-name NAME] [--initiator-name NAME] [--target-memory allocated|registered]
-//             [--linger SECONDS]
+// `xfer_demo --help` prints the options (the text is `usage_text` below) and the exit statuses.
 //
 // --role both (the default) runs both agents in this process. In two processes, start
 // `--role target --metadata FILE` first: it registers its buffer, writes its metadata to FILE,
 // and serves until FILE.done appears; then `--role initiator --metadata FILE` reads FILE,
 // connects, transfers, and creates FILE.done. Both check the data: the initiator what it read,
 // the target what was written into it. SIZE takes a K, M or G suffix (powers of 1024).
+// --duration repeats the transfers (each pass reads, checks, writes, and with --role both checks
+// the target) until that many seconds have passed, so that something can be done to the running
+// agents (to their flight recorders, say) while data keeps moving and is checked on every pass.
 // --linger keeps the agents (and so their telemetry, a Prometheus endpoint say) up for that long
 // after the data is verified, or until SIGINT/SIGTERM; telemetry is flushed first.
 // Exit status: 0 verified, 1 a transfer or verification failed, 2 bad usage or set-up.
@@ -26,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -53,10 +53,34 @@ struct options {
     std::string initiator_name = "xfer_initiator";
     bool allocate_target = true;
     int linger_s = 0;
+    int duration_s = 0;
 };
 
+constexpr std::string_view usage_text = R"(usage: xfer_demo [OPTION VALUE]...
+Moves data between two agents over UCX and verifies it. Telemetry comes from NIXL_TELEMETRY_*.
+
+  --role both|target|initiator  both agents here (default), or one of two processes
+  --metadata FILE               where the target writes its metadata (needed unless --role both)
+  --total SIZE                  bytes to move per pass (default 64M; K, M, G suffixes)
+  --block SIZE                  bytes per transfer (default 64K)
+  --op read|write|both          what the initiator does (default both: read, then write)
+  --depth N                     transfers in flight (default 16, 1 to 4096)
+  --seed N                      picks the data streams (default 1)
+  --timeout SECONDS             how long to wait for the other process (default 60)
+  --duration SECONDS            repeat passes, each verified, until this long has passed
+                                (default 0: one pass)
+  --target-name NAME            the target agent's name (default xfer_target)
+  --initiator-name NAME         the initiator agent's name (default xfer_initiator)
+  --target-memory allocated|registered
+                                how the target's buffer is made (default allocated)
+  --linger SECONDS              stay up this long after verifying (default 0)
+  --help                        print this and exit
+
+Exit status: 0 data verified, 1 a transfer or a verification failed, 2 bad usage or set-up.
+)";
+
 [[noreturn]] void usage(std::string_view why) {
-    fmt::print(stderr, "xfer_demo: {}\n(see the comment at the top of xfer_demo.cpp)\n", why);
+    fmt::print(stderr, "xfer_demo: {}\n{}", why, usage_text);
     std::exit(2);
 }
 
@@ -109,6 +133,10 @@ options parse(int argc, char** argv) {
     options o;
     for (int i = 1; i < argc; i += 2) {
         const std::string_view a = argv[i];
+        if (a == "--help" || a == "-h") {
+            fmt::print("{}", usage_text);
+            std::exit(0);
+        }
         if (i + 1 >= argc) {
             usage(fmt::format("{} needs a value", a));
         }
@@ -137,6 +165,8 @@ options parse(int argc, char** argv) {
             o.timeout_s = static_cast<int>(parse_count(a, v, 1, 86400));
         } else if (a == "--linger") {
             o.linger_s = static_cast<int>(parse_count(a, v, 0, 86400));
+        } else if (a == "--duration") {
+            o.duration_s = static_cast<int>(parse_count(a, v, 0, 86400));
         } else if (a == "--target-name") {
             o.target_name = v;
         } else if (a == "--initiator-name") {
@@ -422,11 +452,44 @@ bool run_phase(xtel::agent& a,
     return ok;
 }
 
-/// Reads (target's data into local, checked), then writes (initiator's data into the target).
+/// One pass: reads (the target's data into local, checked), then writes (the initiator's data
+/// into the target). What the target holds before a pass depends on whether an earlier pass
+/// wrote it.
+bool run_pass(xtel::agent& a,
+              xtel::agent* target,
+              const std::string& remote,
+              const xtel::descriptor& local,
+              const xtel::descriptor& region,
+              std::byte* buffer,
+              const options& o,
+              std::uint64_t pass) {
+    if (does_read(o)) {
+        const std::uint64_t expected =
+            pass > 0 && does_write(o) ? initiator_seed(o) : target_seed(o);
+        std::memset(buffer, 0, o.total);
+        if (!run_phase(a, target, xtel::transfer_op::read, remote, local, region, o)) {
+            return false;
+        }
+        if (const auto bad = check(buffer, o.total, expected)) {
+            fmt::print("initiator: read data differs at offset {}\n", *bad);
+            return false;
+        }
+        fmt::print("initiator: verified {} bytes read\n", o.total);
+    }
+    if (does_write(o)) {
+        fill(buffer, o.total, initiator_seed(o));
+        return run_phase(a, target, xtel::transfer_op::write, remote, local, region, o);
+    }
+    return true;
+}
+
+/// Runs passes until --duration has passed (one without it); `check_target`, when the target
+/// is in this process, verifies its buffer after each pass.
 int run_initiator(xtel::agent& a,
                   xtel::agent* target,
                   const std::vector<std::byte>& target_metadata,
-                  const options& o) {
+                  const options& o,
+                  const std::function<bool()>& check_target = {}) {
     std::string remote;
     require(a.load_remote_metadata(target_metadata, remote), "loading the target's metadata");
     std::vector<xtel::descriptor> regions;
@@ -441,22 +504,19 @@ int run_initiator(xtel::agent& a,
     host_buffer buffer(o.total);
     const auto local = xtel::descriptor::dram(buffer.data, o.total);
     require(a.register_memory(local), "registering the initiator buffer");
+    const auto start = std::chrono::steady_clock::now();
+    const auto until = start + std::chrono::seconds(o.duration_s);
     bool ok = true;
-    if (does_read(o)) {
-        std::memset(buffer.data, 0, o.total);
-        ok = run_phase(a, target, xtel::transfer_op::read, remote, local, *region, o);
-        if (ok) {
-            if (const auto bad = check(buffer.data, o.total, target_seed(o))) {
-                fmt::print("initiator: read data differs at offset {}\n", *bad);
-                ok = false;
-            } else {
-                fmt::print("initiator: verified {} bytes read\n", o.total);
-            }
-        }
-    }
-    if (ok && does_write(o)) {
-        fill(buffer.data, o.total, initiator_seed(o));
-        ok = run_phase(a, target, xtel::transfer_op::write, remote, local, *region, o);
+    std::uint64_t passes = 0;
+    do {
+        ok = run_pass(a, target, remote, local, *region, buffer.data, o, passes) &&
+             (!check_target || check_target());
+        ++passes;
+    } while (ok && std::chrono::steady_clock::now() < until);
+    if (o.duration_s > 0) {
+        fmt::print("initiator: {} passes in {:.1f} s{}\n", passes,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                   ok ? ", each verified" : ", the last one failed");
     }
     require(a.deregister_memory(local), "deregistering the initiator buffer");
     return ok ? 0 : 1;
@@ -519,10 +579,8 @@ int run_both(const options& o) {
     target_memory memory(*target, o);
     std::vector<std::byte> blob;
     require(target->export_metadata(blob), "exporting metadata");
-    int rc = run_initiator(*initiator, target.get(), blob, o);
-    if (rc == 0 && !verify_target(memory, o)) {
-        rc = 1;
-    }
+    const int rc =
+        run_initiator(*initiator, target.get(), blob, o, [&] { return verify_target(memory, o); });
     linger(o, {target.get(), initiator.get()});
     return rc;
 }
