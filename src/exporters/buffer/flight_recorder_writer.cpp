@@ -319,6 +319,10 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name, st
     }
     path_ = dir / std::string(agent_name);
 
+    // Allocated once here: append() allocates nothing.
+    staging_slots_ = std::min<std::size_t>(capacity, staging_limit);
+    staging_ = std::make_unique<slot[]>(staging_slots_);
+
     // Look before building anything, so that a live writer's file costs nothing but the look.
     temp_file t;
     for (int attempt = 0;; ++attempt) {
@@ -333,8 +337,6 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name, st
             refuse(path_, "another file keeps appearing at this path; giving up");
         }
     }
-    staging_slots_ = std::min<std::size_t>(capacity, staging_limit);
-    staging_ = std::make_unique<slot[]>(staging_slots_);
     fd_ = t.fd.release();
 }
 
