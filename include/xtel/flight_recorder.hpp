@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "xtel/error.hpp"
 #include "xtel/event.hpp"
@@ -102,35 +103,41 @@ class writer {
     std::atomic<bool> failed_{false};
 };
 
-/// A read-only follower of one file. Never blocks the writer and never reports a torn event:
-/// an event overwritten while it was being read is counted as missed instead.
+/// A read-only follower of one file. Reads with pread only, never a mapping, so a file
+/// truncated under it is reported as a format_error instead of raising SIGBUS. Never blocks the
+/// writer and never reports a torn event: an event whose slot the writer claimed for a newer
+/// one before the read finished is counted as missed instead (docs/buffer-format.md, Reading).
 class reader {
   public:
-    /// Throws format_error: missing, a directory, truncated, wrong magic, unknown version, ...
+    /// Opens with O_NONBLOCK, so that a FIFO is refused at once instead of waited on.
+    /// Throws format_error: missing, not a regular file, truncated, wrong magic, unknown
+    /// version, a capacity that overflows or does not fit the file, ...
     explicit reader(const std::filesystem::path& path);
     ~reader();
 
     reader(const reader&) = delete;
     reader& operator=(const reader&) = delete;
 
-    /// Delivers each event published since the last call, oldest first, to f(const event&).
-    /// Returns how many it delivered; missed() grows by those that were overwritten first.
+    /// Delivers up to `max_events` of the events published since the last call (and not yet
+    /// delivered), oldest first, to f(const event&), and counts those it skipped as missed.
+    /// Returns how many it delivered; backlog() says whether more are waiting. Throws
+    /// format_error when the file is damaged under it: truncated, or write_seq gone backwards.
     template <class F>
-    std::size_t poll(F&& f) {
+    std::size_t poll(F&& f, std::uint64_t max_events = UINT64_MAX) {
         std::size_t delivered = 0;
-        const std::uint64_t published = published_count();
-        if (published > next_ + capacity_) {
-            missed_ += published - capacity_ - next_;
-            next_ = published - capacity_;
-        }
-        event e;
-        for (; next_ < published; ++next_) {
-            if (read_slot(next_, e)) {
-                f(static_cast<const event&>(e));
-                ++delivered;
-            } else {
-                ++missed_;
+        refresh();
+        while (next_ < published_ && max_events > 0) {
+            const std::span<const slot> chunk = read_chunk(max_events);
+            for (const slot& s : chunk) {
+                if (s.seq == next_ + 1) {
+                    f(static_cast<const event&>(s.ev));
+                    ++delivered;
+                } else {
+                    ++missed_;  // overwritten, being overwritten, or never written
+                }
+                ++next_;
             }
+            max_events -= chunk.size();
         }
         return delivered;
     }
@@ -140,22 +147,36 @@ class reader {
     /// Sequence number of the next event this reader will deliver.
     std::uint64_t position() const noexcept { return next_; }
     std::uint64_t capacity() const noexcept { return capacity_; }
-    /// Events published so far (the header's write sequence).
-    std::uint64_t published_count() const noexcept;
+    /// Events published but not yet read, as of the last poll().
+    std::uint64_t backlog() const noexcept { return published_ - next_; }
+    /// Events published so far (the header's write sequence, read now).
+    std::uint64_t published_count() const;
     /// True once the writer has closed the file (not after a crash).
-    bool writer_closed() const noexcept;
+    bool writer_closed() const;
+    /// True when the file is still marked open but no writer holds its lock: the writer died.
+    bool writer_gone() const;
+    /// True when `path` no longer names the file this reader has open (renamed, replaced or
+    /// removed).
+    bool replaced() const;
+    const std::filesystem::path& path() const noexcept { return path_; }
     std::string agent_name() const;
-    std::uint32_t writer_pid() const noexcept;
+    std::uint32_t writer_pid() const;
 
   private:
-    bool read_slot(std::uint64_t seq, event& out) const noexcept;
+    file_header read_header() const;
+    /// Reads write_seq, fails on a file that shrank or went backwards, skips what was lost.
+    void refresh();
+    /// Reads the next slots (at most max_events, up to the wrap) and then claim_seq; a slot
+    /// the writer claimed meanwhile comes back with seq 0.
+    std::span<const slot> read_chunk(std::uint64_t max_events);
 
-    const file_header* header_ = nullptr;
-    const slot* slots_ = nullptr;
-    std::size_t mapped_size_ = 0;
+    std::filesystem::path path_;
+    int fd_ = -1;
     std::uint64_t capacity_ = 0;
     std::uint64_t next_ = 0;
+    std::uint64_t published_ = 0;
     std::uint64_t missed_ = 0;
+    std::vector<slot> chunk_;
 };
 
 }  // namespace xtel::flight_recorder

@@ -1,9 +1,18 @@
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
+#include <fmt/format.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -57,6 +66,168 @@ std::size_t count(const std::string& s, const std::string& what) {
     return n;
 }
 
+/// A reader program started in the background, its output going to files in `dir`.
+struct child {
+    pid_t pid = -1;
+    std::filesystem::path out;
+    std::filesystem::path err;
+};
+
+child spawn(const std::vector<std::string>& argv,
+            const xtel_test::temp_dir& dir,
+            const std::string& name) {
+    // Names of their own, so that a wait for output never sees an earlier child's.
+    static int spawned = 0;
+    const auto base = fmt::format("{}.{}", name, ++spawned);
+    child c{-1, dir / (base + ".out"), dir / (base + ".err")};
+    c.pid = ::fork();
+    REQUIRE(c.pid >= 0);
+    if (c.pid == 0) {
+        if (!std::freopen(c.out.c_str(), "w", stdout) ||
+            !std::freopen(c.err.c_str(), "w", stderr)) {
+            ::_exit(126);
+        }
+        std::vector<char*> a;
+        for (const auto& s : argv) {
+            a.push_back(const_cast<char*>(s.c_str()));
+        }
+        a.push_back(nullptr);
+        ::execvp(a[0], a.data());
+        ::_exit(127);
+    }
+    return c;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+struct ended {
+    bool timed_out = false;
+    int exit_code = -1;  ///< 128 + signal when a signal ended it
+    std::string out;
+    std::string err;
+};
+
+/// Waits for the child to end; past `limit` it is killed and the result says it timed out, so
+/// that a hang fails the test instead of hanging the test run.
+ended wait_for(const child& c, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+    ended e;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(c.pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            e.timed_out = true;
+            ::kill(c.pid, SIGKILL);
+            ::waitpid(c.pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    e.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    e.out = slurp(c.out);
+    e.err = slurp(c.err);
+    return e;
+}
+
+std::vector<std::string> cpp_args(const std::filesystem::path& p,
+                                  std::vector<std::string> options = {}) {
+    std::vector<std::string> a{cpp_reader, p.string()};
+    a.insert(a.end(), options.begin(), options.end());
+    return a;
+}
+
+std::vector<std::string> py_args(const std::filesystem::path& p,
+                                 std::vector<std::string> options = {}) {
+    std::vector<std::string> a{python, py_reader, "--telemetry_path", p.string()};
+    a.insert(a.end(), options.begin(), options.end());
+    return a;
+}
+
+/// Both programs with the same options, for tests that hold each to the same behaviour.
+struct program {
+    const char* name;
+    std::vector<std::string> (*args)(const std::filesystem::path&, std::vector<std::string>);
+};
+const program programs[] = {{"cpp", cpp_args}, {"py", py_args}};
+
+std::size_t lines_in(const std::filesystem::path& f) {
+    std::ifstream in(f);
+    return static_cast<std::size_t>(std::count(std::istreambuf_iterator<char>(in), {}, '\n'));
+}
+
+/// Waits until the file holds at least `n` lines; false after 20 s.
+bool wait_for_lines(const std::filesystem::path& f, std::size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (lines_in(f) < n) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+}
+
+/// The version-2 writer holds LOCK_EX on its file for its whole life, and a following reader
+/// takes a free lock for a dead writer. The mapping writer that came before took no lock: this
+/// takes it in its stead while it is free, and is harmless when the writer holds it already.
+class writer_lock {
+  public:
+    explicit writer_lock(const std::filesystem::path& p)
+        : fd_(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {
+        if (fd_ >= 0) {
+            ::flock(fd_, LOCK_EX | LOCK_NB);
+        }
+    }
+    ~writer_lock() {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+    }
+    writer_lock(const writer_lock&) = delete;
+    writer_lock& operator=(const writer_lock&) = delete;
+
+  private:
+    int fd_;
+};
+
+void append_named(xtel::flight_recorder::writer& w, std::size_t n, std::uint64_t value) {
+    std::vector<xtel::event> events(n);
+    for (auto& e : events) {
+        e.timestamp_us = 1'000'000;
+        e.name = "followed";
+        e.value = value;
+    }
+    w.append(events);
+}
+
+/// A version-2 file written byte by byte, header and slots as given.
+struct raw_recorder {
+    xtel::flight_recorder::file_header header{};
+    std::vector<xtel::flight_recorder::slot> slots;
+
+    explicit raw_recorder(std::uint64_t capacity) : slots(capacity) {
+        namespace fr = xtel::flight_recorder;
+        std::memcpy(header.magic, fr::magic, sizeof fr::magic);
+        header.version = fr::format_version;
+        header.header_size = fr::header_size;
+        header.slot_size = fr::slot_size;
+        header.event_size = sizeof(xtel::event);
+        header.capacity = capacity;
+        header.state = static_cast<std::uint32_t>(fr::writer_state::closed);
+    }
+
+    void save(const std::filesystem::path& p, std::size_t keep_slots) const {
+        std::ofstream out(p, std::ios::binary | std::ios::trunc);
+        out.write(reinterpret_cast<const char*>(&header), sizeof header);
+        out.write(reinterpret_cast<const char*>(slots.data()),
+                  static_cast<std::streamsize>(keep_slots * sizeof(xtel::flight_recorder::slot)));
+    }
+};
+
 /// Local time is what both readers print; UTC makes the expected text fixed.
 struct utc_scope {
     xtel_test::scoped_env tz{"TZ", "UTC"};
@@ -103,7 +274,8 @@ TEST_CASE("the C++ and Python readers print the same events, in text and in JSON
         Catch::Contains(
             "{\"timestamp_us\":1736951425123456,\"timestamp\":\"2025-01-15 14:30:25.123456\","
             "\"category\":\"TRANSFER\",\"event\":\"agent_tx_bytes\",\"value\":1048576}\n"));
-    CHECK_THAT(cj.out, Catch::Contains("\"event\":\"odd \\\"name\\\"\\\\\""));
+    // The backslash is printed doubled (the name text), then escaped again for JSON.
+    CHECK_THAT(cj.out, Catch::Contains("\"event\":\"odd \\\"name\\\"\\\\\\\\\""));
     CHECK(count(cj.out, "\n") == 6);
 }
 
@@ -155,6 +327,7 @@ TEST_CASE("both readers refuse files that are not telemetry buffers with one lin
 TEST_CASE("with --follow both readers print events as they arrive until interrupted") {
     xtel_test::temp_dir dir;
     xtel::flight_recorder::writer w(dir.path(), "agent", 64);
+    writer_lock lock(w.path());
     const auto start_follower = [&](const std::vector<std::string>& argv,
                                     const std::filesystem::path& out) {
         const pid_t pid = ::fork();
@@ -204,11 +377,329 @@ TEST_CASE("with --follow both readers print events as they arrive until interrup
         int status = 0;
         ::waitpid(pid, &status, 0);
         CHECK(WIFEXITED(status));
-        CHECK(WEXITSTATUS(status) == 0);
+        CHECK(WEXITSTATUS(status) == 130);
     }
     std::ifstream cf(dir / "c.out"), pf(dir / "p.out");
     std::stringstream cs, ps;
     cs << cf.rdbuf();
     ps << pf.rdbuf();
     CHECK(cs.str() == ps.str());
+}
+
+TEST_CASE("both readers refuse a FIFO, a device and a directory at once") {
+    xtel_test::temp_dir dir;
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+    const std::pair<std::filesystem::path, const char*> cases[] = {
+        {dir / "fifo", "is not a regular file"},
+        {"/dev/null", "is not a regular file"},
+        {dir.path(), "is a directory"},
+    };
+    for (const auto& [path, reason] : cases) {
+        for (const auto& prog : programs) {
+            for (const std::vector<std::string>& opts :
+                 {std::vector<std::string>{}, std::vector<std::string>{"--follow"}}) {
+                // Opening a FIFO without O_NONBLOCK would wait for a writer: 10 s is a hang.
+                const auto r =
+                    wait_for(spawn(prog.args(path, opts), dir, "r"), std::chrono::seconds(10));
+                CAPTURE(prog.name, path, opts, r.err);
+                CHECK_FALSE(r.timed_out);
+                CHECK(r.exit_code == 2);
+                CHECK(r.out.empty());
+                CHECK(count(r.err, "\n") == 1);
+                CHECK_THAT(r.err, Catch::Contains(reason));
+            }
+        }
+    }
+}
+
+TEST_CASE("SIGINT and SIGTERM end a one-shot read of a huge ring with 130 and 143") {
+    xtel_test::temp_dir dir;
+    // 2^32 slots, 256 GiB, sparse: reading them all would take minutes.
+    raw_recorder rec(1);
+    rec.header.capacity = std::uint64_t{1} << 32;
+    rec.header.write_seq = rec.header.capacity;
+    rec.header.claim_seq = rec.header.capacity;
+    rec.save(dir / "huge", 0);
+    std::filesystem::resize_file(dir / "huge",
+                                 xtel::flight_recorder::header_size +
+                                     rec.header.capacity * xtel::flight_recorder::slot_size);
+    for (const auto& prog : programs) {
+        for (const std::vector<std::string>& opts :
+             {std::vector<std::string>{}, std::vector<std::string>{"--json"}}) {
+            for (const auto& [sig, status] : {std::pair{SIGINT, 130}, std::pair{SIGTERM, 143}}) {
+                const auto c = spawn(prog.args(dir / "huge", opts), dir, "r");
+                REQUIRE(wait_for_lines(c.out, 1));  // it is reading
+                ::kill(c.pid, sig);
+                const auto r = wait_for(c, std::chrono::seconds(10));
+                CAPTURE(prog.name, opts, sig, r.err);
+                CHECK_FALSE(r.timed_out);
+                CHECK(r.exit_code == status);
+                CHECK_THAT(r.err, Catch::Contains("events read"));
+            }
+        }
+    }
+}
+
+TEST_CASE("SIGINT and SIGTERM end --follow with 130 and 143") {
+    xtel_test::temp_dir dir;
+    xtel::flight_recorder::writer w(dir.path(), "agent", 16);
+    writer_lock lock(w.path());
+    append_named(w, 2, 1);
+    for (const auto& prog : programs) {
+        for (const std::vector<std::string>& opts :
+             {std::vector<std::string>{"--follow"},
+              std::vector<std::string>{"--follow", "--json", "--interval-ms", "5000"}}) {
+            for (const auto& [sig, status] : {std::pair{SIGINT, 130}, std::pair{SIGTERM, 143}}) {
+                const auto c = spawn(prog.args(w.path(), opts), dir, "r");
+                REQUIRE(wait_for_lines(c.out, 2));
+                ::kill(c.pid, sig);
+                // Even in the middle of a 5 s sleep between polls.
+                const auto r = wait_for(c, std::chrono::seconds(3));
+                CAPTURE(prog.name, opts, sig, r.err);
+                CHECK_FALSE(r.timed_out);
+                CHECK(r.exit_code == status);
+                CHECK_THAT(r.err, Catch::Contains("2 events read, 0 missed"));
+            }
+        }
+    }
+}
+
+TEST_CASE("--follow prints the rest and exits 0 when the writer closes the file") {
+    xtel_test::temp_dir dir;
+    auto w = std::make_unique<xtel::flight_recorder::writer>(dir.path(), "agent", 16);
+    writer_lock lock(w->path());
+    append_named(*w, 2, 1);
+    std::vector<child> followers;
+    for (const auto& prog : programs) {
+        followers.push_back(spawn(
+            prog.args(w->path(), {"--follow", "--json", "--interval-ms", "10"}), dir, prog.name));
+    }
+    for (const auto& f : followers) {
+        REQUIRE(wait_for_lines(f.out, 2));
+    }
+    append_named(*w, 3, 2);
+    w.reset();  // marks the file closed, while the lock is still held
+    for (const auto& f : followers) {
+        const auto r = wait_for(f, std::chrono::seconds(10));
+        CAPTURE(r.err);
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.exit_code == 0);
+        CHECK(count(r.out, "\"event\":\"followed\"") == 5);
+        CHECK(count(r.out, "\"value\":2}") == 3);
+        CHECK(r.err == (dir / "agent").string() + ": 5 events read, 0 missed\n");
+    }
+}
+
+TEST_CASE("--follow notices a writer that died without closing the file, and exits 0") {
+    xtel_test::temp_dir dir;
+    const pid_t writer_pid = ::fork();
+    REQUIRE(writer_pid >= 0);
+    if (writer_pid == 0) {
+        auto* w = new xtel::flight_recorder::writer(dir.path(), "agent", 16);
+        append_named(*w, 3, 7);
+        ::_exit(0);  // no destructor: the file stays marked open, and the lock goes
+    }
+    int status = 0;
+    ::waitpid(writer_pid, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    for (const auto& prog : programs) {
+        const auto r = wait_for(
+            spawn(prog.args(dir / "agent", {"--follow", "--interval-ms", "10"}), dir, prog.name),
+            std::chrono::seconds(10));
+        CAPTURE(prog.name, r.err);
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.exit_code == 0);
+        CHECK(count(r.out, "Event: followed\n") == 3);
+        CHECK_THAT(r.err, Catch::Contains(fmt::format(
+                              "writer pid {} ended without closing the file\n", writer_pid)));
+        CHECK_THAT(r.err, Catch::EndsWith(": 3 events read, 0 missed\n"));
+    }
+}
+
+TEST_CASE("a recorder truncated under a following reader ends it with one line and status 2") {
+    xtel_test::temp_dir dir;
+    xtel::flight_recorder::writer w(dir.path(), "agent", 64);
+    writer_lock lock(w.path());
+    append_named(w, 2, 1);
+    std::vector<child> followers;
+    for (const auto& prog : programs) {
+        followers.push_back(
+            spawn(prog.args(w.path(), {"--follow", "--interval-ms", "10"}), dir, prog.name));
+    }
+    for (const auto& f : followers) {
+        REQUIRE(wait_for_lines(f.out, 12));
+    }
+    // 64 bytes keep the header's first page, which the mapping writer still stores into.
+    std::filesystem::resize_file(w.path(), 64);
+    for (const auto& f : followers) {
+        const auto r = wait_for(f, std::chrono::seconds(10));
+        CAPTURE(r.err);
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.exit_code == 2);  // not 128 + SIGBUS
+        CHECK(count(r.err, "\n") == 1);
+        CHECK_THAT(r.err, Catch::Contains("damaged: truncated"));
+        CHECK(count(r.out, "Event: followed\n") == 2);
+    }
+}
+
+TEST_CASE("--follow stops on a replaced file, and --follow --retry follows the new one") {
+    xtel_test::temp_dir dir;
+    xtel_test::temp_dir elsewhere;
+    xtel::flight_recorder::writer w1(dir.path(), "agent", 16);
+    writer_lock lock1(w1.path());
+    append_named(w1, 2, 1);
+    std::vector<std::pair<child, bool>> followers;  // and whether it retries
+    for (const auto& prog : programs) {
+        for (const bool retry : {false, true}) {
+            std::vector<std::string> opts{"--follow", "--json", "--interval-ms", "10"};
+            if (retry) {
+                opts.push_back("--retry");
+            }
+            followers.emplace_back(
+                spawn(prog.args(w1.path(), opts), dir, fmt::format("{}-{}", prog.name, retry)),
+                retry);
+        }
+    }
+    for (const auto& [f, retry] : followers) {
+        REQUIRE(wait_for_lines(f.out, 2));
+    }
+    append_named(w1, 1, 2);  // the rest, which each follower prints before it moves on
+    // The path goes away for a while, then a new recorder is moved into place.
+    std::filesystem::rename(dir / "agent", dir / "agent.old");
+    for (const auto& [f, retry] : followers) {
+        if (retry) {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (slurp(f.err).find("waiting for the new one") == std::string::npos &&
+                   std::chrono::steady_clock::now() < deadline) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // still absent meanwhile
+    auto w2 = std::make_unique<xtel::flight_recorder::writer>(elsewhere.path(), "agent", 16);
+    writer_lock lock2(w2->path());
+    append_named(*w2, 4, 3);
+    std::filesystem::rename(elsewhere / "agent", dir / "agent");
+    for (const auto& [f, retry] : followers) {
+        if (retry) {
+            REQUIRE(wait_for_lines(f.out, 7));
+        }
+    }
+    w2.reset();  // closed: the retrying followers stop too
+    for (const auto& [f, retry] : followers) {
+        const auto r = wait_for(f, std::chrono::seconds(10));
+        CAPTURE(retry, r.err);
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.exit_code == 0);
+        CHECK(count(r.out, "\"value\":1}") == 2);
+        CHECK(count(r.out, "\"value\":2}") == 1);  // the rest of the old file
+        if (retry) {
+            CHECK(count(r.out, "\"value\":3}") == 4);
+            CHECK_THAT(r.err, Catch::Contains("the file was replaced or removed; waiting for the "
+                                              "new one\n"));
+            CHECK_THAT(r.err, Catch::Contains("following the new file\n"));
+            CHECK_THAT(r.err, Catch::EndsWith(": 7 events read, 0 missed\n"));
+        } else {
+            CHECK(count(r.out, "\"value\":3}") == 0);
+            CHECK_THAT(r.err, Catch::Contains("stopping (--retry follows the new one)\n"));
+        }
+    }
+}
+
+TEST_CASE("both readers print --help on stdout with every option and exit status") {
+    for (const auto& prog : programs) {
+        const auto r = xtel_test::run(prog.args("unused", {"--help"}));
+        CAPTURE(prog.name);
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.empty());
+        CHECK(r.out.rfind("usage: ", 0) == 0);
+        for (const char* word : {"--follow", "--retry", "--json", "--interval-ms", "--help",
+                                 "\\xNN", "130", "143", "  2 ", "  64 "}) {
+            CHECK_THAT(r.out, Catch::Contains(word));
+        }
+    }
+}
+
+TEST_CASE("a name is the bytes before the first NUL of 37, other bytes printed as \\xNN") {
+    utc_scope utc;
+    xtel_test::temp_dir dir;
+    raw_recorder rec(2);
+    rec.header.write_seq = rec.header.claim_seq = 2;
+    rec.slots[0].seq = 1;
+    rec.slots[1].seq = 2;
+    // 38 bytes and no NUL: the 38th is not part of the name.
+    std::memset(&rec.slots[0].ev.name, 'A', xtel::max_name_length + 1);
+    const char odd[] = "a\x01\x7f\xff\\\"b";
+    std::memcpy(&rec.slots[1].ev.name, odd, sizeof odd);
+    rec.save(dir / "rec", 2);
+    const std::string a37(xtel::max_name_length, 'A');
+    for (const auto& prog : programs) {
+        const auto t = xtel_test::run(prog.args(dir / "rec", {}));
+        const auto j = xtel_test::run(prog.args(dir / "rec", {"--json"}));
+        CAPTURE(prog.name, t.err, j.err);
+        CHECK(t.exit_code == 0);
+        CHECK_THAT(t.out, Catch::Contains("Event: " + a37 + "\n"));
+        CHECK_THAT(t.out, Catch::Contains("Event: a\\x01\\x7f\\xff\\\\\"b\n"));
+        CHECK_THAT(j.out, Catch::Contains("\"event\":\"" + a37 + "\""));
+        CHECK_THAT(j.out, Catch::Contains("\"event\":\"a\\\\x01\\\\x7f\\\\xff\\\\\\\\\\\"b\""));
+    }
+}
+
+TEST_CASE("both readers print the same bytes for 200 random files, in text and in JSON") {
+    utc_scope utc;
+    xtel_test::temp_dir dir;
+    std::mt19937_64 rng(20261123);
+    const auto pick = [&](std::uint64_t n) { return rng() % n; };
+    const auto path = dir / "random";
+    for (int file = 0; file < 200; ++file) {
+        raw_recorder rec(1 + pick(9));
+        const auto cap = rec.header.capacity;
+        rec.header.write_seq = pick(4) == 0 ? 0 : pick(40);
+        rec.header.claim_seq = rec.header.write_seq + (pick(2) == 0 ? 0 : pick(2 * cap));
+        rec.header.state = static_cast<std::uint32_t>(pick(3));
+        rec.header.writer_pid = static_cast<std::uint32_t>(rng());
+        for (auto& c : rec.header.agent_name) {
+            c = static_cast<char>(rng());
+        }
+        for (std::uint64_t i = 0; i < cap; ++i) {
+            auto& s = rec.slots[i];
+            // Mostly the sequence a published event would have, else anything.
+            const std::uint64_t w = rec.header.write_seq;
+            const std::uint64_t n = w >= cap ? w - cap + (i + cap - w % cap) % cap : i;
+            s.seq = pick(4) == 0 ? rng() : n + 1;
+            s.ev.timestamp_us = pick(3) == 0 ? rng() : 1'700'000'000'000'000 + rng() % (1ULL << 40);
+            s.ev.value = rng();
+            s.ev.cat = static_cast<xtel::category>(pick(12));
+            s.ev.kind = static_cast<xtel::value_kind>(rng());
+            auto* name = reinterpret_cast<unsigned char*>(&s.ev.name);
+            static constexpr unsigned char alphabet[] = {
+                0, 'a', 'Z', ' ', '"', '\\', 0x01, 0x1f, 0x7f, 0x80, 0xc3, 0xa9, 0xff, '%', '{'};
+            const bool no_nul = pick(3) == 0;
+            for (std::size_t b = 0; b <= xtel::max_name_length; ++b) {
+                name[b] = pick(4) == 0 ? static_cast<unsigned char>(rng())
+                                       : alphabet[pick(sizeof alphabet)];
+                if (no_nul && name[b] == 0) {
+                    name[b] = 'n';
+                }
+            }
+        }
+        // A few files too short for the ring they declare: refused alike.
+        rec.save(path, pick(10) == 0 ? pick(cap) : cap);
+        // The four runs of a file at once: launching Python dominates the test's time.
+        const std::vector<std::string> text{}, json{"--json"};
+        const child runs[] = {
+            spawn(cpp_args(path, text), dir, "c"), spawn(py_args(path, text), dir, "p"),
+            spawn(cpp_args(path, json), dir, "cj"), spawn(py_args(path, json), dir, "pj")};
+        for (int mode = 0; mode < 2; ++mode) {
+            const auto c = wait_for(runs[2 * mode]);
+            const auto p = wait_for(runs[2 * mode + 1]);
+            CAPTURE(file, mode, c.err, p.err);
+            REQUIRE_FALSE(c.timed_out);
+            REQUIRE(c.exit_code == p.exit_code);
+            REQUIRE(c.out == p.out);
+            REQUIRE(c.err == p.err);
+            CHECK((c.exit_code == 0 || c.exit_code == 2));
+        }
+    }
 }

@@ -1,15 +1,17 @@
 #include "xtel/flight_recorder.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <limits>
 
 #include "exporters/buffer/recorder_io.hpp"
 
@@ -17,24 +19,36 @@ namespace xtel::flight_recorder {
 
 namespace {
 
-static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
-constexpr std::size_t event_words = sizeof(event) / sizeof(std::uint64_t);
-static_assert(sizeof(event) % sizeof(std::uint64_t) == 0);
-
 using detail::errno_text;
 using detail::fd_guard;
 
-/// For the reader's read-only mapping: atomic_ref<const T> is not in C++20, so the reference is
-/// made on a cast, and only loads are ever issued through it.
-std::atomic_ref<std::uint64_t> word(const std::uint64_t& w) noexcept {
-    return std::atomic_ref(const_cast<std::uint64_t&>(w));
+/// Slots read per pread: 64 KiB, so that a huge ring is read in steps a caller can interrupt.
+constexpr std::uint64_t chunk_slots = 1024;
+
+/// Reads exactly `size` bytes at `offset`; false when the file ends first (it was truncated).
+bool pread_all(int fd, void* buf, std::size_t size, std::uint64_t offset) {
+    auto* p = static_cast<char*>(buf);
+    while (size > 0) {
+        const ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return false;
+        }
+        p += n;
+        size -= static_cast<std::size_t>(n);
+        offset += static_cast<std::uint64_t>(n);
+    }
+    return true;
 }
 
 }  // namespace
 
-reader::reader(const std::filesystem::path& path) {
+reader::reader(const std::filesystem::path& path) : path_(path) {
     const auto name = path.string();
-    fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer to appear.
+    fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     if (fd.fd < 0) {
         throw format_error(fmt::format("{}: cannot open: {}", name, errno_text(errno)));
     }
@@ -48,13 +62,13 @@ reader::reader(const std::filesystem::path& path) {
     if (!S_ISREG(st.st_mode)) {
         throw format_error(fmt::format("{}: is not a regular file", name));
     }
-    const auto size = static_cast<std::size_t>(st.st_size);
+    const auto size = static_cast<std::uint64_t>(st.st_size);
     if (size < header_size) {
         throw format_error(fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
                                        name, size, header_size));
     }
     file_header h{};
-    if (::pread(fd.fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+    if (!pread_all(fd.fd, &h, sizeof h, 0)) {
         throw format_error(fmt::format("{}: cannot read the header", name));
     }
     if (std::memcmp(h.magic, magic, sizeof magic) != 0) {
@@ -70,61 +84,113 @@ reader::reader(const std::filesystem::path& path) {
             "{}: unexpected layout (header {} bytes, slot {}, event {}; expected {}, {}, {})", name,
             h.header_size, h.slot_size, h.event_size, header_size, slot_size, sizeof(event)));
     }
-    if (h.capacity == 0 || h.capacity > (size - header_size) / slot_size) {
+    constexpr std::uint64_t max_capacity =
+        (std::numeric_limits<std::uint64_t>::max() - header_size) / slot_size;
+    if (h.capacity == 0 || h.capacity > max_capacity) {
+        throw format_error(fmt::format("{}: absurd capacity {} (expected 1 to {} slots)", name,
+                                       h.capacity, max_capacity));
+    }
+    if (h.capacity > (size - header_size) / slot_size) {
         throw format_error(
             fmt::format("{}: truncated: {} bytes cannot hold the {} events the header declares",
                         name, size, h.capacity));
     }
     capacity_ = h.capacity;
-    mapped_size_ = header_size + capacity_ * slot_size;
-    void* p = ::mmap(nullptr, mapped_size_, PROT_READ, MAP_SHARED, fd.fd, 0);
-    if (p == MAP_FAILED) {
-        throw format_error(fmt::format("{}: cannot map: {}", name, errno_text(errno)));
-    }
-    header_ = static_cast<const file_header*>(p);
-    slots_ = reinterpret_cast<const slot*>(static_cast<const char*>(p) + header_size);
+    chunk_.resize(static_cast<std::size_t>(std::min(capacity_, chunk_slots)));
+    fd_ = fd.release();
 }
 
 reader::~reader() {
-    if (header_ != nullptr) {
-        ::munmap(const_cast<file_header*>(header_), mapped_size_);
+    if (fd_ >= 0) {
+        ::close(fd_);
     }
 }
 
-std::uint64_t reader::published_count() const noexcept {
-    return word(header_->write_seq).load(std::memory_order_acquire);
+file_header reader::read_header() const {
+    file_header h{};
+    if (!pread_all(fd_, &h, sizeof h, 0)) {
+        throw format_error(fmt::format("{}: damaged: truncated below its {}-byte header",
+                                       path_.string(), header_size));
+    }
+    return h;
 }
 
-bool reader::writer_closed() const noexcept {
-    return std::atomic_ref(const_cast<std::uint32_t&>(header_->state))
-               .load(std::memory_order_acquire) == static_cast<std::uint32_t>(writer_state::closed);
+void reader::refresh() {
+    struct stat st {};
+    const std::uint64_t expected = header_size + capacity_ * slot_size;
+    if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < expected) {
+        throw format_error(fmt::format(
+            "{}: damaged: truncated to {} bytes while being read (the header declares {})",
+            path_.string(), st.st_size, expected));
+    }
+    const std::uint64_t w = read_header().write_seq;
+    if (w < next_) {
+        throw format_error(fmt::format(
+            "{}: damaged: write_seq went back from {} to {} (the file was rewritten or damaged)",
+            path_.string(), next_, w));
+    }
+    published_ = w;
+    if (published_ - next_ > capacity_) {
+        missed_ += published_ - capacity_ - next_;
+        next_ = published_ - capacity_;
+    }
+}
+
+std::span<const slot> reader::read_chunk(std::uint64_t max_events) {
+    const std::uint64_t index = next_ % capacity_;
+    const std::uint64_t n = std::min({published_ - next_, max_events, capacity_ - index,
+                                      static_cast<std::uint64_t>(chunk_.size())});
+    const auto bytes = static_cast<std::size_t>(n * slot_size);
+    if (!pread_all(fd_, chunk_.data(), bytes, header_size + index * slot_size)) {
+        throw format_error(fmt::format("{}: damaged: truncated while being read", path_.string()));
+    }
+    // Only now, after the slots were read, may claim_seq be read: event m's slot was safe to
+    // read only if no newer event had claimed it by then, that is m + capacity >= claim_seq.
+    const std::uint64_t claimed = read_header().claim_seq;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        if (next_ + i + capacity_ < claimed) {
+            chunk_[i].seq = 0;
+        }
+    }
+    return {chunk_.data(), static_cast<std::size_t>(n)};
+}
+
+std::uint64_t reader::published_count() const {
+    return read_header().write_seq;
+}
+
+bool reader::writer_closed() const {
+    return read_header().state == static_cast<std::uint32_t>(writer_state::closed);
+}
+
+bool reader::writer_gone() const {
+    if (writer_closed()) {
+        return false;
+    }
+    // The writer holds LOCK_EX for its whole life; a shared lock granted now means it is gone.
+    if (::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
+        return false;
+    }
+    ::flock(fd_, LOCK_UN);
+    return true;
+}
+
+bool reader::replaced() const {
+    struct stat by_path {};
+    struct stat open_file {};
+    if (::stat(path_.c_str(), &by_path) != 0 || ::fstat(fd_, &open_file) != 0) {
+        return true;
+    }
+    return by_path.st_ino != open_file.st_ino || by_path.st_dev != open_file.st_dev;
 }
 
 std::string reader::agent_name() const {
-    return std::string(header_->agent_name, ::strnlen(header_->agent_name, agent_name_size));
+    const file_header h = read_header();
+    return std::string(h.agent_name, ::strnlen(h.agent_name, agent_name_size));
 }
 
-std::uint32_t reader::writer_pid() const noexcept {
-    return header_->writer_pid;
-}
-
-bool reader::read_slot(std::uint64_t seq, event& out) const noexcept {
-    const slot& s = slots_[seq % capacity_];
-    const std::uint64_t expected = seq + 1;
-    if (word(s.seq).load(std::memory_order_acquire) != expected) {
-        return false;  // overwritten by a newer event (or being overwritten)
-    }
-    std::uint64_t buf[event_words];
-    const auto* src = reinterpret_cast<const std::uint64_t*>(&s.ev);
-    for (std::size_t i = 0; i < event_words; ++i) {
-        buf[i] = word(src[i]).load(std::memory_order_relaxed);
-    }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (word(s.seq).load(std::memory_order_relaxed) != expected) {
-        return false;  // torn: the writer started on this slot while we copied
-    }
-    std::memcpy(&out, buf, sizeof out);
-    return true;
+std::uint32_t reader::writer_pid() const {
+    return read_header().writer_pid;
 }
 
 }  // namespace xtel::flight_recorder
