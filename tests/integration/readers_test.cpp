@@ -646,16 +646,17 @@ TEST_CASE("a name is the bytes before the first NUL of 37, other bytes printed a
     }
 }
 
-TEST_CASE("both readers print the same bytes for 200 random files, in text and in JSON") {
+TEST_CASE("both readers print the same bytes for 64 random files, in text and in JSON") {
     utc_scope utc;
     xtel_test::temp_dir dir;
     std::mt19937_64 rng(20261123);
     const auto pick = [&](std::uint64_t n) { return rng() % n; };
     const auto path = dir / "random";
-    for (int file = 0; file < 200; ++file) {
-        raw_recorder rec(1 + pick(9));
+    for (int file = 0; file < 64; ++file) {
+        // Fewer, larger files than one slot each: starting Python dominates the time.
+        raw_recorder rec(1 + pick(48));
         const auto cap = rec.header.capacity;
-        rec.header.write_seq = pick(4) == 0 ? 0 : pick(40);
+        rec.header.write_seq = pick(4) == 0 ? 0 : pick(200);
         rec.header.claim_seq = rec.header.write_seq + (pick(2) == 0 ? 0 : pick(2 * cap));
         rec.header.state = static_cast<std::uint32_t>(pick(3));
         rec.header.writer_pid = static_cast<std::uint32_t>(rng());

@@ -202,7 +202,12 @@ TEST_CASE("files that are not telemetry buffers are refused with the reason") {
     const std::uint64_t cap = std::uint64_t{1} << 60;
     std::memcpy(huge.data() + offsetof(fr::file_header, capacity), &cap, 8);
     write_bytes(dir / "huge", huge.data(), huge.size());
-    CHECK_THAT(open_error(dir / "huge"), Catch::Contains("truncated"));
+    // 2^60 slots of 64 bytes do not fit in 64 bits of file size.
+    CHECK_THAT(open_error(dir / "huge"), Catch::Contains("absurd capacity"));
+    const std::uint64_t big = std::uint64_t{1} << 20;
+    std::memcpy(huge.data() + offsetof(fr::file_header, capacity), &big, 8);
+    write_bytes(dir / "big", huge.data(), huge.size());
+    CHECK_THAT(open_error(dir / "big"), Catch::Contains("truncated"));
 }
 
 TEST_CASE("the buffer exporter writes to the output path named by the configuration") {
