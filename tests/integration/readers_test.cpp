@@ -464,7 +464,7 @@ TEST_CASE("SIGINT and SIGTERM end --follow with 130 and 143") {
     }
 }
 
-TEST_CASE("--follow prints the rest and exits 0 when the writer closes the file") {
+TEST_CASE("with --follow the readers print the rest and exit 0 when the writer closes the file") {
     xtel_test::temp_dir dir;
     auto w = std::make_unique<xtel::flight_recorder::writer>(dir.path(), "agent", 16);
     writer_lock lock(w->path());
@@ -490,7 +490,8 @@ TEST_CASE("--follow prints the rest and exits 0 when the writer closes the file"
     }
 }
 
-TEST_CASE("--follow notices a writer that died without closing the file, and exits 0") {
+TEST_CASE(
+    "with --follow the readers notice a writer that died without closing the file, and exit 0") {
     xtel_test::temp_dir dir;
     const pid_t writer_pid = ::fork();
     REQUIRE(writer_pid >= 0);
@@ -543,7 +544,8 @@ TEST_CASE("a recorder truncated under a following reader ends it with one line a
     }
 }
 
-TEST_CASE("--follow stops on a replaced file, and --follow --retry follows the new one") {
+TEST_CASE(
+    "with --follow the readers stop on a replaced file, and with --retry follow the new one") {
     xtel_test::temp_dir dir;
     xtel_test::temp_dir elsewhere;
     xtel::flight_recorder::writer w1(dir.path(), "agent", 16);
