@@ -51,6 +51,23 @@ int open_fds() {
     return count_entries("/proc/self/fd");
 }
 
+/// The count of open descriptors once it has not changed for 300 ms (at most 5 s): the endpoint
+/// closes its side of a connection a moment after the client has closed its own.
+int settled_fds() {
+    const auto give_up = clock_type::now() + std::chrono::seconds(5);
+    int last = open_fds();
+    auto since = clock_type::now();
+    while (clock_type::now() - since < std::chrono::milliseconds(300) &&
+           clock_type::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (const int now = open_fds(); now != last) {
+            last = now;
+            since = clock_type::now();
+        }
+    }
+    return last;
+}
+
 /// Whether a thread of this process has the endpoint's thread name.
 bool endpoint_thread_running() {
     DIR* d = ::opendir("/proc/self/task");
@@ -89,7 +106,7 @@ TEST_CASE(
     const std::string expected = scrape(port);
     REQUIRE(expected.find(R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 123)") !=
             std::string::npos);
-    const int fds_before = open_fds();
+    const int fds_before = settled_fds();  // the reference scrape's connection closed
 
     xtel_bench::hostile_clients::options o;
     using kind = xtel_bench::hostile_clients::kind;
