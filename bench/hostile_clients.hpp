@@ -1,17 +1,20 @@
 #pragma once
 // Hostile clients of a Prometheus endpoint on 127.0.0.1, for the benchmark that measures what
 // an attack on the endpoint costs the transfers beside it
-// (BM_ucx_write/.../prometheus_under_attack).
+// (BM_ucx_write/.../prometheus_under_attack) and for the endpoint's stress test
+// (tests/unit/prometheus_stress_test.cpp).
 //
 // One thread (on whichever core the scheduler gives it) keeps `connections` connections open, twice
 // the endpoint's limit of 64 so that it keeps closing some to admit others; each is reopened
-// `reconnect` after the endpoint closes it. They take turns being:
+// `reconnect` after the endpoint closes it. They take turns being one of `mix`:
 //   - slow: half a request head, then one more byte every `trickle`, never finishing;
 //   - idle: connected, saying nothing;
 //   - oversized: a 16 KiB header line (the endpoint answers 431);
-//   - a body: GET announcing a gigabyte, then 64 KiB of it (413).
-// Every `scrape_every` the same thread also scrapes /metrics as Prometheus would, with its
-// own connection and a 2 s deadline, and counts whether it got 200.
+//   - body: GET announcing a gigabyte, then 64 KiB of it (413);
+//   - brief: a whole request, then closed at once without reading the answer;
+//   - unread: 64 pipelined requests, none of the answers read, until the endpoint closes it.
+// Every `scrape_every` (0: never) the same thread also scrapes /metrics as Prometheus would,
+// with its own connection and a 2 s deadline, and counts whether it got 200.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -32,12 +35,15 @@ namespace xtel_bench {
 
 class hostile_clients {
   public:
+    enum class kind { slow, idle, oversized, body, brief, unread };
+
     struct options {
         std::uint16_t port = 0;
         int connections = 128;
         std::chrono::milliseconds reconnect{100};
         std::chrono::milliseconds trickle{200};
         std::chrono::milliseconds scrape_every{100};
+        std::vector<kind> mix{kind::slow, kind::idle, kind::oversized, kind::body};
     };
 
     explicit hostile_clients(options o) : opts_(o), thread_([this] { run(); }) {}
@@ -67,7 +73,6 @@ class hostile_clients {
 
   private:
     using clock = std::chrono::steady_clock;
-    enum class kind { slow, idle, oversized, body };
 
     struct client {
         kind k = kind::idle;
@@ -99,14 +104,27 @@ class hostile_clients {
         }
         ++opened_;
         ::fcntl(c.fd, F_SETFL, O_NONBLOCK);
+        if (c.k == kind::brief) {
+            send(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+            close(c, now);
+            return;
+        }
         epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
+        // An unread client watches only for the endpoint's close, never reading the answers.
+        ev.events = c.k == kind::unread ? EPOLLRDHUP : EPOLLIN | EPOLLRDHUP;
         ev.data.ptr = &c;
         ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, c.fd, &ev);
         static const std::string big_header =
             "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(16384, 'b');
         static const std::string body =
             "GET /metrics HTTP/1.1\r\nContent-Length: 1073741824\r\n\r\n" + std::string(65536, 'x');
+        static const std::string pipelined = [] {
+            std::string r;
+            for (int i = 0; i < 64; ++i) {
+                r += "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+            }
+            return r;
+        }();
         switch (c.k) {
             case kind::slow:
                 send(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ");
@@ -119,6 +137,11 @@ class hostile_clients {
                 break;
             case kind::body:
                 send(c, body);
+                break;
+            case kind::unread:
+                send(c, pipelined);
+                break;
+            case kind::brief:
                 break;
         }
     }
@@ -159,7 +182,7 @@ class hostile_clients {
         const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
         std::vector<client> clients(static_cast<std::size_t>(opts_.connections));
         for (std::size_t i = 0; i < clients.size(); ++i) {
-            clients[i].k = static_cast<kind>(i % 4);
+            clients[i].k = opts_.mix[i % opts_.mix.size()];
         }
         auto next_scrape = clock::now();
         epoll_event events[64];
@@ -180,7 +203,7 @@ class hostile_clients {
                     c.next = now + opts_.trickle;
                 }
             }
-            if (now >= next_scrape) {
+            if (opts_.scrape_every.count() > 0 && now >= next_scrape) {
                 (scrape() ? scrapes_ok_ : scrapes_failed_)++;
                 next_scrape = now + opts_.scrape_every;
             }
@@ -189,6 +212,10 @@ class hostile_clients {
             for (int i = 0; i < n; ++i) {
                 auto& c = *static_cast<client*>(events[i].data.ptr);
                 if (c.fd < 0) {
+                    continue;
+                }
+                if (c.k == kind::unread) {
+                    close(c, now);  // only its end is watched for
                     continue;
                 }
                 // Whatever the endpoint answers is read and dropped; its close ends the client.

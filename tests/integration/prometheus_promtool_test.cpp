@@ -50,7 +50,7 @@ bool have_promtool() {
 
 }  // namespace
 
-TEST_CASE("promtool check metrics accepts what GET /metrics serves") {
+TEST_CASE("promtool check metrics accepts what GET /metrics serves", "[http]") {
     if (!have_promtool()) {
         return;
     }
@@ -117,7 +117,7 @@ TEST_CASE("promtool check metrics accepts what GET /metrics serves") {
         std::string::npos);
 }
 
-TEST_CASE("promtool check metrics, as the test runs it, rejects a malformed exposition") {
+TEST_CASE("promtool check metrics, as the test runs it, rejects a malformed exposition", "[http]") {
     if (!have_promtool()) {
         return;
     }

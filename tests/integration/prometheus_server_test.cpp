@@ -41,7 +41,7 @@ std::string percent_encode(std::string_view s) {
 
 }  // namespace
 
-TEST_CASE("a real Prometheus server scrapes the transmitted bytes xfer_demo moved") {
+TEST_CASE("a real Prometheus server scrapes the transmitted bytes xfer_demo moved", "[http]") {
     if (std::string_view(XTEL_PROMETHEUS).empty()) {
         WARN(
             "SKIPPED: prometheus was not found when configuring (Debian package prometheus; "

@@ -152,7 +152,8 @@ class scoped_nofile {
 
 }  // namespace
 
-TEST_CASE("a request line longer than the limit is answered 414 and the connection closed") {
+TEST_CASE("a request line longer than the limit is answered 414 and the connection closed",
+          "[http]") {
     served_agent a;
     const client_socket s(a.port());
     REQUIRE(s.connected());
@@ -163,7 +164,8 @@ TEST_CASE("a request line longer than the limit is answered 414 and the connecti
     CHECK(real_scrape_works(a.port()));
 }
 
-TEST_CASE("a header section longer than the limit is answered 431 and the connection closed") {
+TEST_CASE("a header section longer than the limit is answered 431 and the connection closed",
+          "[http]") {
     served_agent a;
     SECTION("one endless header line") {
         const client_socket s(a.port());
@@ -182,7 +184,7 @@ TEST_CASE("a header section longer than the limit is answered 431 and the connec
     CHECK(real_scrape_works(a.port()));
 }
 
-TEST_CASE("a request that announces a body is answered without reading it, then closed") {
+TEST_CASE("a request that announces a body is answered without reading it, then closed", "[http]") {
     served_agent a;
     SECTION("a gigabyte announced on GET /metrics") {
         const client_socket s(a.port());
@@ -205,7 +207,7 @@ TEST_CASE("a request that announces a body is answered without reading it, then 
 }
 
 TEST_CASE("clients that send part of a request and never finish do not hold up a real scrape",
-          "[concurrency]") {
+          "[http][concurrency]") {
     served_agent a;
     // 32 clients trickle one header byte every 50 ms, 32 more sent half a request line and
     // stopped: together far more than any pool of worker threads.
@@ -251,7 +253,7 @@ TEST_CASE("clients that send part of a request and never finish do not hold up a
     CHECK(open() == 0);
 }
 
-TEST_CASE("a thousand connections at once do not hold up a real scrape") {
+TEST_CASE("a thousand connections at once do not hold up a real scrape", "[http]") {
     const scoped_nofile limit(4096);
     REQUIRE(scoped_nofile::current() >= 2200);
     served_agent a;
@@ -277,7 +279,8 @@ TEST_CASE("a thousand connections at once do not hold up a real scrape") {
     CHECK(real_scrape_works(a.port()));
 }
 
-TEST_CASE("connections closed while a spawned process holds copies of their sockets stay closed") {
+TEST_CASE("connections closed while a spawned process holds copies of their sockets stay closed",
+          "[http]") {
     // posix_spawn and fork copy every descriptor into the child until it execs or exits. A
     // socket the endpoint closes meanwhile stays in its epoll set while the child's copy lives,
     // and one at its end is always ready: the endpoint was handed the connection again after

@@ -119,7 +119,7 @@ xtel::config prometheus_config(std::string address) {
 
 }  // namespace
 
-TEST_CASE("GET /metrics answers 200 with the exposition text and its content type") {
+TEST_CASE("GET /metrics answers 200 with the exposition text and its content type", "[http]") {
     exporter_under_test t;
     t.flush(tx_transfer(123, 1, 1));
     auto c = client_for(t.exporter);
@@ -132,7 +132,7 @@ TEST_CASE("GET /metrics answers 200 with the exposition text and its content typ
           std::string::npos);
 }
 
-TEST_CASE("HEAD /metrics answers 200 without a body") {
+TEST_CASE("HEAD /metrics answers 200 without a body", "[http]") {
     exporter_under_test t;
     auto c = client_for(t.exporter);
     const auto res = c.Head("/metrics");
@@ -141,7 +141,7 @@ TEST_CASE("HEAD /metrics answers 200 without a body") {
     CHECK(res->body.empty());
 }
 
-TEST_CASE("paths other than /metrics answer 404") {
+TEST_CASE("paths other than /metrics answer 404", "[http]") {
     exporter_under_test t;
     auto c = client_for(t.exporter);
     for (const char* path : {"/", "/metric", "/metrics/", "/metrics/x", "/api/v1/query"}) {
@@ -155,7 +155,7 @@ TEST_CASE("paths other than /metrics answer 404") {
     CHECK(post->status == 404);
 }
 
-TEST_CASE("other methods on /metrics answer 405 and say which are allowed") {
+TEST_CASE("other methods on /metrics answer 405 and say which are allowed", "[http]") {
     exporter_under_test t;
     auto c = client_for(t.exporter);
     std::vector<httplib::Result> results;
@@ -181,7 +181,8 @@ TEST_CASE("other methods on /metrics answer 405 and say which are allowed") {
     CHECK(trace.find("Allow: GET, HEAD\r\n") != std::string::npos);
 }
 
-TEST_CASE("malformed requests and unwanted bodies get clean answers and the endpoint goes on") {
+TEST_CASE("malformed requests and unwanted bodies get clean answers and the endpoint goes on",
+          "[http]") {
     exporter_under_test t;
     const auto port = t.exporter.port();
     CHECK(status_line(raw_exchange(port, "HELLO\r\n\r\n")) == "HTTP/1.1 400 Bad Request");
@@ -199,7 +200,7 @@ TEST_CASE("malformed requests and unwanted bodies get clean answers and the endp
     CHECK(res->status == 200);
 }
 
-TEST_CASE("port 0 picks a free port and logs the address chosen") {
+TEST_CASE("port 0 picks a free port and logs the address chosen", "[http]") {
     const log_capture logs;
     exporter_under_test t;
     REQUIRE(t.exporter.active());
@@ -210,7 +211,7 @@ TEST_CASE("port 0 picks a free port and logs the address chosen") {
             .empty());
 }
 
-TEST_CASE("a taken port is an error in the log and the agent goes on transferring") {
+TEST_CASE("a taken port is an error in the log and the agent goes on transferring", "[http]") {
     const socket_fd holder;
     auto addr = socket_fd::loopback(0);
     REQUIRE(::bind(holder.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
@@ -236,13 +237,13 @@ TEST_CASE("a taken port is an error in the log and the agent goes on transferrin
     CHECK(t.get<xtel::prometheus_exporter>().events_ignored() == 400);
 }
 
-TEST_CASE("a malformed address stops the pipeline at set-up with a config_error") {
+TEST_CASE("a malformed address stops the pipeline at set-up with a config_error", "[http]") {
     const auto cfg = prometheus_config("127.0.0.1:99999");
     CHECK_THROWS_AS(xtel::prometheus_telemetry(cfg, "a", {.start_flusher = false}),
                     xtel::config_error);
 }
 
-TEST_CASE("a fixed port is free again as soon as the last exporter on it goes") {
+TEST_CASE("a fixed port is free again as soon as the last exporter on it goes", "[http]") {
     std::uint16_t port = 0;
     {
         exporter_under_test first;
@@ -255,7 +256,7 @@ TEST_CASE("a fixed port is free again as soon as the last exporter on it goes") 
     CHECK(again.exporter.port() == port);
 }
 
-TEST_CASE("recording loses nothing while scrapes run at the same time", "[concurrency]") {
+TEST_CASE("recording loses nothing while scrapes run at the same time", "[http][concurrency]") {
     auto cfg = prometheus_config("127.0.0.1:0");
     cfg.run_interval = std::chrono::milliseconds(5);
     xtel::prometheus_telemetry t(cfg, "busy_scraped", {.staging_capacity = 1 << 16});
@@ -300,7 +301,8 @@ TEST_CASE("recording loses nothing while scrapes run at the same time", "[concur
 
 TEST_CASE(
     "the buffer and prometheus pipeline records each transfer in the flight recorder and on "
-    "/metrics") {
+    "/metrics",
+    "[http]") {
     const xtel_test::temp_dir dir;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
     xtel::config cfg;
