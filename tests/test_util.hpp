@@ -142,11 +142,25 @@ struct run_result {
     std::string err;  ///< standard error
 };
 
-/// Runs a program (no shell) and collects its output and exit status.
-inline run_result run(const std::vector<std::string>& argv) {
-    temp_dir d;
-    const auto out_path = d / "out";
-    const auto err_path = d / "err";
+/// The whole content of a file; empty when it cannot be read.
+inline std::string read_file(const std::filesystem::path& p) {
+    std::string s;
+    if (FILE* f = std::fopen(p.c_str(), "rb")) {
+        std::array<char, 65536> buf;
+        size_t n;
+        while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+            s.append(buf.data(), n);
+        }
+        std::fclose(f);
+    }
+    return s;
+}
+
+/// Starts a program (no shell) with its standard output and error going to the files given;
+/// returns its pid for the caller to wait for.
+inline pid_t spawn(const std::vector<std::string>& argv,
+                   const std::filesystem::path& out_path,
+                   const std::filesystem::path& err_path) {
     const pid_t pid = ::fork();
     if (pid < 0) {
         throw std::runtime_error("fork failed");
@@ -164,24 +178,21 @@ inline run_result run(const std::vector<std::string>& argv) {
         ::execvp(args[0], args.data());
         ::_exit(127);
     }
+    return pid;
+}
+
+/// Runs a program (no shell) and collects its output and exit status.
+inline run_result run(const std::vector<std::string>& argv) {
+    temp_dir d;
+    const auto out_path = d / "out";
+    const auto err_path = d / "err";
+    const pid_t pid = spawn(argv, out_path, err_path);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    auto slurp = [](const std::filesystem::path& p) {
-        std::string s;
-        if (FILE* f = std::fopen(p.c_str(), "rb")) {
-            std::array<char, 65536> buf;
-            size_t n;
-            while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-                s.append(buf.data(), n);
-            }
-            std::fclose(f);
-        }
-        return s;
-    };
     run_result r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out_path);
-    r.err = slurp(err_path);
+    r.out = read_file(out_path);
+    r.err = read_file(err_path);
     return r;
 }
 

@@ -80,29 +80,8 @@ child spawn(const std::vector<std::string>& argv,
     static int spawned = 0;
     const auto base = fmt::format("{}.{}", name, ++spawned);
     child c{-1, dir / (base + ".out"), dir / (base + ".err")};
-    c.pid = ::fork();
-    REQUIRE(c.pid >= 0);
-    if (c.pid == 0) {
-        if (!std::freopen(c.out.c_str(), "w", stdout) ||
-            !std::freopen(c.err.c_str(), "w", stderr)) {
-            ::_exit(126);
-        }
-        std::vector<char*> a;
-        for (const auto& s : argv) {
-            a.push_back(const_cast<char*>(s.c_str()));
-        }
-        a.push_back(nullptr);
-        ::execvp(a[0], a.data());
-        ::_exit(127);
-    }
+    c.pid = xtel_test::spawn(argv, c.out, c.err);
     return c;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 struct ended {
@@ -128,8 +107,8 @@ ended wait_for(const child& c, std::chrono::milliseconds limit = std::chrono::se
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     e.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    e.out = slurp(c.out);
-    e.err = slurp(c.err);
+    e.out = xtel_test::read_file(c.out);
+    e.err = xtel_test::read_file(c.err);
     return e;
 }
 
@@ -572,7 +551,8 @@ TEST_CASE(
     for (const auto& [f, retry] : followers) {
         if (retry) {
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-            while (slurp(f.err).find("waiting for the new one") == std::string::npos &&
+            while (xtel_test::read_file(f.err).find("waiting for the new one") ==
+                       std::string::npos &&
                    std::chrono::steady_clock::now() < deadline) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
             }
