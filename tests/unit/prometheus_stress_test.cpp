@@ -97,7 +97,7 @@ std::string scrape(std::uint16_t port) {
 TEST_CASE(
     "every real scrape gets the whole body while short, slow, crowding and unread clients "
     "attack",
-    "[http][concurrency]") {
+    "[http]") {
     const auto duration = stress_duration();
     const log_capture log;
     exporter_under_test t;
