@@ -41,7 +41,7 @@ class failed_transfers_builder : public builder {
     }
 
     void build(const transfer_group& g, metric_store& store) override {
-        if (g.attrs.status != xtel::transfer_status::error) {
+        if (g.attrs.status == xtel::transfer_status::success) {
             return;
         }
         // Labels from the normalized data: sanitized, and "unknown" when the registry has no

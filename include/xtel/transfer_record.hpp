@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "xtel/label_table.hpp"
+#include "xtel/status.hpp"
 #include "xtel/transfer.hpp"
 
 namespace xtel {
@@ -14,10 +15,33 @@ namespace xtel {
 /// Which way a transfer's bytes went, as seen by the agent that records it.
 enum class direction : std::uint8_t { tx, rx };
 
+/// How a transfer ended: success, or failed with the error kind of its status_code (the same
+/// numbers: remote_disconnected, timed_out, ...). `error` is a failure of no known kind.
 enum class transfer_status : std::uint8_t { success = 0, error = 1 };
 
+/// The status of a transfer that failed with `code` (error for ok and in_progress, which are
+/// not failures).
+constexpr transfer_status failed_with(status_code code) noexcept {
+    return code > status_code::in_progress && static_cast<std::size_t>(code) < status_code_count
+               ? static_cast<transfer_status>(code)
+               : transfer_status::error;
+}
+
+/// The error kind of a failed transfer; nullopt-like `ok` for success, `in_progress` standing
+/// for "failed, kind not known".
+constexpr status_code error_kind(transfer_status s) noexcept {
+    return static_cast<status_code>(s);
+}
+
+/// "success", the error kind's name ("timed_out"), or "error" when the kind is not known.
 constexpr std::string_view to_string(transfer_status s) noexcept {
-    return s == transfer_status::success ? "success" : "error";
+    if (s == transfer_status::success) {
+        return "success";
+    }
+    if (s == transfer_status::error) {
+        return "error";
+    }
+    return to_string(error_kind(s));
 }
 
 /// 16 bytes: fits the staged record beside the transfer's numbers.
@@ -47,6 +71,9 @@ struct transfer_record {
     /// that samples transfer times (config::timing_sample) reports the transfers it did not
     /// time as records with requests and bytes only: times 0, timed false.
     bool timed = true;
+    /// The request or trace id the caller gave the transfer (agent::create_transfer), carried
+    /// by timed records only; empty when none. Valid for the exporter call it is handed to.
+    std::string_view request_id{};
 };
 
 }  // namespace xtel

@@ -251,6 +251,22 @@ void metric_store::observe(series_ref s, std::uint64_t value) {
     ++changes_;
 }
 
+void metric_store::observe(series_ref s, std::uint64_t value, exemplar ex) {
+    observe(s, value);
+    const family_spec& spec = families_[s.family].spec_;
+    if (spec.type != metric_type::histogram || ex.label_value.empty()) {
+        return;
+    }
+    series& x = at(s);
+    const auto& bounds = spec.bounds;
+    const auto it = std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(value));
+    if (x.exemplars.empty()) {
+        x.exemplars.resize(bounds.size() + 1);
+    }
+    ex.value = value;
+    x.exemplars[static_cast<std::size_t>(it - bounds.begin())] = std::move(ex);
+}
+
 std::optional<family_id> metric_store::id_of(std::string_view name) const noexcept {
     const auto it = lines_.find(name);
     if (it == lines_.end() || families_[it->second].spec_.name != name) {

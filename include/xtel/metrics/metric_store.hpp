@@ -62,11 +62,26 @@ struct family_spec {
     /// Histogram only: the buckets' upper bounds, in the unit of the values kept, strictly
     /// increasing; the +Inf bucket is implied. Empty for the other types.
     std::vector<double> bounds{};
+    /// The unit the shown values are in, as OpenMetrics names it in `# UNIT` ("seconds",
+    /// "bytes"); the name must then end in `_<unit>` (before `_total`). Empty: no unit line.
+    std::string unit{};
 
     friend bool operator==(const family_spec&, const family_spec&) = default;
 };
 
 using family_id = std::uint32_t;
+
+/// A histogram bucket's example observation: which transfer (a request or trace id the caller
+/// gave), its value (in the family's units, as kept: 10^-decimals), and when (µs since the
+/// epoch). An empty `label_value` means none.
+struct exemplar {
+    std::string label_name;
+    std::string label_value;
+    std::uint64_t value = 0;
+    std::uint64_t timestamp_us = 0;
+
+    friend bool operator==(const exemplar&, const exemplar&) = default;
+};
 
 /// One series: its label values (in the order of the family's label names) and what it holds.
 struct series {
@@ -75,9 +90,11 @@ struct series {
     std::uint64_t value = 0;
     /// histogram: observations per bucket, one per bound, NOT cumulative; an observation goes
     /// in the first bucket whose bound is >= it, and one above every bound only in `count`
-    /// (the +Inf bucket). Empty for the other types. (Exemplars, when they come, sit beside
-    /// these: one per bucket.)
+    /// (the +Inf bucket). Empty for the other types.
     std::vector<std::uint64_t> buckets;
+    /// histogram: the latest exemplar of each bucket, one per bound and the last for +Inf
+    /// (bounds.size() + 1 entries), or empty when no observation carried one yet.
+    std::vector<exemplar> exemplars;
     /// histogram, summary: the sum and the number of observations.
     std::uint64_t sum = 0;
     std::uint64_t count = 0;
@@ -156,6 +173,10 @@ class metric_store {
     /// Observes `value` in a histogram's or summary's series (throws metrics_error for the
     /// others).
     void observe(series_ref s, std::uint64_t value);
+    /// Observes `value` in a histogram's series and makes `ex` (whose value is set to `value`)
+    /// its bucket's exemplar, replacing the one before. An exemplar with an empty label value
+    /// is not kept.
+    void observe(series_ref s, std::uint64_t value, exemplar ex);
 
     /// The same, finding the series by its label values each time.
     void add(family_id f, std::span<const std::string_view> values, std::uint64_t delta) {
