@@ -261,7 +261,7 @@ class basic_agent final : public agent {
                       transfer_handle h) noexcept {
         using flag = detail::transfer_outcome::flag;
         if ((outcome.flags & flag::failed) != 0 && outcome.state != nullptr) {
-            record_failure(*outcome.state, clock_.now());
+            record_failure(*outcome.state, st.code(), clock_.now());
         }
         if ((outcome.flags & flag::new_error) != 0) {
             record_error(st.code());
@@ -335,12 +335,15 @@ class basic_agent final : public agent {
         }
     }
 
-    /// A failed transfer, for exporters that take transfer records (status error, the bytes
-    /// it was to move); it makes no agent_*_bytes event (telemetry.hpp).
-    void record_failure(const detail::transfer_state& r, std::uint64_t done) noexcept {
+    /// A failed transfer, for exporters that take transfer records (its status is the error
+    /// kind, so that a peer's failures say why; the bytes it was to move); it makes no
+    /// agent_*_bytes event (telemetry.hpp).
+    void record_failure(const detail::transfer_state& r,
+                        status_code code,
+                        std::uint64_t done) noexcept {
         if constexpr (Telemetry::takes_transfers) {
             transfer_attributes attrs = r.attrs;
-            attrs.status = transfer_status::error;
+            attrs.status = failed_with(code);
             if (r.timed) {
                 telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes, 1,
                                            clock_.micros(r.post_start, r.post_end),

@@ -120,7 +120,7 @@ TEST_CASE("a scrape of an agent's /metrics shows its transfers' bytes per attrib
     for (int i = 0; i < 2; ++i) {
         REQUIRE(agent_test::run(p.initiator, r, p.target.get()).ok());
     }
-    // The target goes: the next WRITE fails, and is counted under status="error".
+    // The target goes: the next WRITE fails, and is counted under the kind of its failure.
     p.target.reset();
     REQUIRE(p.initiator.post(w).code() == status_code::remote_disconnected);
     p.initiator.flush_telemetry();
@@ -129,7 +129,7 @@ TEST_CASE("a scrape of an agent's /metrics shows its transfers' bytes per attrib
     INFO(text);
     const auto write_ok = p.labels("write", "tx", "success");
     const auto read_ok = p.labels("read", "rx", "success");
-    const auto write_failed = p.labels("write", "tx", "error");
+    const auto write_failed = p.labels("write", "tx", "remote_disconnected");
     CHECK(value_of(text, "xtel_transfer_bytes_total{" + write_ok + "}") == "36864");
     CHECK(value_of(text, "xtel_transfer_requests_total{" + write_ok + "}") == "3");
     CHECK(value_of(text, "xtel_transfer_bytes_total{" + read_ok + "}") == "131072");

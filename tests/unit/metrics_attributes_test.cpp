@@ -144,6 +144,21 @@ TEST_CASE("a transfer's raw record leaves out label ids that are unknown or neve
     CHECK(std::get<std::string>(*raw.find("hostname")) == "node7");
 }
 
+TEST_CASE("a failed transfer's status attribute names the kind of its failure") {
+    const xtel::label_table labels;
+    xtel::transfer_attributes a;
+    a.status = xtel::failed_with(xtel::status_code::timed_out);
+    const auto raw = transfer_raw_record(a, xtel::direction::rx, labels, {"agent-1", "node7"});
+    CHECK(std::get<std::string>(*raw.find("status")) == "timed_out");
+    CHECK(std::get<bool>(*raw.find("success")) == false);
+    // ok and in_progress are not failures: such a status is a failure of no known kind.
+    CHECK(xtel::failed_with(xtel::status_code::ok) == xtel::transfer_status::error);
+    CHECK(xtel::failed_with(xtel::status_code::in_progress) == xtel::transfer_status::error);
+    CHECK(xtel::to_string(xtel::failed_with(xtel::status_code::remote_disconnected)) ==
+          "remote_disconnected");
+    CHECK(xtel::to_string(xtel::transfer_status::success) == "success");
+}
+
 TEST_CASE("a bad registry entry is refused with a message naming it and what is accepted") {
     attribute_registry r = default_attributes();
     CHECK_THROWS_WITH(r.add({"9lives", "backend", attribute_type::string, std::string("x"), 1}),
