@@ -44,7 +44,7 @@ class failed_transfers_builder : public builder {
         if (g.attrs.status == xtel::transfer_status::success) {
             return;
         }
-        // Labels from the normalized data: sanitized, and "unknown" when the registry has no
+        // Labels from the normalized data: values as given, and "unknown" when the registry has no
         // such attribute.
         store.add(family_, {label(g, "remote_agent"), label(g, "operation")}, g.totals.transfers);
     }

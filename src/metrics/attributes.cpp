@@ -105,9 +105,6 @@ attribute_registry& attribute_registry::add(attribute a) {
             a.name, to_string(a.type), to_label(a.default_value),
             to_string(type_of(a.default_value))));
     }
-    if (a.type == attribute_type::string) {
-        a.default_value = sanitize_field_value(std::get<std::string>(a.default_value));
-    }
     const auto pos =
         std::upper_bound(entries_.begin(), entries_.end(), a.order,
                          [](int order, const attribute& e) { return order < e.order; });
@@ -194,13 +191,9 @@ telemetry_data extract_telemetry_data(const raw_record& raw, const attribute_reg
             !(a.type == attribute_type::string && std::get<std::string>(*v).empty());
         field f;
         f.name = a.name;
-        if (!usable) {
-            f.value = a.default_value;
-        } else if (a.type == attribute_type::string) {
-            f.value = sanitize_field_value(std::get<std::string>(*v));
-        } else {
-            f.value = *v;
-        }
+        // Values are kept as given: a label value may hold any UTF-8 (escaping is the
+        // renderer's job), and sanitizing would merge peers such as decode-7 and decode_7.
+        f.value = usable ? *v : a.default_value;
         f.label = to_label(f.value);
         out.fields.push_back(std::move(f));
     }

@@ -5,5 +5,5 @@ if(TARGET metrics_builder_example)
         COMMAND metrics_builder_example)
     set_tests_properties("example: a user's metrics builder counts the failed transfers per peer"
         PROPERTIES TIMEOUT 60 RUN_SERIAL TRUE
-        PASS_REGULAR_EXPRESSION "app_failed_transfers_total\\{agent_name=\"prefill-0\",[^}]*peer=\"decode_0\",operation=\"write\"\\} 2")
+        PASS_REGULAR_EXPRESSION "app_failed_transfers_total\\{agent_name=\"prefill-0\",[^}]*peer=\"Decode-0\",operation=\"write\"\\} 2")
 endif()

@@ -179,7 +179,7 @@ TEST_CASE("an agent names each peer in its own series") {
     auto to_other_labels = p.labels("write", "tx", "success");
     to_other_labels.replace(to_other_labels.find(R"(remote_agent="target")"),
                             std::string_view(R"(remote_agent="target")").size(),
-                            R"(remote_agent="other_peer")");
+                            R"(remote_agent="other-peer")");
     CHECK(value_of(text, "xtel_transfer_bytes_total{" + p.labels("write", "tx", "success") + "}") ==
           "1000");
     CHECK(value_of(text, "xtel_transfer_bytes_total{" + to_other_labels + "}") == "600");

@@ -119,7 +119,7 @@ TEST_CASE("adding one entry to the registry adds one attribute to the normalized
     for (const auto& f : d.fields) {
         labels_of.push_back(f.label);
     }
-    CHECK(labels_of == std::vector<std::string>{"ucx", "read", "rx", "dram", "dram", "decode_3",
+    CHECK(labels_of == std::vector<std::string>{"ucx", "read", "rx", "dram", "dram", "Decode-3",
                                                 "success", "true", "unknown"});
 }
 

@@ -99,13 +99,13 @@ TEST_CASE("the comprehensive builder makes one series per combination of attribu
                                                                 "remote_agent", "status", "gpu"});
     CHECK(bytes->all_series().size() == 3);
     CHECK(t.store.value("xtel_transfer_bytes_total", {"ucx", "write", "tx", "vram", "dram",
-                                                      "decode_1", "success", "unknown"}) == 8292u);
+                                                      "Decode-1", "success", "unknown"}) == 8292u);
     CHECK(t.store.value("xtel_transfer_requests_total", {"ucx", "write", "tx", "vram", "dram",
-                                                         "decode_1", "success", "unknown"}) == 6u);
+                                                         "Decode-1", "success", "unknown"}) == 6u);
     CHECK(t.store.value("xtel_transfer_bytes_total", {"ucx", "read", "rx", "vram", "dram",
-                                                      "decode_1", "success", "unknown"}) == 64u);
+                                                      "Decode-1", "success", "unknown"}) == 64u);
     CHECK(t.store.value("xtel_transfer_bytes_total", {"ucx", "write", "tx", "vram", "dram",
-                                                      "decode_2", "error", "unknown"}) == 32u);
+                                                      "Decode-2", "error", "unknown"}) == 32u);
 }
 
 TEST_CASE("the time builder accumulates transfer and post microseconds per attribute set") {

@@ -172,8 +172,8 @@ TEST_CASE("a builder added at run time sees every group after the compile-time o
                                                 t.make("Peer-A", xtel::transfer_op::write, 1, 1)};
     p.process(batch, t.labels);
     CHECK(u->calls == 3);  // three groups, not four transfers
-    CHECK(p.store().value("user_transfers_by_peer_total", {"peer_a"}) == 3u);
-    CHECK(p.store().value("user_transfers_by_peer_total", {"peer_b"}) == 1u);
+    CHECK(p.store().value("user_transfers_by_peer_total", {"Peer-A"}) == 3u);
+    CHECK(p.store().value("user_transfers_by_peer_total", {"Peer-B"}) == 1u);
     CHECK(p.store().value("agent_tx_bytes_total", {}) == 3u);
 }
 

@@ -147,17 +147,17 @@ TEST_CASE("comprehensive series carry every attribute as a label, with exact byt
         std::vector<std::string>{
             series(
                 "xtel_transfer_bytes_total",
-                R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="decode_1",status="success",gpu="2x_nvidia_h100")",
+                R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="Decode-1",status="success",gpu="2x_nvidia_h100")",
                 "5096"),
             series(
                 "xtel_transfer_bytes_total",
-                R"(backend="ucx",operation="read",direction="rx",local_memory="dram",remote_memory="dram",remote_agent="decode_1",status="success",gpu="2x_nvidia_h100")",
+                R"(backend="ucx",operation="read",direction="rx",local_memory="dram",remote_memory="dram",remote_agent="Decode-1",status="success",gpu="2x_nvidia_h100")",
                 "65536")});
     CHECK(has_line(
         text,
         series(
             "xtel_transfer_requests_total",
-            R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="decode_1",status="success",gpu="2x_nvidia_h100")",
+            R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="Decode-1",status="success",gpu="2x_nvidia_h100")",
             "2")));
     CHECK(text.find("# TYPE xtel_transfer_bytes_total counter\n") != std::string::npos);
     CHECK(text.find("agent_tx_bytes_total") == std::string::npos);
@@ -254,7 +254,7 @@ TEST_CASE("a builder added to the exporter at run time is served beside the othe
     const auto text = t.exporter.scrape();
     CHECK(
         lines_starting(text, "user_failed_transfers_total{") ==
-        std::vector<std::string>{series("user_failed_transfers_total", R"(peer="decode_7")", "2")});
+        std::vector<std::string>{series("user_failed_transfers_total", R"(peer="decode-7")", "2")});
     CHECK(text.find("# HELP user_failed_transfers_total Failed transfers by peer.\n") !=
           std::string::npos);
 }
@@ -364,4 +364,24 @@ TEST_CASE(
     CHECK(counted >= 10000);
     CHECK(counted <= 20000);
     CHECK(t.stats().records_dropped == 0);
+}
+
+TEST_CASE("peer names reach the label values as written and are never merged") {
+    configured t({"comprehensive"});
+    t.flush({t.to("decode-7", xtel::transfer_op::write, 100, 1, 1),
+             t.to("decode_7", xtel::transfer_op::write, 20, 1, 1),
+             t.to("Décode \"7\"\\n", xtel::transfer_op::write, 3, 1, 1)});
+    const auto text = t.exporter.scrape();
+    INFO(text);
+    const auto with_peer = [](std::string_view peer) {
+        return fmt::format(
+            R"(backend="ucx",operation="write",direction="tx",local_memory="dram",remote_memory="dram",remote_agent="{}",status="success",gpu="2x_nvidia_h100")",
+            peer);
+    };
+    CHECK(has_line(text, series("xtel_transfer_bytes_total", with_peer("decode-7"), "100")));
+    CHECK(has_line(text, series("xtel_transfer_bytes_total", with_peer("decode_7"), "20")));
+    // The exposition format's escapes only: \" for the quote, \\ for the backslash.
+    CHECK(
+        has_line(text, series("xtel_transfer_bytes_total", with_peer(R"(Décode \"7\"\\n)"), "3")));
+    CHECK(lines_starting(text, "xtel_transfer_bytes_total{").size() == 3);
 }

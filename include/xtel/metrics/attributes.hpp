@@ -1,5 +1,5 @@
 #pragma once
-/// The attribute registry and the utilities around it: sanitizing values, naming the GPUs of a
+/// The attribute registry and the utilities around it: naming the GPUs of a
 /// machine, and turning a raw record into normalized telemetry data.
 ///
 /// An attribute is one registry entry (name, raw key, type, default, order); adding one is one
@@ -47,7 +47,7 @@ class attribute_registry {
 
     /// Adds one entry. Throws metrics_error when its name is not a label name
     /// ([a-zA-Z_][a-zA-Z0-9_]*, not starting with "__") or is taken, its raw key is empty, or
-    /// its default is of another type. A string default is sanitized.
+    /// its default is of another type.
     attribute_registry& add(attribute a);
 
     std::span<const attribute> entries() const noexcept { return entries_; }
@@ -72,8 +72,8 @@ std::string sanitize_field_value(std::string_view value);
 std::string gpu_identifier(std::span<const std::string> device_names);
 
 /// Normalized data: for each registry entry, the raw record's value of its raw key, or the
-/// default when the key is absent, holds another type, or is an empty string. Strings are
-/// sanitized; booleans, integers and lists are used as they are.
+/// default when the key is absent, holds another type, or is an empty string. Values are used as
+/// they are: label values may hold any UTF-8, and the renderers escape them.
 telemetry_data extract_telemetry_data(const raw_record& raw, const attribute_registry& registry);
 
 /// The raw record of a transfer (see transfer_raw_keys). Ids the table never issued, and the

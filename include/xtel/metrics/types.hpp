@@ -19,8 +19,8 @@ class metrics_error : public error {
     using error::error;
 };
 
-/// How an attribute's value is read and shown. Strings are sanitized (attributes.hpp); the
-/// other types are used as they are.
+/// How an attribute's value is read and shown; every type is used as it is (a renderer escapes
+/// label values).
 enum class attribute_type : std::uint8_t { string, boolean, integer, list };
 
 constexpr std::string_view to_string(attribute_type t) noexcept {
@@ -61,7 +61,7 @@ struct attribute {
 };
 
 /// A raw record: keys and values as they come from a transfer record and its context, before
-/// the registry names, types and sanitizes them. A handful of keys, so a vector.
+/// the registry names and types them. A handful of keys, so a vector.
 class raw_record {
   public:
     /// Sets `key`, replacing an earlier value.
@@ -77,7 +77,7 @@ class raw_record {
     std::vector<std::pair<std::string, attribute_value>> entries_;
 };
 
-/// One attribute of normalized data: the registry's name, the value after sanitizing, and the
+/// One attribute of normalized data: the registry's name, its value, and the
 /// value as a label.
 struct field {
     std::string name;
