@@ -71,8 +71,9 @@ struct transfer_record {
     /// that samples transfer times (config::timing_sample) reports the transfers it did not
     /// time as records with requests and bytes only: times 0, timed false.
     bool timed = true;
-    /// The request or trace id the caller gave the transfer (agent::create_transfer), carried
-    /// by timed records only; empty when none. Valid for the exporter call it is handed to.
+    /// The request or trace id the caller gave the transfer, for exemplars; empty when none.
+    /// Valid for the exporter call it is handed to. Not filled yet: the agent and the pipeline
+    /// do not carry ids until the rest of issue 14 lands, so it is always empty today.
     std::string_view request_id{};
 };
 

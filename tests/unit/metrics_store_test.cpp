@@ -136,6 +136,36 @@ TEST_CASE("a histogram counts each observation in the first bucket whose bound h
     CHECK(s.value("latency", {"read"}) == std::nullopt);  // a histogram has no single value
 }
 
+TEST_CASE("a histogram keeps the latest exemplar of each bucket beside its counts") {
+    metric_store s;
+    const auto h =
+        s.add_family({"latency", "Latency in us.", metric_type::histogram, {"op"}, 0, {10, 100}});
+    const auto r = s.series_of(h, {"read"});
+    s.observe(r, 50, exemplar{"request_id", "req-1", 0, 1000});
+    s.observe(r, 60, exemplar{"request_id", "req-2", 0, 2000});   // replaces req-1: same bucket
+    s.observe(r, 5, exemplar{"request_id", "", 0, 3000});         // no id: nothing kept
+    s.observe(r, 500, exemplar{"request_id", "req-3", 0, 4000});  // above every bound: +Inf
+    const series* x = s.find_series("latency", {"read"});
+    REQUIRE(x != nullptr);
+    CHECK(x->buckets == std::vector<std::uint64_t>{1, 2});
+    CHECK(x->count == 4);
+    REQUIRE(x->exemplars.size() == 3);
+    CHECK(x->exemplars[0] == exemplar{});
+    CHECK(x->exemplars[1] == exemplar{"request_id", "req-2", 60, 2000});
+    CHECK(x->exemplars[2] == exemplar{"request_id", "req-3", 500, 4000});
+}
+
+TEST_CASE("an exemplar given to a summary is not kept") {
+    metric_store s;
+    const auto f = s.add_family({"sizes", "Sizes.", metric_type::summary, {}});
+    const auto r = s.series_of(f, {});
+    s.observe(r, 7, exemplar{"request_id", "req-1", 0, 1});
+    const series* x = s.find_series("sizes", {});
+    REQUIRE(x != nullptr);
+    CHECK(x->count == 1);
+    CHECK(x->exemplars.empty());
+}
+
 TEST_CASE("a summary keeps the sum and count of its observations, without buckets") {
     metric_store s;
     const auto f = s.add_family({"app_latency", "h", metric_type::summary, {}});
