@@ -51,7 +51,7 @@ TEST_CASE("the default registry labels by eight string attributes in a fixed ord
     CHECK_NOTHROW(check_transfer_keys(r));
 }
 
-TEST_CASE("extraction sanitizes strings and leaves booleans, integers and lists as they are") {
+TEST_CASE("extraction keeps strings as written and booleans and integers and lists as they are") {
     attribute_registry r({
         {"peer", "peer", attribute_type::string, std::string("unknown"), 1},
         {"ok", "ok", attribute_type::boolean, false, 2},
@@ -65,8 +65,8 @@ TEST_CASE("extraction sanitizes strings and leaves booleans, integers and lists 
     raw.set("devices", std::vector<std::string>{"NVIDIA H100", "Mixed Case"});
     const auto d = extract_telemetry_data(raw, r);
     REQUIRE(names_of(d) == std::vector<std::string>{"peer", "ok", "rank", "devices"});
-    CHECK(std::get<std::string>(d.fields[0].value) == "decode_7_east");
-    CHECK(d.fields[0].label == "decode_7_east");
+    CHECK(std::get<std::string>(d.fields[0].value) == "Decode-7.East");
+    CHECK(d.fields[0].label == "Decode-7.East");
     CHECK(std::get<bool>(d.fields[1].value) == true);
     CHECK(d.fields[1].label == "true");
     CHECK(std::get<std::int64_t>(d.fields[2].value) == -42);
@@ -86,8 +86,8 @@ TEST_CASE("a missing key, an empty string or a value of another type takes the d
     raw.set("peer", std::string(""));
     raw.set("ok", std::string("yes"));
     const auto d = extract_telemetry_data(raw, r);
-    // The string default is sanitized when the entry is added.
-    CHECK(d.fields[0].label == "nobody_yet");
+    // The string default is used as written, like any value.
+    CHECK(d.fields[0].label == "Nobody Yet");
     CHECK(d.fields[1].label == "false");
     CHECK(d.fields[2].label == "7");
 }
