@@ -51,6 +51,7 @@ struct options {
     int timeout_s = 60;
     std::string target_name = "xfer_target";
     std::string initiator_name = "xfer_initiator";
+    std::string request_id_prefix = "req-";
     bool allocate_target = true;
     int linger_s = 0;
     int duration_s = 0;
@@ -71,6 +72,8 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
                                 (default 0: one pass)
   --target-name NAME            the target agent's name (default xfer_target)
   --initiator-name NAME         the initiator agent's name (default xfer_initiator)
+  --request-id-prefix PREFIX    tags the n-th transfer the initiator creates (from 0) with the
+                                request id PREFIX<n>, shown as exemplars (default req-)
   --target-memory allocated|registered
                                 how the target's buffer is made (default allocated)
   --linger SECONDS              stay up this long after verifying (default 0)
@@ -171,6 +174,8 @@ options parse(int argc, char** argv) {
             o.target_name = v;
         } else if (a == "--initiator-name") {
             o.initiator_name = v;
+        } else if (a == "--request-id-prefix") {
+            o.request_id_prefix = v;
         } else if (a == "--target-memory") {
             if (v != "allocated" && v != "registered") {
                 usage(
@@ -366,13 +371,17 @@ bool run_phase(xtel::agent& a,
                const options& o) {
     const std::uint64_t blocks = (o.total + o.block - 1) / o.block;
     std::vector<xtel::transfer_handle> handles(blocks);
+    static std::uint64_t created = 0;  // transfers this process created: the request ids
+    std::string request_id;
     for (std::uint64_t b = 0; b < blocks; ++b) {
         const std::uint64_t off = b * o.block;
         const std::uint64_t n = std::min(o.block, o.total - off);
         const xtel::descriptor l{local.address + off, n, local.kind, local.device};
         const xtel::descriptor r{remote_region.address + off, n, remote_region.kind,
                                  remote_region.device};
-        require(a.create_transfer(op, std::span(&l, 1), std::span(&r, 1), remote, handles[b]),
+        request_id = fmt::format("{}{}", o.request_id_prefix, created++);
+        require(a.create_transfer(op, std::span(&l, 1), std::span(&r, 1), remote, handles[b],
+                                  {request_id}),
                 "creating a transfer");
     }
     const std::string_view name = op == xtel::transfer_op::write ? "write" : "read";

@@ -65,12 +65,15 @@ class agent {
                                   std::vector<descriptor>& out) const = 0;
 
     /// Prepares a transfer of local[i] to or from remote[i] for every i; it can be posted many
-    /// times. READ brings remote memory here (counted as rx), WRITE sends it (tx).
+    /// times. READ brings remote memory here (counted as rx), WRITE sends it (tx). `tags` may
+    /// name the request the transfer serves: its timed posts then carry the id to the
+    /// exporters (the latency histograms' exemplars).
     virtual status create_transfer(transfer_op op,
                                    std::span<const descriptor> local,
                                    std::span<const descriptor> remote,
                                    std::string_view remote_agent,
-                                   transfer_handle& out) = 0;
+                                   transfer_handle& out,
+                                   const transfer_tags& tags = {}) = 0;
     /// Starts the transfer: ok when it completed at once, in_progress, or an error.
     virtual status post(transfer_handle h) noexcept = 0;
     /// Progresses UCX once and reports on the transfer: in_progress, ok, or its error.

@@ -114,12 +114,16 @@ class basic_agent final : public agent {
                            std::span<const descriptor> local,
                            std::span<const descriptor> remote,
                            std::string_view remote_agent,
-                           transfer_handle& out) override {
+                           transfer_handle& out,
+                           const transfer_tags& tags = {}) override {
         transfer_attributes attrs;
+        std::string_view request_id;
         if constexpr (Telemetry::takes_transfers) {
             attrs = attributes_of(op, local, remote, remote_agent);
+            request_id = tags.request_id;  // only exporters of transfer records show it
         }
-        return noted(backend_.create_transfer(op, local, remote, remote_agent, attrs, out));
+        return noted(
+            backend_.create_transfer(op, local, remote, remote_agent, attrs, request_id, out));
     }
 
     status post(transfer_handle h) noexcept override {
@@ -138,7 +142,7 @@ class basic_agent final : public agent {
             // Failures and the rest of the flags reached note_outcome through the sink.
             note_flushes();
             if (outcome.state != nullptr && st.ok() && outcome.state->timed) {
-                record_timed(*outcome.state, clock_.now());
+                record_timed(*outcome.state, clock_.now(), h);
             }
         }
         return st;
@@ -240,7 +244,7 @@ class basic_agent final : public agent {
             r.post_start = start;
             r.post_end = end;
             if (st.ok()) {
-                record_timed(r, end);
+                record_timed(r, end, h);
             }
         }
         return st;
@@ -286,12 +290,13 @@ class basic_agent final : public agent {
     /// A timed completion (`done` is the completion reading the caller just took): one staged
     /// record, with the durations from the post's own readings, that also carries the
     /// transfer's untimed completions before it (the backend counted this one too).
-    void record_timed(detail::transfer_state& r, std::uint64_t done) noexcept {
+    void record_timed(detail::transfer_state& r, std::uint64_t done, transfer_handle h) noexcept {
         const std::uint64_t n = r.unreported;
         r.unreported = 0;
         telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes * n, n,
                                    clock_.micros(r.post_start, r.post_end),
-                                   clock_.micros(r.post_start, done), r.attrs);
+                                   clock_.micros(r.post_start, done), r.attrs,
+                                   r.tagged ? backend_.request_id(h) : std::string_view{});
     }
 
     /// Puts a transfer whose completions wait for recording on the list report_unreported

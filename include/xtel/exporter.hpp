@@ -16,6 +16,10 @@
 ///                 export_batch only the events not derived from transfers (no agent_tx_bytes,
 ///                 agent_xfer_time...); the others get every event, as without it.
 ///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
+///   OPTIONAL:     `void on_health(std::span<const exporter_health>)`: after each flush round,
+///                 before on_flush_end: one row per exporter of the pipeline (itself included),
+///                 whether it turned itself off and the events it lost, for an exporter that
+///                 shows its pipeline's health (Prometheus: xtel_exporter_up).
 ///   OPTIONAL:     `void on_stop()`: once, after the last batch, before destruction.
 ///   OPTIONAL:     `static constexpr std::string_view name`: used in log messages.
 ///   OPTIONAL:     `bool disabled() const noexcept`: true once the exporter has turned itself
@@ -42,6 +46,13 @@ struct exporter_context {
     std::string agent_name;
 };
 
+/// One exporter's health, as on_health hands it.
+struct exporter_health {
+    std::string_view name;
+    bool disabled = false;
+    std::uint64_t events_lost = 0;
+};
+
 template <class E>
 concept exporter = std::constructible_from<E, const exporter_context&> &&
     requires(E& e, std::span<const event> batch) {
@@ -60,6 +71,7 @@ struct exporter_traits {
     static constexpr bool declares_export_transfers = requires { &E::export_transfers; };
     static constexpr bool declares_on_flush_end = requires { &E::on_flush_end; };
     static constexpr bool declares_on_stop = requires { &E::on_stop; };
+    static constexpr bool declares_on_health = requires { &E::on_health; };
     static constexpr bool declares_disabled = requires { &E::disabled; };
     static constexpr bool declares_events_lost = requires { &E::events_lost; };
     static constexpr bool declares_name = requires { &E::name; };
@@ -70,6 +82,9 @@ struct exporter_traits {
     };
     static constexpr bool on_flush_end_ok = requires(E & e) {
         { e.on_flush_end() } -> std::same_as<void>;
+    };
+    static constexpr bool on_health_ok = requires(E & e, std::span<const exporter_health> h) {
+        { e.on_health(h) } -> std::same_as<void>;
     };
     static constexpr bool on_stop_ok = requires(E & e) {
         { e.on_stop() } -> std::same_as<void>;
@@ -95,6 +110,9 @@ struct exporter_traits {
                   "export_transfers(std::span<const transfer_record>, const label_table&)`");
     static_assert(!declares_on_flush_end || on_flush_end_ok,
                   "exporter hook on_flush_end must be callable as `void on_flush_end()`");
+    static_assert(!declares_on_health || on_health_ok,
+                  "exporter hook on_health must be callable as "
+                  "`void on_health(std::span<const exporter_health>)`");
     static_assert(!declares_on_stop || on_stop_ok,
                   "exporter hook on_stop must be callable as `void on_stop()`");
     static_assert(!declares_disabled || disabled_ok,
@@ -106,6 +124,7 @@ struct exporter_traits {
 
   public:
     static constexpr bool wants_transfers = export_transfers_ok;
+    static constexpr bool wants_health = on_health_ok;
 
     static constexpr std::string_view name = [] {
         if constexpr (name_ok) {
@@ -118,6 +137,12 @@ struct exporter_traits {
     static void on_flush_end(E& e) {
         if constexpr (on_flush_end_ok) {
             e.on_flush_end();
+        }
+    }
+
+    static void on_health(E& e, std::span<const exporter_health> rows) {
+        if constexpr (on_health_ok) {
+            e.on_health(rows);
         }
     }
 

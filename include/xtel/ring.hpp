@@ -23,6 +23,9 @@ enum class record_kind : std::uint8_t {
     event = 0,        ///< one event: value + name in the payload
     transfer_tx = 1,  ///< a completed transmit: expands to 4 events at flush time
     transfer_rx = 2,  ///< a completed receive: expands to 4 events at flush time
+    /// The request id of the transfer record before it (whose `continued` is set): the bytes
+    /// of the id in tag_bytes, their number in tag_length.
+    transfer_tag = 3,
 };
 
 /// What a transfer record carries besides its timestamp and byte count.
@@ -44,10 +47,41 @@ struct alignas(cache_line) staged_record {
     value_kind vkind;
     /// Transfers: whether post_us and xfer_us were measured (see record_transfer_counts).
     bool timed;
-    std::uint8_t reserved[4];
+    /// Transfers: the next record is this one's transfer_tag; the two are drained together.
+    bool continued;
+    std::uint8_t reserved[3];
     alignas(8) unsigned char payload[40];  ///< event_name, or transfer_fields
 };
 static_assert(sizeof(staged_record) == cache_line);
+
+/// Where a transfer_tag record keeps its id: the bytes before `kind` and from `payload` on.
+/// Its `cat` byte holds the length.
+struct tag_layout {
+    static constexpr std::size_t head = offsetof(staged_record, kind);  // 16 bytes
+    static constexpr std::size_t tail_at = offsetof(staged_record, payload);
+    static constexpr std::size_t tail = sizeof(staged_record) - tail_at;  // 40 bytes
+    static constexpr std::size_t capacity = head + tail;
+
+    static void write(staged_record& r, std::string_view id) noexcept {
+        auto* bytes = reinterpret_cast<unsigned char*>(&r);
+        const std::size_t n = id.size() < capacity ? id.size() : capacity;
+        const std::size_t first = n < head ? n : head;
+        std::memcpy(bytes, id.data(), first);
+        std::memcpy(bytes + tail_at, id.data() + first, n - first);
+        r.kind = record_kind::transfer_tag;
+        r.cat = static_cast<category>(n);
+    }
+    /// Appends the id to `out`.
+    static void read(const staged_record& r, std::string& out) {
+        const auto* bytes = reinterpret_cast<const unsigned char*>(&r);
+        std::size_t n = static_cast<std::size_t>(r.cat);
+        n = n < capacity ? n : capacity;
+        const std::size_t first = n < head ? n : head;
+        out.append(reinterpret_cast<const char*>(bytes), first);
+        out.append(reinterpret_cast<const char*>(bytes + tail_at), n - first);
+    }
+};
+static_assert(tag_layout::capacity == max_request_id);
 static_assert(sizeof(event_name) <= sizeof(staged_record::payload));
 static_assert(sizeof(transfer_fields) == sizeof(staged_record::payload));
 
@@ -104,13 +138,36 @@ class staging_ring {
         head_.store(head_local_, std::memory_order_release);
     }
 
+    /// Two slots in a row, for a record and its continuation: the first, or nullptr when the
+    /// ring lacks room for both (the caller drops and counts one record). The second is
+    /// second_of(first).
+    staged_record* try_claim_pair() noexcept {
+        const std::uint64_t head = head_local_;
+        if (head + 1 >= check_mark_) [[unlikely]] {
+            if (!make_room(head + 1)) {
+                return nullptr;
+            }
+        }
+        return &slots_[head & mask_];
+    }
+    staged_record* second_of(const staged_record* first) noexcept {
+        return &slots_[(static_cast<std::uint64_t>(first - slots_.get()) + 1) & mask_];
+    }
+    /// Makes both claimed records visible at once: the consumer never sees one without the
+    /// other.
+    void publish_pair() noexcept {
+        head_local_ += 2;
+        head_.store(head_local_, std::memory_order_release);
+    }
+
     /// Counts one record that did not fit. Single writer, so a plain load and store suffice.
     void note_drop() noexcept {
         dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
 
     /// Calls f(const staged_record&) for each published record, oldest first, at most `limit`
-    /// of them, then frees their slots. Returns how many it consumed.
+    /// of them (one more when the last is `continued`: a pair is never split), then frees
+    /// their slots. Returns how many it consumed.
     template <class F>
     std::size_t drain(F&& f, std::size_t limit) {
         const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
@@ -118,6 +175,9 @@ class staging_ring {
         std::uint64_t n = head - tail;
         if (n > limit) {
             n = limit;
+            if (n > 0 && slots_[(tail + n - 1) & mask_].continued) {
+                ++n;  // published together, so present
+            }
         }
         for (std::uint64_t i = 0; i < n; ++i) {
             f(slots_[(tail + i) & mask_]);

@@ -7,6 +7,7 @@
 /// on either path, and `telemetry<>` (disabled) compiles every record call to nothing.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -141,6 +142,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
                 r.kind = detail::record_kind::event;
                 r.cat = cat;
                 r.vkind = kind;
+                r.continued = false;
                 std::memcpy(r.payload, &name, sizeof(event_name));
             });
         }
@@ -161,6 +163,9 @@ class basic_telemetry<exporter_list<Exporters...>> {
     /// success) into agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num, agent_xfer_time and
     /// agent_xfer_post_time. A failed one makes no such event: those count completed
     /// transfers, as in NIXL.
+    /// A non-empty `request_id` (the caller's request or trace id, cut to max_request_id
+    /// bytes) is staged in a second record beside it, and reaches exporters of transfer
+    /// records as transfer_record::request_id: one more cache line, for tagged transfers only.
     /// PRECONDITION: `attrs` was filled before this call (say, when the transfer was created):
     /// it is copied as two 8-byte words.
     void record_transfer(direction dir,
@@ -169,8 +174,13 @@ class basic_telemetry<exporter_list<Exporters...>> {
                          std::uint64_t requests,
                          std::uint64_t post_us,
                          std::uint64_t xfer_us,
-                         const transfer_attributes& attrs = no_attributes) noexcept {
-        stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
+                         const transfer_attributes& attrs = no_attributes,
+                         std::string_view request_id = {}) noexcept {
+        if (request_id.empty() || !takes_transfers) [[likely]] {
+            stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
+        } else {
+            stage_tagged(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, request_id);
+        }
     }
 
     /// Records completed transfers whose times were not measured: their bytes and requests
@@ -237,6 +247,59 @@ class basic_telemetry<exporter_list<Exporters...>> {
   private:
     using exporter_tuple = std::tuple<Exporters...>;
 
+    /// Writes a transfer's record into `r` (the body of stage_transfer's fill).
+    static void fill_transfer(detail::staged_record& r,
+                              direction dir,
+                              std::uint64_t timestamp_us,
+                              std::uint64_t bytes,
+                              std::uint64_t requests,
+                              std::uint64_t post_us,
+                              std::uint64_t xfer_us,
+                              const transfer_attributes& attrs,
+                              bool timed,
+                              bool continued) noexcept {
+        r.timestamp_us = timestamp_us;
+        r.value = bytes;
+        r.kind = dir == direction::tx ? detail::record_kind::transfer_tx
+                                      : detail::record_kind::transfer_rx;
+        r.timed = timed;
+        r.continued = continued;
+        // Field by field: a struct built on the stack and copied as one block costs a
+        // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, post_us), &post_us, 8);
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, xfer_us), &xfer_us, 8);
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs, sizeof attrs);
+    }
+
+    /// A timed transfer and its request id: two slots, published together.
+    [[gnu::noinline]] void stage_tagged(direction dir,
+                                        std::uint64_t timestamp_us,
+                                        std::uint64_t bytes,
+                                        std::uint64_t requests,
+                                        std::uint64_t post_us,
+                                        std::uint64_t xfer_us,
+                                        const transfer_attributes& attrs,
+                                        std::string_view request_id) noexcept {
+        if constexpr (enabled) {
+            detail::staging_ring* ring = registry_.local_ring();
+            if (ring == nullptr) [[unlikely]] {
+                registry_.note_unstaged_drop();
+                return;
+            }
+            detail::staged_record* r = ring->try_claim_pair();
+            if (r == nullptr) [[unlikely]] {
+                // No room for two: the transfer alone, if one slot is left, loses only its id.
+                stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
+                return;
+            }
+            fill_transfer(*r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true,
+                          true);
+            detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
+            ring->publish_pair();
+        }
+    }
+
     void stage_transfer(direction dir,
                         std::uint64_t timestamp_us,
                         std::uint64_t bytes,
@@ -247,18 +310,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
                         bool timed) noexcept {
         if constexpr (enabled) {
             stage([&](detail::staged_record& r) {
-                r.timestamp_us = timestamp_us;
-                r.value = bytes;
-                r.kind = dir == direction::tx ? detail::record_kind::transfer_tx
-                                              : detail::record_kind::transfer_rx;
-                r.timed = timed;
-                // Field by field: a struct built on the stack and copied as one block costs a
-                // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, post_us), &post_us, 8);
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, xfer_us), &xfer_us, 8);
-                std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs,
-                            sizeof attrs);
+                fill_transfer(r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
+                              false);
             });
         }
     }
@@ -342,6 +395,21 @@ class basic_telemetry<exporter_list<Exporters...>> {
             dropped_reported_ = dropped;
         }
         export_batch();
+        if constexpr ((exporter_traits<Exporters>::wants_health || ...)) {
+            const std::array<exporter_health, sizeof...(Exporters)> health = std::apply(
+                [](const auto&... e) {
+                    return std::array<exporter_health, sizeof...(Exporters)>{exporter_health{
+                        exporter_traits<std::decay_t<decltype(e)>>::name,
+                        exporter_traits<std::decay_t<decltype(e)>>::disabled(e),
+                        exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)}...};
+                },
+                exporters_);
+            std::apply(
+                [&health](auto&... e) {
+                    (exporter_traits<std::decay_t<decltype(e)>>::on_health(e, health), ...);
+                },
+                exporters_);
+        }
         std::apply(
             [](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_flush_end(e), ...); },
             exporters_);
@@ -371,6 +439,17 @@ class basic_telemetry<exporter_list<Exporters...>> {
     }
 
     void expand(const detail::staged_record& r) {
+        if (r.kind == detail::record_kind::transfer_tag) {
+            // The id of the transfer record just before it (the pair is drained together).
+            if constexpr (takes_transfers) {
+                if (!transfers_.empty()) {
+                    const std::size_t at = tag_text_.size();
+                    detail::tag_layout::read(r, tag_text_);
+                    tags_.push_back({transfers_.size() - 1, at, tag_text_.size() - at});
+                }
+            }
+            return;
+        }
         if (r.kind == detail::record_kind::event) {
             event e;
             e.timestamp_us = r.timestamp_us;
@@ -418,9 +497,16 @@ class basic_telemetry<exporter_list<Exporters...>> {
     void export_batch() {
         if constexpr (takes_transfers) {
             if (!transfers_.empty()) {
+                // The ids' text has stopped growing: views into it stay valid for the call.
+                for (const auto& tag : tags_) {
+                    transfers_[tag.record].request_id =
+                        std::string_view(tag_text_).substr(tag.offset, tag.length);
+                }
                 const std::span<const transfer_record> t(transfers_.data(), transfers_.size());
                 export_transfers_each(t, std::index_sequence_for<Exporters...>{});
                 transfers_.clear();
+                tags_.clear();
+                tag_text_.clear();
             }
         }
         const std::size_t made = batch_.size() + unexpanded_;
@@ -500,6 +586,14 @@ class basic_telemetry<exporter_list<Exporters...>> {
     std::vector<event> batch_;  ///< every event, those derived from transfers included
     std::vector<event> plain_;  ///< splits_events only: the events not derived from transfers
     std::vector<transfer_record> transfers_;
+    /// Request ids of transfers_ (by index), their text in tag_text_.
+    struct tag_span {
+        std::size_t record;
+        std::size_t offset;
+        std::size_t length;
+    };
+    std::vector<tag_span> tags_;
+    std::string tag_text_;
     std::size_t unexpanded_ = 0;  ///< events of transfers that no exporter takes as events
     std::vector<std::shared_ptr<detail::staging_ring>> rings_;
     std::uint64_t dropped_reported_ = 0;

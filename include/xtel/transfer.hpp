@@ -64,6 +64,30 @@ constexpr std::string_view to_string(transfer_op op) noexcept {
     return op == transfer_op::read ? "read" : "write";
 }
 
+/// The longest request id a transfer carries, in bytes: a UUID (36), a W3C trace id (32) or a
+/// whole traceparent (55) fits. A staged record keeps it beside the transfer's numbers.
+inline constexpr std::size_t max_request_id = 56;
+
+/// `id` cut to at most max_request_id bytes, never inside a UTF-8 sequence.
+constexpr std::string_view clip_request_id(std::string_view id) noexcept {
+    if (id.size() <= max_request_id) {
+        return id;
+    }
+    std::size_t n = max_request_id;
+    while (n > 0 && (static_cast<unsigned char>(id[n]) & 0xC0) == 0x80) {
+        --n;  // id[n] continues a sequence that started before the cut
+    }
+    return id.substr(0, n);
+}
+
+/// What a caller can attach to a transfer when it creates it.
+struct transfer_tags {
+    /// The request (or trace) id the transfer serves, shown as the exemplar of the latency
+    /// buckets its timed posts land in (docs/metrics.md); empty for none. Copied, and cut to
+    /// max_request_id bytes.
+    std::string_view request_id{};
+};
+
 /// Names a transfer created by an agent; valid until released. A stale or foreign handle is
 /// reported as invalid_argument, never followed.
 struct transfer_handle {

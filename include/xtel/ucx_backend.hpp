@@ -39,6 +39,8 @@ struct transfer_state {
     bool timed = false;
     /// Whether the agent has this transfer on its list of ones with unreported completions.
     bool listed = false;
+    /// Whether the caller gave the transfer a request id (ucx_backend::request_id).
+    bool tagged = false;
 };
 // With the slot's state after it, one cache line: a post that is not timed touches nothing
 // else of the record (src/agent/ucx lays the slot out so).
@@ -131,7 +133,12 @@ class ucx_backend {
                            std::span<const descriptor> remote,
                            std::string_view remote_name,
                            const transfer_attributes& attrs,
+                           std::string_view request_id,
                            transfer_handle& out);
+    /// The request id a live transfer was created with (at most max_request_id bytes); empty
+    /// for none, or for a stale or foreign handle. Valid until the next create_transfer or
+    /// release.
+    std::string_view request_id(transfer_handle h) noexcept;
     status post(transfer_handle h, transfer_outcome& outcome) noexcept;
     /// Progresses the worker once, then looks at h.
     status poll(transfer_handle h, transfer_outcome& outcome) noexcept;

@@ -51,7 +51,7 @@ struct built {
 
 }  // namespace
 
-TEST_CASE("the legacy builder sums completed bytes and requests per direction, unlabelled") {
+TEST_CASE("the legacy builder sums completed bytes and requests per direction by hostname") {
     built<legacy_builder> t;
     t.feed({"decode-1",
             xtel::transfer_op::write,
@@ -61,27 +61,32 @@ TEST_CASE("the legacy builder sums completed bytes and requests per direction, u
         {"decode-2", xtel::transfer_op::write, xtel::transfer_status::success, {1, 2, 100, 5, 1}});
     t.feed(
         {"decode-1", xtel::transfer_op::read, xtel::transfer_status::success, {2, 2, 8192, 40, 4}});
-    CHECK(t.store.value("agent_tx_bytes_total", {}) == 12388u);
-    CHECK(t.store.value("agent_tx_requests_num_total", {}) == 5u);
-    CHECK(t.store.value("agent_rx_bytes_total", {}) == 8192u);
-    CHECK(t.store.value("agent_rx_requests_num_total", {}) == 2u);
+    CHECK(t.store.value("agent_tx_bytes_total", {"node1"}) == 12388u);
+    CHECK(t.store.value("agent_tx_requests_num_total", {"node1"}) == 5u);
+    CHECK(t.store.value("agent_rx_bytes_total", {"node1"}) == 8192u);
+    CHECK(t.store.value("agent_rx_requests_num_total", {"node1"}) == 2u);
+    CHECK(t.store.find("agent_tx_bytes_total")->spec().label_names ==
+          std::vector<std::string>{"hostname"});
 }
 
 TEST_CASE("the legacy builder leaves failed transfers out, as NIXL counts completed ones") {
     built<legacy_builder> t;
     t.feed(
         {"decode-1", xtel::transfer_op::write, xtel::transfer_status::error, {1, 1, 4096, 7, 1}});
-    CHECK(t.store.value("agent_tx_bytes_total", {}) == 0u);
-    CHECK(t.store.value("agent_tx_requests_num_total", {}) == 0u);
+    CHECK(t.store.value("agent_tx_bytes_total", {"node1"}) == std::nullopt);
+    CHECK(t.store.value("agent_tx_requests_num_total", {"node1"}) == std::nullopt);
 }
 
-TEST_CASE("the legacy families exist at 0 before any transfer") {
+TEST_CASE("the legacy families exist before any transfer with upstream NIXL's help texts") {
     built<legacy_builder> t;
     for (const auto* name : {"agent_tx_bytes_total", "agent_rx_bytes_total",
                              "agent_tx_requests_num_total", "agent_rx_requests_num_total"}) {
         INFO(name);
-        CHECK(t.store.value(name, {}) == 0u);
+        REQUIRE(t.store.find(name) != nullptr);
+        CHECK(t.store.find(name)->all_series().empty());
     }
+    CHECK(t.store.find("agent_rx_requests_num_total")->spec().help ==
+          "Number of requests received by the agent");
 }
 
 TEST_CASE("the comprehensive builder makes one series per combination of attributes") {

@@ -84,7 +84,9 @@ struct configured {
     xtel::prometheus_exporter exporter;
 };
 
-constexpr std::string_view agent = R"(agent_name="a1",hostname="h")";
+/// The labels every series of the xtel set starts with; the NIXL set's add hostname.
+constexpr std::string_view agent = R"(agent_name="a1")";
+constexpr std::string_view nixl_agent = R"(agent_name="a1",hostname="h")";
 
 std::string series(std::string_view family, std::string_view labels, std::string_view value) {
     return fmt::format("{}{{{},{}}} {}", family, agent, labels, value);
@@ -195,9 +197,9 @@ TEST_CASE("legacy counters come from transfer records only, so totals are exact,
     CHECK(lines_starting(text, "agent_rx_bytes_total{")[0].ends_with("} 25000"));
     CHECK(lines_starting(text, "agent_rx_requests_num_total{")[0].ends_with("} 250"));
     CHECK(lines_starting(text, "xtel_transfer_bytes_total{")[0].ends_with("} 1024000"));
-    CHECK(lines_starting(text, "telemetry_prometheus_ignored_events_total{")[0].ends_with("} 0"));
+    CHECK(lines_starting(text, "xtel_prometheus_ignored_events_total{")[0].ends_with("} 0"));
     // The histograms come from the same records: one observation per completed, timed transfer.
-    CHECK(lines_starting(text, "agent_xfer_time_count{")[0].ends_with("} 500"));
+    CHECK(lines_starting(text, "agent_xfer_time_us_count{")[0].ends_with("} 500"));
 }
 
 TEST_CASE("a failed transfer shows under status error and stays out of the legacy counters") {
@@ -205,7 +207,8 @@ TEST_CASE("a failed transfer shows under status error and stays out of the legac
     t.flush({t.to("d", xtel::transfer_op::write, 4096, 1, 1),
              t.to("d", xtel::transfer_op::write, 512, 1, 9, xtel::transfer_status::error)});
     const auto text = t.exporter.scrape();
-    CHECK(has_line(text, std::string("agent_tx_bytes_total{") + std::string(agent) + "} 4096"));
+    CHECK(
+        has_line(text, std::string("agent_tx_bytes_total{") + std::string(nixl_agent) + "} 4096"));
     CHECK(has_line(
         text,
         series(
@@ -240,9 +243,11 @@ TEST_CASE("with no builders there are no transfer series, and the histograms rem
     t.flush({t.to("p", xtel::transfer_op::write, 10, 1, 1)});
     const auto text = t.exporter.scrape();
     CHECK(text.find("agent_tx_bytes_total") == std::string::npos);
-    CHECK(text.find("xtel_transfer_") == std::string::npos);
-    CHECK(text.find("xtel_metrics_series_folded_total") == std::string::npos);
-    CHECK(lines_starting(text, "agent_xfer_time_count{")[0].ends_with("} 1"));
+    CHECK(text.find("xtel_transfer_bytes_total") == std::string::npos);
+    CHECK(text.find("xtel_transfer_time_seconds_total") == std::string::npos);
+    CHECK(text.find(R"(family="xtel_transfer_bytes_total")") == std::string::npos);
+    CHECK(lines_starting(text, "agent_xfer_time_us_count{")[0].ends_with("} 1"));
+    CHECK(lines_starting(text, "xtel_transfer_duration_seconds_count{")[0].ends_with("} 1"));
 }
 
 TEST_CASE("a builder added to the exporter at run time is served beside the others") {
@@ -263,13 +268,13 @@ TEST_CASE("a run-time builder may not take a name or a label the exporter uses")
     configured t({"legacy", "comprehensive"});
     using xtel::metrics::metric_type;
     CHECK_THROWS_WITH(
-        t.exporter.add_builder(std::make_unique<one_family>(
-            xtel::metrics::family_spec{"agent_memory_registered", "h", metric_type::gauge, {}})),
-        Catch::Contains("'agent_memory_registered' is refused: agent 'a1' already serves"));
+        t.exporter.add_builder(std::make_unique<one_family>(xtel::metrics::family_spec{
+            "agent_memory_registered_total", "h", metric_type::counter, {}})),
+        Catch::Contains("'agent_memory_registered_total' is refused: agent 'a1' already serves"));
     CHECK_THROWS_WITH(
         t.exporter.add_builder(std::make_unique<one_family>(
-            xtel::metrics::family_spec{"agent_xfer_time_count", "h", metric_type::gauge, {}})),
-        Catch::Contains("'agent_xfer_time_count' is refused"));
+            xtel::metrics::family_spec{"agent_xfer_time_us_count", "h", metric_type::gauge, {}})),
+        Catch::Contains("'agent_xfer_time_us_count' is refused"));
     CHECK_THROWS_WITH(
         t.exporter.add_builder(std::make_unique<one_family>(xtel::metrics::family_spec{
             "xtel_transfer_bytes_total", "h", metric_type::counter, {"peer"}})),
@@ -283,8 +288,8 @@ TEST_CASE("a run-time builder may not take a name or a label the exporter uses")
     t.exporter.export_batch(std::vector{prom_test::make(
         xtel::category::custom, "xtel_transfer_bytes_total", 1, xtel::value_kind::counter)});
     t.exporter.on_flush_end();
-    CHECK(lines_starting(t.exporter.scrape(), "telemetry_prometheus_ignored_events_total{")[0]
-              .ends_with("} 1"));
+    CHECK(lines_starting(t.exporter.scrape(), "xtel_prometheus_ignored_events_total{")[0].ends_with(
+        "} 1"));
 }
 
 TEST_CASE("the Prometheus builders and series limit are read from their variables") {

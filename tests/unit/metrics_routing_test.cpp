@@ -149,11 +149,11 @@ TEST_CASE("agent_xfer_time counts the timed transfers once, beside an event expo
         REQUIRE(at != std::string::npos);
         return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
     };
-    CHECK(
-        line("agent_xfer_time_count").starts_with(R"(agent_xfer_time_count{agent_name="timed",)"));
-    CHECK(line("agent_xfer_time_count").ends_with("} 120"));
-    CHECK(line("agent_xfer_time_sum").ends_with("} 6000"));
-    CHECK(line("agent_xfer_post_time_count").ends_with("} 120"));
+    CHECK(line("agent_xfer_time_us_count")
+              .starts_with(R"(agent_xfer_time_us_count{agent_name="timed",)"));
+    CHECK(line("agent_xfer_time_us_count").ends_with("} 120"));
+    CHECK(line("agent_xfer_time_us_sum").ends_with("} 6000"));
+    CHECK(line("agent_xfer_post_time_us_count").ends_with("} 120"));
     CHECK(line("agent_tx_bytes_total").ends_with("} 2400"));
     CHECK(line("agent_tx_requests_num_total").ends_with("} 240"));
     // The event exporter beside it got the same transfers as events.

@@ -1,5 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <string>
+
 #include "prometheus_fixtures.hpp"
 
 using prom_test::block;
@@ -17,58 +22,179 @@ bool has_line(const std::string& text, std::string_view line) {
     return text.find("\n" + std::string(line) + "\n") != std::string::npos;
 }
 
+void replace_all(std::string& s, std::string_view what, std::string_view with) {
+    for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size())) {
+        s.replace(at, what.size(), with);
+    }
+}
+
+std::string ucx_version() {
+    unsigned major = 0, minor = 0, release = 0;
+    ::ucp_get_version(&major, &minor, &release);
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
 }  // namespace
 
-TEST_CASE("a new agent shows every built-in family at zero, sorted by name") {
+TEST_CASE("a new agent shows both sets of families at zero, sorted by name") {
     exporter_under_test t;
-    CHECK(
-        t.exporter.scrape() ==
-        R"(# HELP agent_memory_deregistered Bytes of memory deregistered, as the agent last reported it.
-# TYPE agent_memory_deregistered gauge
-agent_memory_deregistered{agent_name="a1",hostname="h"} 0
-# HELP agent_memory_registered Bytes of memory registered, as the agent last reported it.
-# TYPE agent_memory_registered gauge
-agent_memory_registered{agent_name="a1",hostname="h"} 0
-# HELP agent_rx_bytes_total Bytes the agent received.
+    std::string expected =
+        R"(# HELP agent_errors_total Cumulative error count by status
+# TYPE agent_errors_total counter
+agent_errors_total{agent_name="a1",hostname="h",status="not_posted"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="invalid_param"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="backend"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="not_found"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="mismatch"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="not_allowed"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="repost_active"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="unknown"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="not_supported"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="remote_disconnect"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="canceled"} 0
+agent_errors_total{agent_name="a1",hostname="h",status="no_telemetry"} 0
+# HELP agent_memory_deregistered_last_bytes Memory deregistered by the last operation
+# TYPE agent_memory_deregistered_last_bytes gauge
+agent_memory_deregistered_last_bytes{agent_name="a1",hostname="h"} 0
+# HELP agent_memory_deregistered_total Cumulative memory deregistered
+# TYPE agent_memory_deregistered_total counter
+agent_memory_deregistered_total{agent_name="a1",hostname="h"} 0
+# HELP agent_memory_registered_last_bytes Memory registered by the last operation
+# TYPE agent_memory_registered_last_bytes gauge
+agent_memory_registered_last_bytes{agent_name="a1",hostname="h"} 0
+# HELP agent_memory_registered_total Cumulative memory registered
+# TYPE agent_memory_registered_total counter
+agent_memory_registered_total{agent_name="a1",hostname="h"} 0
+# HELP agent_rx_bytes_total Number of bytes received by the agent
 # TYPE agent_rx_bytes_total counter
 agent_rx_bytes_total{agent_name="a1",hostname="h"} 0
-# HELP agent_rx_requests_num_total Receive requests the agent completed.
+# HELP agent_rx_last_bytes Bytes received by the last request
+# TYPE agent_rx_last_bytes gauge
+agent_rx_last_bytes{agent_name="a1",hostname="h"} 0
+# HELP agent_rx_requests_num_total Number of requests received by the agent
 # TYPE agent_rx_requests_num_total counter
 agent_rx_requests_num_total{agent_name="a1",hostname="h"} 0
-# HELP agent_tx_bytes_total Bytes the agent transmitted.
+# HELP agent_telemetry_events_dropped_total Cumulative telemetry events dropped at the producer-side staging queue
+# TYPE agent_telemetry_events_dropped_total counter
+agent_telemetry_events_dropped_total{agent_name="a1",hostname="h"} 0
+# HELP agent_tx_bytes_total Number of bytes sent by the agent
 # TYPE agent_tx_bytes_total counter
 agent_tx_bytes_total{agent_name="a1",hostname="h"} 0
-# HELP agent_tx_requests_num_total Transmit requests the agent completed.
+# HELP agent_tx_last_bytes Bytes sent by the last request
+# TYPE agent_tx_last_bytes gauge
+agent_tx_last_bytes{agent_name="a1",hostname="h"} 0
+# HELP agent_tx_requests_num_total Number of requests sent by the agent
 # TYPE agent_tx_requests_num_total counter
 agent_tx_requests_num_total{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_post_time Time to post a transfer, in microseconds.
-# TYPE agent_xfer_post_time histogram
-agent_xfer_post_time_bucket{agent_name="a1",hostname="h",le="10"} 0
-agent_xfer_post_time_bucket{agent_name="a1",hostname="h",le="100"} 0
-agent_xfer_post_time_bucket{agent_name="a1",hostname="h",le="+Inf"} 0
-agent_xfer_post_time_sum{agent_name="a1",hostname="h"} 0
-agent_xfer_post_time_count{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_time Transfer time in microseconds, from post to completion.
-# TYPE agent_xfer_time histogram
-agent_xfer_time_bucket{agent_name="a1",hostname="h",le="10"} 0
-agent_xfer_time_bucket{agent_name="a1",hostname="h",le="100"} 0
-agent_xfer_time_bucket{agent_name="a1",hostname="h",le="+Inf"} 0
-agent_xfer_time_sum{agent_name="a1",hostname="h"} 0
-agent_xfer_time_count{agent_name="a1",hostname="h"} 0
-# HELP telemetry_events_dropped_total Telemetry events dropped because a per-thread staging ring was full.
-# TYPE telemetry_events_dropped_total counter
-telemetry_events_dropped_total{agent_name="a1",hostname="h"} 0
-# HELP telemetry_prometheus_ignored_events_total Events the Prometheus exporter did not fold into a family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
-# TYPE telemetry_prometheus_ignored_events_total counter
-telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_post_time Post time of the last request
+# TYPE agent_xfer_post_time gauge
+agent_xfer_post_time{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_post_time_total Cumulative sum of time from start to posting to the back-end
+# TYPE agent_xfer_post_time_total counter
+agent_xfer_post_time_total{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_post_time_us Distribution of time from start to posting to the back-end, in microseconds
+# TYPE agent_xfer_post_time_us histogram
+agent_xfer_post_time_us_bucket{agent_name="a1",hostname="h",le="10"} 0
+agent_xfer_post_time_us_bucket{agent_name="a1",hostname="h",le="100"} 0
+agent_xfer_post_time_us_bucket{agent_name="a1",hostname="h",le="+Inf"} 0
+agent_xfer_post_time_us_sum{agent_name="a1",hostname="h"} 0
+agent_xfer_post_time_us_count{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_time Transfer time of the last request
+# TYPE agent_xfer_time gauge
+agent_xfer_time{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_time_total Cumulative sum of transfer time from start to completion
+# TYPE agent_xfer_time_total counter
+agent_xfer_time_total{agent_name="a1",hostname="h"} 0
+# HELP agent_xfer_time_us Distribution of transfer time from start to completion, in microseconds
+# TYPE agent_xfer_time_us histogram
+agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="10"} 0
+agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="100"} 0
+agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="+Inf"} 0
+agent_xfer_time_us_sum{agent_name="a1",hostname="h"} 0
+agent_xfer_time_us_count{agent_name="a1",hostname="h"} 0
+# HELP xtel_agent_info 1: the agent's backend and process; its transports are xtel_transport_lanes.
+# TYPE xtel_agent_info gauge
+xtel_agent_info{agent_name="a1",backend="ucx",pid="@PID@"} 1
+# HELP xtel_build_info 1: the xtel and UCX versions this agent runs.
+# TYPE xtel_build_info gauge
+xtel_build_info{agent_name="a1",version="0.1.0",ucx_version="@UCXV@"} 1
+# HELP xtel_connections Remote agents loaded and usable now.
+# TYPE xtel_connections gauge
+xtel_connections{agent_name="a1"} 0
+# HELP xtel_connections_closed_total Connections to remote agents closed.
+# TYPE xtel_connections_closed_total counter
+xtel_connections_closed_total{agent_name="a1"} 0
+# HELP xtel_connections_opened_total Connections to remote agents opened.
+# TYPE xtel_connections_opened_total counter
+xtel_connections_opened_total{agent_name="a1"} 0
+# HELP xtel_errors_total Operations the agent answered with an error, by the error's kind (xtel::status_code).
+# TYPE xtel_errors_total counter
+xtel_errors_total{agent_name="a1",kind="invalid_argument"} 0
+xtel_errors_total{agent_name="a1",kind="not_found"} 0
+xtel_errors_total{agent_name="a1",kind="busy"} 0
+xtel_errors_total{agent_name="a1",kind="not_supported"} 0
+xtel_errors_total{agent_name="a1",kind="bad_metadata"} 0
+xtel_errors_total{agent_name="a1",kind="remote_disconnected"} 0
+xtel_errors_total{agent_name="a1",kind="timed_out"} 0
+xtel_errors_total{agent_name="a1",kind="backend_error"} 0
+# HELP xtel_memory_deregistrations_total Memory deregistrations that succeeded; what the agent deregisters as it stops counts as one.
+# TYPE xtel_memory_deregistrations_total counter
+xtel_memory_deregistrations_total{agent_name="a1"} 0
+# HELP xtel_memory_registered_bytes Bytes of memory registered now.
+# TYPE xtel_memory_registered_bytes gauge
+xtel_memory_registered_bytes{agent_name="a1"} 0
+# HELP xtel_memory_registrations_total Memory registrations (and allocations) that succeeded.
+# TYPE xtel_memory_registrations_total counter
+xtel_memory_registrations_total{agent_name="a1"} 0
 # HELP xtel_metrics_series_folded_total Updates folded into a family's overflow series (its labels "other") because the family had reached its limit of series.
 # TYPE xtel_metrics_series_folded_total counter
-xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_bytes_total"} 0
-xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_requests_total"} 0
-xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_time_seconds_total"} 0
-xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_post_time_seconds_total"} 0
-xtel_metrics_series_folded_total{agent_name="a1",hostname="h",family="xtel_transfer_timed_total"} 0
-)");
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_tx_bytes_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_rx_bytes_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_tx_requests_num_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_rx_requests_num_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_bytes_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_requests_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_time_seconds_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_post_time_seconds_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_timed_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_tx_last_bytes"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_rx_last_bytes"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_memory_registered_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_memory_registered_last_bytes"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_memory_deregistered_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_memory_deregistered_last_bytes"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_xfer_time_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_xfer_time"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_xfer_time_us"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_xfer_post_time_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_xfer_post_time"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_xfer_post_time_us"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_telemetry_events_dropped_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="agent_errors_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_duration_seconds"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_post_duration_seconds"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_errors_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transport_lanes"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_exporter_up"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_exporter_events_lost_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_build_info"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_agent_info"} 0
+# HELP xtel_prometheus_ignored_events_total Events the Prometheus exporter did not fold into a family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
+# TYPE xtel_prometheus_ignored_events_total counter
+xtel_prometheus_ignored_events_total{agent_name="a1"} 0
+# HELP xtel_telemetry_events_dropped_total Records dropped because a per-thread staging ring was full.
+# TYPE xtel_telemetry_events_dropped_total counter
+xtel_telemetry_events_dropped_total{agent_name="a1"} 0
+# HELP xtel_telemetry_export_errors_total Exporter calls that threw; the exporter goes on with the next batch.
+# TYPE xtel_telemetry_export_errors_total counter
+xtel_telemetry_export_errors_total{agent_name="a1"} 0
+# HELP xtel_ucx_endpoint_errors_total Errors UCX reported on an endpoint (a peer that went away).
+# TYPE xtel_ucx_endpoint_errors_total counter
+xtel_ucx_endpoint_errors_total{agent_name="a1"} 0
+)";
+    replace_all(expected, "@PID@", std::to_string(::getpid()));
+    replace_all(expected, "@UCXV@", ucx_version());
+    CHECK(t.exporter.scrape() == expected);
 }
 
 TEST_CASE("transfers add to the byte and request counters") {
@@ -89,50 +215,131 @@ TEST_CASE("transfer times fill cumulative histogram buckets with their sum and c
     for (const std::uint64_t us : {3, 10, 11, 100, 5000}) {
         t.flush(tx_transfer(1, 1, us));
     }
-    CHECK(block(t.exporter.scrape(), "agent_xfer_time_bucket", "agent_xfer_time_count") ==
-          R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="10"} 2
-agent_xfer_time_bucket{agent_name="a1",hostname="h",le="100"} 4
-agent_xfer_time_bucket{agent_name="a1",hostname="h",le="+Inf"} 5
-agent_xfer_time_sum{agent_name="a1",hostname="h"} 5124
-agent_xfer_time_count{agent_name="a1",hostname="h"} 5
+    const auto text = t.exporter.scrape();
+    CHECK(block(text, "agent_xfer_time_us_bucket", "agent_xfer_time_us_count") ==
+          R"(agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="10"} 2
+agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="100"} 4
+agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="+Inf"} 5
+agent_xfer_time_us_sum{agent_name="a1",hostname="h"} 5124
+agent_xfer_time_us_count{agent_name="a1",hostname="h"} 5
 )");
+    // The same observations in seconds, by operation and peer (the records name none).
+    CHECK(
+        block(text, "xtel_transfer_duration_seconds_bucket",
+              "xtel_transfer_duration_seconds_count") ==
+        R"(xtel_transfer_duration_seconds_bucket{agent_name="a1",op="write",peer="unknown",le="0.00001"} 2
+xtel_transfer_duration_seconds_bucket{agent_name="a1",op="write",peer="unknown",le="0.0001"} 4
+xtel_transfer_duration_seconds_bucket{agent_name="a1",op="write",peer="unknown",le="+Inf"} 5
+xtel_transfer_duration_seconds_sum{agent_name="a1",op="write",peer="unknown"} 0.005124
+xtel_transfer_duration_seconds_count{agent_name="a1",op="write",peer="unknown"} 5
+)");
+    CHECK(has_line(text, R"(agent_xfer_time_total{agent_name="a1",hostname="h"} 5124)"));
+    CHECK(has_line(text, R"(agent_xfer_time{agent_name="a1",hostname="h"} 5000)"));
+    CHECK(has_line(text, R"(agent_xfer_post_time_total{agent_name="a1",hostname="h"} 5)"));
+    CHECK(has_line(text, R"(agent_xfer_post_time{agent_name="a1",hostname="h"} 1)"));
+    CHECK(has_line(text, R"(agent_tx_last_bytes{agent_name="a1",hostname="h"} 1)"));
 }
 
 TEST_CASE("histogram bounds that are not whole numbers keep their fraction in le") {
     exporter_under_test t("a1", {0.5, 2.25, 1e6});
     t.flush(tx_transfer(1, 0, 1));
     const auto text = t.exporter.scrape();
-    CHECK(has_line(text, R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="0.5"} 0)"));
-    CHECK(has_line(text, R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="2.25"} 1)"));
-    CHECK(has_line(text, R"(agent_xfer_time_bucket{agent_name="a1",hostname="h",le="1000000"} 1)"));
+    CHECK(has_line(text, R"(agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="0.5"} 0)"));
+    CHECK(has_line(text, R"(agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="2.25"} 1)"));
+    CHECK(has_line(text,
+                   R"(agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="1000000"} 1)"));
 }
 
-TEST_CASE("registered memory is a gauge that shows the level last set") {
+TEST_CASE("memory levels become NIXL's totals and last bytes and xtel's level and counts") {
     exporter_under_test t;
+    // As basic_agent sends them: bytes registered now; bytes deregistered since the start.
+    // Register 1 MiB, then 4 KiB; deregister the 1 MiB (the level drops, then deregistered
+    // rises).
     t.flush({make(category::memory, "agent_memory_registered", 1 << 20, value_kind::gauge)});
-    t.flush({make(category::memory, "agent_memory_registered", 4096, value_kind::gauge),
-             make(category::memory, "agent_memory_deregistered", 8192, value_kind::gauge)});
+    t.flush({make(category::memory, "agent_memory_registered", (1 << 20) + 4096, value_kind::gauge),
+             make(category::memory, "agent_memory_registered", 4096, value_kind::gauge),
+             make(category::memory, "agent_memory_deregistered", 1 << 20, value_kind::gauge)});
     const auto text = t.exporter.scrape();
-    CHECK(has_line(text, R"(agent_memory_registered{agent_name="a1",hostname="h"} 4096)"));
-    CHECK(has_line(text, R"(agent_memory_deregistered{agent_name="a1",hostname="h"} 8192)"));
+    CHECK(has_line(text, R"(agent_memory_registered_total{agent_name="a1",hostname="h"} 1052672)"));
+    CHECK(
+        has_line(text, R"(agent_memory_registered_last_bytes{agent_name="a1",hostname="h"} 4096)"));
+    CHECK(
+        has_line(text, R"(agent_memory_deregistered_total{agent_name="a1",hostname="h"} 1048576)"));
+    CHECK(has_line(
+        text, R"(agent_memory_deregistered_last_bytes{agent_name="a1",hostname="h"} 1048576)"));
+    CHECK(has_line(text, R"(xtel_memory_registered_bytes{agent_name="a1"} 4096)"));
+    CHECK(has_line(text, R"(xtel_memory_registrations_total{agent_name="a1"} 2)"));
+    CHECK(has_line(text, R"(xtel_memory_deregistrations_total{agent_name="a1"} 1)"));
 }
 
-TEST_CASE("memory sent as counter increments accumulates in the gauge") {
+TEST_CASE("memory sent as NIXL does, one operation's bytes per event, adds up alike") {
     exporter_under_test t;
     t.flush({make(category::memory, "agent_memory_registered", 100, value_kind::counter),
              make(category::memory, "agent_memory_registered", 50, value_kind::counter),
              make(category::memory, "agent_memory_deregistered", 30, value_kind::counter)});
     const auto text = t.exporter.scrape();
-    CHECK(has_line(text, R"(agent_memory_registered{agent_name="a1",hostname="h"} 150)"));
-    CHECK(has_line(text, R"(agent_memory_deregistered{agent_name="a1",hostname="h"} 30)"));
+    CHECK(has_line(text, R"(agent_memory_registered_total{agent_name="a1",hostname="h"} 150)"));
+    CHECK(has_line(text, R"(agent_memory_registered_last_bytes{agent_name="a1",hostname="h"} 50)"));
+    CHECK(has_line(text, R"(agent_memory_deregistered_total{agent_name="a1",hostname="h"} 30)"));
+    CHECK(has_line(text, R"(xtel_memory_registered_bytes{agent_name="a1"} 120)"));
+    CHECK(has_line(text, R"(xtel_memory_registrations_total{agent_name="a1"} 2)"));
+    CHECK(has_line(text, R"(xtel_memory_deregistrations_total{agent_name="a1"} 1)"));
+}
+
+TEST_CASE("error events count under NIXL's status and xtel's kind") {
+    exporter_under_test t;
+    t.flush({make(category::error, "agent_error_remote_disconnected", 1, value_kind::counter),
+             make(category::error, "agent_error_remote_disconnected", 1, value_kind::counter),
+             make(category::error, "agent_error_bad_metadata", 1, value_kind::counter),
+             make(category::error, "agent_error_invalid_argument", 1, value_kind::counter),
+             make(category::error, "agent_error_timed_out", 1, value_kind::counter)});
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(xtel_errors_total{agent_name="a1",kind="remote_disconnected"} 2)"));
+    CHECK(has_line(text, R"(xtel_errors_total{agent_name="a1",kind="bad_metadata"} 1)"));
+    CHECK(has_line(text, R"(xtel_errors_total{agent_name="a1",kind="busy"} 0)"));
+    CHECK(has_line(
+        text, R"(agent_errors_total{agent_name="a1",hostname="h",status="remote_disconnect"} 2)"));
+    // bad_metadata and invalid_argument are both NIXL's invalid_param.
+    CHECK(has_line(text,
+                   R"(agent_errors_total{agent_name="a1",hostname="h",status="invalid_param"} 2)"));
+    CHECK(
+        has_line(text, R"(agent_errors_total{agent_name="a1",hostname="h",status="canceled"} 1)"));
+    CHECK(text.find("agent_error_") == std::string::npos);
+}
+
+TEST_CASE("connections, transports and what the agent is go to their own families") {
+    exporter_under_test t;
+    t.flush({make(category::connection, "agent_connect", 1, value_kind::counter),
+             make(category::connection, "agent_connections", 1, value_kind::gauge),
+             make(category::backend, "ucx_tl_posix", 2, value_kind::gauge),
+             make(category::backend, "ucx_tl_tcp", 1, value_kind::gauge),
+             make(category::connection, "agent_disconnect", 1, value_kind::counter),
+             make(category::connection, "agent_connections", 0, value_kind::gauge),
+             make(category::system, "agent_start", 4242, value_kind::sample),
+             make(category::backend, "ucx_version", 11301, value_kind::gauge),
+             make(category::backend, "ucx_endpoint_error", 1, value_kind::counter)});
+    const auto text = t.exporter.scrape();
+    CHECK(has_line(text, R"(xtel_connections_opened_total{agent_name="a1"} 1)"));
+    CHECK(has_line(text, R"(xtel_connections_closed_total{agent_name="a1"} 1)"));
+    CHECK(has_line(text, R"(xtel_connections{agent_name="a1"} 0)"));
+    CHECK(has_line(text, R"(xtel_transport_lanes{agent_name="a1",transport="posix"} 2)"));
+    CHECK(has_line(text, R"(xtel_transport_lanes{agent_name="a1",transport="tcp"} 1)"));
+    CHECK(has_line(text, R"(xtel_ucx_endpoint_errors_total{agent_name="a1"} 1)"));
+    // No family of their own: agent_start's sum is no metric, ucx_version is in build_info.
+    CHECK(text.find("agent_start") == std::string::npos);
+    CHECK(text.find("ucx_version ") == std::string::npos);
+    CHECK(text.find("ucx_tl_") == std::string::npos);
+    CHECK(has_line(text, R"(xtel_prometheus_ignored_events_total{agent_name="a1"} 0)"));
 }
 
 TEST_CASE("dropped events add to the dropped-events counter") {
     exporter_under_test t;
     t.flush({make(category::system, "telemetry_events_dropped", 7, value_kind::counter)});
     t.flush({make(category::system, "telemetry_events_dropped", 5, value_kind::counter)});
-    CHECK(has_line(t.exporter.scrape(),
-                   R"(telemetry_events_dropped_total{agent_name="a1",hostname="h"} 12)"));
+    const auto text = t.exporter.scrape();
+    CHECK(
+        has_line(text, R"(agent_telemetry_events_dropped_total{agent_name="a1",hostname="h"} 12)"));
+    CHECK(has_line(text, R"(xtel_telemetry_events_dropped_total{agent_name="a1"} 12)"));
 }
 
 TEST_CASE("other events become a counter, gauge or summary by their value kind") {
@@ -143,21 +350,24 @@ TEST_CASE("other events become a counter, gauge or summary by their value kind")
              make(category::custom, "app.latency", 40, value_kind::sample),
              make(category::custom, "app.latency", 2, value_kind::sample)});
     const auto text = t.exporter.scrape();
-    CHECK(block(text, "# HELP ucx_retries_total", "ucx_retries_total{") ==
-          R"(# HELP ucx_retries_total BACKEND event ucx_retries: counter increments.
+    CHECK(
+        block(text, "# HELP ucx_retries_total", "ucx_retries_total{") ==
+        R"(# HELP ucx_retries_total BACKEND event 'ucx_retries' (not one xtel knows): the sum of its increments.
 # TYPE ucx_retries_total counter
-ucx_retries_total{agent_name="a1",hostname="h"} 5
+ucx_retries_total{agent_name="a1"} 5
 )");
-    CHECK(block(text, "# HELP queue_depth", "queue_depth{") ==
-          R"(# HELP queue_depth CONNECTION event queue-depth: the last level set.
+    CHECK(
+        block(text, "# HELP queue_depth", "queue_depth{") ==
+        R"(# HELP queue_depth CONNECTION event 'queue-depth' (not one xtel knows): the last level set.
 # TYPE queue_depth gauge
-queue_depth{agent_name="a1",hostname="h"} 9
+queue_depth{agent_name="a1"} 9
 )");
-    CHECK(block(text, "# HELP app_latency", "app_latency_count{") ==
-          R"(# HELP app_latency CUSTOM event app.latency: sum and count of samples.
+    CHECK(
+        block(text, "# HELP app_latency", "app_latency_count{") ==
+        R"(# HELP app_latency CUSTOM event 'app.latency' (not one xtel knows): the sum and count of its samples.
 # TYPE app_latency summary
-app_latency_sum{agent_name="a1",hostname="h"} 42
-app_latency_count{agent_name="a1",hostname="h"} 2
+app_latency_sum{agent_name="a1"} 42
+app_latency_count{agent_name="a1"} 2
 )");
 }
 
@@ -167,28 +377,26 @@ TEST_CASE("an event whose kind its family does not take is ignored and counted")
              make(category::backend, "ucx_retries", 9, value_kind::gauge),
              make(category::system, "telemetry_events_dropped", 5, value_kind::gauge)});
     const auto text = t.exporter.scrape();
-    CHECK(has_line(text, R"(ucx_retries_total{agent_name="a1",hostname="h"} 2)"));
-    CHECK(has_line(text, R"(telemetry_events_dropped_total{agent_name="a1",hostname="h"} 0)"));
-    CHECK(has_line(text,
-                   R"(telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 2)"));
+    CHECK(has_line(text, R"(ucx_retries_total{agent_name="a1"} 2)"));
+    CHECK(has_line(text, R"(xtel_telemetry_events_dropped_total{agent_name="a1"} 0)"));
+    CHECK(has_line(text, R"(xtel_prometheus_ignored_events_total{agent_name="a1"} 2)"));
 }
 
 TEST_CASE("a name that would collide with another family's lines is ignored and counted") {
     exporter_under_test t;
-    t.flush({make(category::custom, "agent_xfer_time_count", 1, value_kind::gauge),
+    t.flush({make(category::custom, "agent_xfer_time_us_count", 1, value_kind::gauge),
              make(category::custom, "agent_tx_bytes_total", 1, value_kind::counter)});
     const auto text = t.exporter.scrape();
-    CHECK(text.find("# TYPE agent_xfer_time_count") == std::string::npos);
-    CHECK(has_line(text, R"(agent_xfer_time_count{agent_name="a1",hostname="h"} 0)"));
+    CHECK(text.find("# TYPE agent_xfer_time_us_count") == std::string::npos);
+    CHECK(has_line(text, R"(agent_xfer_time_us_count{agent_name="a1",hostname="h"} 0)"));
     CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
-    CHECK(has_line(text,
-                   R"(telemetry_prometheus_ignored_events_total{agent_name="a1",hostname="h"} 2)"));
+    CHECK(has_line(text, R"(xtel_prometheus_ignored_events_total{agent_name="a1"} 2)"));
 }
 
 TEST_CASE("event names outside the metric name alphabet are mapped onto it") {
     exporter_under_test t;
     t.flush({make(category::custom, "9lives-x", 1, value_kind::gauge)});
-    CHECK(has_line(t.exporter.scrape(), R"(_9lives_x{agent_name="a1",hostname="h"} 1)"));
+    CHECK(has_line(t.exporter.scrape(), R"(_9lives_x{agent_name="a1"} 1)"));
 }
 
 TEST_CASE("label values are escaped and invalid UTF-8 is replaced") {
@@ -221,7 +429,7 @@ TEST_CASE("agents on one address share one endpoint and each family is listed on
     CHECK(text == b.exporter.scrape());
     CHECK(
         block(text, "# HELP agent_tx_bytes_total", "agent_tx_bytes_total{agent_name=\"agent_b\"") ==
-        R"(# HELP agent_tx_bytes_total Bytes the agent transmitted.
+        R"(# HELP agent_tx_bytes_total Number of bytes sent by the agent
 # TYPE agent_tx_bytes_total counter
 agent_tx_bytes_total{agent_name="agent_a",hostname="h"} 20
 agent_tx_bytes_total{agent_name="agent_b",hostname="h"} 10
@@ -256,9 +464,9 @@ TEST_CASE("an agent whose family of a shared name has another type is left out o
     b.flush({make(category::custom, "depth", 40, value_kind::sample)});
     const auto text = a.exporter.scrape();
     CHECK(block(text, "# HELP depth", "depth{") ==
-          R"(# HELP depth CUSTOM event depth: the last level set.
+          R"(# HELP depth CUSTOM event 'depth' (not one xtel knows): the last level set.
 # TYPE depth gauge
-depth{agent_name="agent_a",hostname="h"} 3
+depth{agent_name="agent_a"} 3
 )");
     CHECK(text.find("depth_sum") == std::string::npos);
     CHECK(text.find("depth_count") == std::string::npos);
@@ -277,9 +485,12 @@ TEST_CASE("timed transfer records fill the histograms; untimed and failed ones d
     round.transfers.push_back(failed);
     t.flush(round);
     const auto text = t.exporter.scrape();
-    CHECK(has_line(text, R"(agent_xfer_time_count{agent_name="a1",hostname="h"} 1)"));
-    CHECK(has_line(text, R"(agent_xfer_time_sum{agent_name="a1",hostname="h"} 30)"));
-    CHECK(has_line(text, R"(agent_xfer_post_time_sum{agent_name="a1",hostname="h"} 2)"));
+    CHECK(has_line(text, R"(agent_xfer_time_us_count{agent_name="a1",hostname="h"} 1)"));
+    CHECK(has_line(text, R"(agent_xfer_time_us_sum{agent_name="a1",hostname="h"} 30)"));
+    CHECK(has_line(text, R"(agent_xfer_post_time_us_sum{agent_name="a1",hostname="h"} 2)"));
+    CHECK(has_line(
+        text,
+        R"(xtel_transfer_post_duration_seconds_count{agent_name="a1",op="write",peer="unknown"} 1)"));
     CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 20)"));
     CHECK(has_line(text, R"(agent_tx_requests_num_total{agent_name="a1",hostname="h"} 2)"));
 }

@@ -59,6 +59,9 @@ class prometheus_exporter {
     /// Flusher thread only: whole transfers, each once, through the metrics processor and into
     /// the time histograms.
     void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
+    /// Flusher thread only: the pipeline's exporters, up or off, and the events each lost
+    /// (xtel_exporter_up, xtel_exporter_events_lost_total).
+    void on_health(std::span<const exporter_health> rows);
     /// Flusher thread only: makes what the batches of this round added visible to scrapes.
     void on_flush_end();
 

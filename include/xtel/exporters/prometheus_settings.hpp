@@ -18,7 +18,11 @@ namespace xtel {
 namespace env {
 /// host:port of the Prometheus endpoint; takes precedence over NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH.
 inline constexpr const char* prometheus_address = "NIXL_TELEMETRY_PROMETHEUS_ADDRESS";
-/// Histogram bucket upper bounds in microseconds, comma-separated, strictly increasing.
+/// Histogram bucket upper bounds in microseconds, comma-separated, strictly increasing: upstream
+/// NIXL's variable, for every latency histogram.
+inline constexpr const char* histogram_buckets_us = "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US";
+/// xtel's earlier name for the same list; NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US wins when both
+/// are set.
 inline constexpr const char* prometheus_buckets = "NIXL_TELEMETRY_PROMETHEUS_BUCKETS";
 /// The metrics builders that make transfer series: comma-separated legacy, comprehensive, time.
 inline constexpr const char* prometheus_builders = "NIXL_TELEMETRY_PROMETHEUS_BUILDERS";
@@ -33,7 +37,7 @@ struct prometheus_settings {
     static constexpr output_path_use output_path_as = output_path_use::address;
     /// The endpoint's port unless configured.
     static constexpr std::uint16_t default_port = 9464;
-    /// Default histogram bounds in microseconds: 1-2-5 steps from 1 µs to 1 s.
+    /// Default histogram bounds in microseconds: upstream NIXL's 18, from 10 µs to 10 s.
     static std::vector<double> default_buckets();
     static constexpr std::size_t max_buckets = 64;
     /// Distinct event names beyond the built-in ones that one agent exports; later ones are
@@ -48,7 +52,8 @@ struct prometheus_settings {
 
     /// 127.0.0.1:9464 unless configured.
     host_port address{std::string(host_port::default_host), default_port};
-    /// Upper bounds of the agent_xfer_time and agent_xfer_post_time buckets, in microseconds.
+    /// Upper bounds of the latency histograms' buckets, in microseconds (agent_xfer_time_us
+    /// shows them so; xtel_transfer_duration_seconds in seconds).
     std::vector<double> buckets = default_buckets();
     /// The hostname label; this machine's name by default.
     std::string hostname;
@@ -59,7 +64,8 @@ struct prometheus_settings {
 
     /// Reads NIXL_TELEMETRY_PROMETHEUS_ADDRESS, else NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when
     /// this exporter takes it (takes_output_path: not when an exporter that takes it as a
-    /// directory is named), else keeps 127.0.0.1:9464; NIXL_TELEMETRY_PROMETHEUS_BUCKETS,
+    /// directory is named), else keeps 127.0.0.1:9464; NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US (else
+    /// NIXL_TELEMETRY_PROMETHEUS_BUCKETS),
     /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS and NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES.
     /// Throws config_error.
     static prometheus_settings from_env(const config& cfg, const env_lookup& lookup = process_env);

@@ -130,6 +130,8 @@ struct ucx_backend::impl {
         void* request = nullptr;  ///< the flush request while in progress
         std::uint64_t deadline_us = 0;
         status failure;
+        /// The caller's request or trace id (transfer_tags); info.tagged says there is one.
+        std::string request_id;
     };
     static_assert(offsetof(transfer, op) < cache_line && offsetof(transfer, remote) >= cache_line);
 
@@ -200,6 +202,7 @@ struct ucx_backend::impl {
                   std::span<const descriptor> remote_descs,
                   std::string_view remote_name,
                   const transfer_attributes& attrs,
+                  std::string_view request_id,
                   transfer_handle& out);
     status make_ops(std::span<const descriptor> local_descs,
                     std::span<const descriptor> remote_descs,

@@ -38,6 +38,7 @@ status ucx_backend::impl::create(transfer_op op,
                                  std::span<const descriptor> remote_descs,
                                  std::string_view remote_name,
                                  const transfer_attributes& attrs,
+                                 std::string_view request_id,
                                  transfer_handle& out) {
     if (op != transfer_op::read && op != transfer_op::write) {
         return fail(status_code::invalid_argument,
@@ -76,6 +77,8 @@ status ucx_backend::impl::create(transfer_op op,
     t.info.dir = op == transfer_op::write ? direction::tx : direction::rx;
     t.info.bytes = bytes;
     t.info.attrs = attrs;
+    t.info.tagged = !request_id.empty();
+    t.request_id.assign(clip_request_id(request_id));
     t.failure = {};
     out.id = (static_cast<std::uint64_t>(t.generation) << 32) | (index + 1u);
     return {};
@@ -359,8 +362,14 @@ status ucx_backend::create_transfer(transfer_op op,
                                     std::span<const descriptor> remote,
                                     std::string_view remote_name,
                                     const transfer_attributes& attrs,
+                                    std::string_view request_id,
                                     transfer_handle& out) {
-    return impl_->create(op, local, remote, remote_name, attrs, out);
+    return impl_->create(op, local, remote, remote_name, attrs, request_id, out);
+}
+
+std::string_view ucx_backend::request_id(transfer_handle h) noexcept {
+    impl::transfer* t = impl_->find(h);
+    return t == nullptr ? std::string_view{} : std::string_view{t->request_id};
 }
 
 status ucx_backend::post(transfer_handle h, transfer_outcome& outcome) noexcept {

@@ -4,6 +4,7 @@
 /// event families) and the snapshot it publishes for scrapes.
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,25 +15,30 @@
 #include <vector>
 
 #include "xtel/event.hpp"
+#include "xtel/exporter.hpp"
 #include "xtel/metrics/builders/comprehensive.hpp"
 #include "xtel/metrics/builders/legacy.hpp"
 #include "xtel/metrics/builders/time.hpp"
 #include "xtel/metrics/processor.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/status.hpp"
 #include "xtel/transfer_record.hpp"
 
 namespace xtel::detail {
 
-/// One agent's metrics. apply(), apply_transfers() and publish() run on that agent's flusher
-/// thread; add_builder() on any thread (state_mutex_, uncontended otherwise, orders them);
-/// snapshot() on any thread, under a lock held for a pointer copy.
+/// One agent's metrics, in two sets (docs/metrics.md): the NIXL set, with the names, types,
+/// units and labels upstream NIXL serves, and the xtel set, in base units with the variation
+/// in labels. apply(), apply_transfers(), apply_health() and publish() run on that agent's
+/// flusher thread; add_builder() on any thread (state_mutex_, uncontended otherwise, orders
+/// them); snapshot() on any thread, under a lock held for a pointer copy.
 class prometheus_agent {
   public:
     /// The builders the exporter can run; `builders` names which.
     using transfer_processor = metrics::
         processor<metrics::legacy_builder, metrics::comprehensive_builder, metrics::time_builder>;
 
-    /// Throws metrics::metrics_error for a builder name the processor lacks.
+    /// `bounds`: the latency histograms' bucket bounds in microseconds. Throws
+    /// metrics::metrics_error for a builder name the processor lacks.
     prometheus_agent(std::string agent_name,
                      std::string_view hostname,
                      std::vector<double> bounds,
@@ -42,12 +48,14 @@ class prometheus_agent {
     prometheus_agent(const prometheus_agent&) = delete;
     prometheus_agent& operator=(const prometheus_agent&) = delete;
 
-    /// Folds events that were not derived from transfer records (memory, errors, backend, the
-    /// dropped-events counter...) into the event families.
+    /// Folds events that were not derived from transfer records (memory, errors, connections,
+    /// the dropped-events counter...) into their families.
     void apply(std::span<const event> batch);
-    /// Transfer records, each once: the processor's builders, and the time histograms from the
-    /// timed, completed ones.
+    /// Transfer records, each once: the processor's builders, and the latency histograms and
+    /// last-request gauges from the completed ones.
     void apply_transfers(std::span<const transfer_record> transfers, const label_table& labels);
+    /// The pipeline's exporters: up or disabled, and the events each lost.
+    void apply_health(std::span<const exporter_health> rows);
     void add_builder(std::unique_ptr<metrics::builder> b);
     /// Publishes the store as a new snapshot when it changed since the last call.
     void publish();
@@ -55,36 +63,66 @@ class prometheus_agent {
 
     const std::string& agent_name() const noexcept { return agent_name_; }
 
+    /// The `status` label upstream NIXL's agent_errors_total gives each of its error kinds, in
+    /// its order.
+    static constexpr std::string_view nixl_error_statuses[] = {
+        "not_posted",    "invalid_param",     "backend",       "not_found",
+        "mismatch",      "not_allowed",       "repost_active", "unknown",
+        "not_supported", "remote_disconnect", "canceled",      "no_telemetry"};
+    /// The NIXL status an xtel error kind is counted under.
+    static std::string_view nixl_status_of(status_code code) noexcept;
+
   private:
-    /// An event family of this agent: where its events go, and whether it is built in (built-in
-    /// families take more value kinds, see apply_one).
+    /// A family for events of a name the agent does not know (a user's own events).
     struct event_family {
         metrics::series_ref series;
         metrics::metric_type type = metrics::metric_type::counter;
-        bool builtin = false;
     };
     static constexpr std::uint32_t rejected = UINT32_MAX;
-    /// An event derived from transfer records: neither folded nor counted as ignored.
-    static constexpr std::uint32_t passed_over = UINT32_MAX - 1;
 
     void apply_one(const event& e);
-    /// The index in events_ of the family `e` goes to, or rejected, or passed_over.
+    /// Handles an event of a name this agent knows; false when the name is not one.
+    bool apply_known(const event& e);
+    void apply_memory(const event& e, bool registered);
+    /// The index in events_ of the family `e` goes to, or rejected.
     std::uint32_t find_or_add(const event& e);
-    /// Adds one of this agent's own families, with its one unlabelled series.
-    metrics::series_ref add_own(metrics::family_spec spec);
+    /// Adds one of this agent's own families; its lines are reserved.
+    metrics::family_id add_own(metrics::family_spec spec);
+    /// add_own, and the series of `values`, made now (at 0).
+    metrics::series_ref add_own_series(metrics::family_spec spec,
+                                       std::initializer_list<std::string_view> values);
     /// The store's check on each new family: refuses a name this agent's own families use.
     void reserve_name(const metrics::family_spec& spec) const;
     void ignore();
+    const std::string& peer_name(label_id id, const label_table& labels);
 
     const std::string agent_name_;
+    const std::string hostname_;
     const std::vector<metrics::label> labels_;
 
     // Flusher state.
     std::unique_ptr<transfer_processor> processor_;
-    metrics::series_ref xfer_time_;
-    metrics::series_ref post_time_;
-    metrics::series_ref ignored_;
-    std::vector<event_family> events_;  ///< the built-in ones first, in the order of the table
+    // The NIXL set.
+    metrics::series_ref xfer_time_us_, post_time_us_;        // histograms
+    metrics::series_ref xfer_time_total_, post_time_total_;  // counters, µs
+    metrics::series_ref xfer_time_last_, post_time_last_;    // gauges, µs
+    metrics::series_ref tx_last_bytes_, rx_last_bytes_;
+    metrics::series_ref mem_registered_total_, mem_deregistered_total_;
+    metrics::series_ref mem_registered_last_, mem_deregistered_last_;
+    metrics::series_ref nixl_dropped_;
+    std::vector<metrics::series_ref> nixl_errors_;  // by nixl_error_statuses index
+    // The xtel set.
+    metrics::family_id duration_ = 0, post_duration_ = 0;  // {op, peer} histograms, seconds
+    std::vector<metrics::series_ref> errors_;              // by status_code
+    metrics::series_ref mem_bytes_, registrations_, deregistrations_;
+    metrics::series_ref dropped_, export_errors_, ignored_;
+    metrics::series_ref connections_, opened_, closed_, endpoint_errors_;
+    metrics::family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
+    // What the memory events said last: bytes registered now, deregistered since the start.
+    std::uint64_t registered_now_ = 0;
+    std::uint64_t deregistered_sum_ = 0;
+    std::vector<std::string> peers_;  // label id -> name, filled as ids are met
+    std::vector<event_family> events_;
     std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index
     /// Every line name (name, name_sum...) of this agent's own families.
     std::set<std::string, std::less<>> own_lines_;

@@ -81,6 +81,12 @@ void prometheus_exporter::add_builder(std::unique_ptr<metrics::builder> b) {
     agent_->add_builder(std::move(b));
 }
 
+void prometheus_exporter::on_health(std::span<const exporter_health> rows) {
+    if (endpoint_) {
+        agent_->apply_health(rows);
+    }
+}
+
 void prometheus_exporter::on_flush_end() {
     if (endpoint_) {
         agent_->publish();

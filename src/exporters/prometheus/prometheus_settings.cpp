@@ -27,8 +27,8 @@ std::string this_host_name() {
 }  // namespace
 
 std::vector<double> prometheus_settings::default_buckets() {
-    return {1,    2,    5,     10,    20,    50,     100,    200,    500,    1000,
-            2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000};
+    return {10,    25,    50,    100,    250,    500,    1000,    2500,    5000,
+            10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000, 10000000};
 }
 
 std::vector<double> prometheus_settings::parse_buckets(std::string_view var,
@@ -88,7 +88,9 @@ prometheus_settings prometheus_settings::from_env(const config& cfg, const env_l
     } else if (takes_output_path(cfg, output_path_as)) {
         s.address = host_port::parse(env::output_path, cfg.output_path);
     }
-    if (const auto v = lookup(env::prometheus_buckets)) {
+    if (const auto v = lookup(env::histogram_buckets_us)) {
+        s.buckets = parse_buckets(env::histogram_buckets_us, *v);
+    } else if (const auto v = lookup(env::prometheus_buckets)) {
         s.buckets = parse_buckets(env::prometheus_buckets, *v);
     }
     if (const auto v = lookup(env::prometheus_builders)) {

@@ -72,11 +72,25 @@ void append_escaped(std::string& out, std::string_view in, bool quote) {
     }
 }
 
-std::string format_bound(double b) {
+void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals);
+
+/// A bucket bound, kept in units of 10^-decimals, in the unit shown: exactly, without
+/// trailing zeros, for whole numbers of kept units (10 µs as seconds is 0.00001).
+std::string format_bound(double b, std::uint8_t decimals) {
     if (b == std::floor(b) && b < 1e15) {
-        return fmt::format("{}", static_cast<std::uint64_t>(b));
+        std::string out;
+        append_scaled(out, static_cast<std::uint64_t>(b), decimals);
+        if (decimals > 0) {
+            while (out.back() == '0') {
+                out.pop_back();
+            }
+            if (out.back() == '.') {
+                out.pop_back();
+            }
+        }
+        return out;
     }
-    return fmt::format("{}", b);
+    return fmt::format("{}", b / std::pow(10.0, decimals));
 }
 
 void append_number(std::string& out, std::uint64_t v) {
@@ -234,17 +248,20 @@ void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
         const std::string name = head->spec.name;
         const metric_type type = head->spec.type;
         const std::vector<double>* bounds = nullptr;
+        std::uint8_t decimals = 0;
         for (std::size_t a = 0; a < snapshots.size(); ++a) {
             const auto& families = snapshots[a]->families;
             if (pos[a] < families.size() && families[pos[a]].spec.name == name) {
                 const family_snapshot& f = families[pos[a]];
                 if (f.spec.type == type) {
                     if (type == metric_type::histogram &&
-                        (bounds == nullptr || *bounds != f.spec.bounds)) {
+                        (bounds == nullptr || *bounds != f.spec.bounds ||
+                         decimals != f.spec.decimals)) {
+                        decimals = f.spec.decimals;
                         bounds = &f.spec.bounds;
                         le.clear();
                         for (const double b : f.spec.bounds) {
-                            le.push_back("le=\"" + format_bound(b) + "\"");
+                            le.push_back("le=\"" + format_bound(b, f.spec.decimals) + "\"");
                         }
                     }
                     append_family(out, f, common[a], le);

@@ -1,6 +1,7 @@
 #pragma once
 /// The NIXL metric names, for dashboards built on them: bytes and requests per direction,
-/// without labels beyond those the exporter adds.
+/// labelled, as upstream NIXL labels them, by the agent's `hostname` (with the `agent_name` the
+/// exporter adds).
 
 #include <string_view>
 
@@ -10,18 +11,19 @@ namespace xtel::metrics {
 
 /// agent_tx_bytes_total, agent_rx_bytes_total, agent_tx_requests_num_total,
 /// agent_rx_requests_num_total: completed transfers only, as NIXL counts them; a failed
-/// transfer is left out (the comprehensive builder shows it with status="error").
+/// transfer is left out (the comprehensive builder shows it under its error kind). Help texts
+/// are upstream NIXL's.
 class legacy_builder {
   public:
     static constexpr std::string_view name = "legacy";
 
     void setup(metric_store& store, const attribute_registry& /*registry*/) {
-        tx_bytes_ = make(store, "agent_tx_bytes_total", "Bytes the agent transmitted.");
-        rx_bytes_ = make(store, "agent_rx_bytes_total", "Bytes the agent received.");
+        tx_bytes_ = make(store, "agent_tx_bytes_total", "Number of bytes sent by the agent");
+        rx_bytes_ = make(store, "agent_rx_bytes_total", "Number of bytes received by the agent");
         tx_requests_ =
-            make(store, "agent_tx_requests_num_total", "Transmit requests the agent completed.");
+            make(store, "agent_tx_requests_num_total", "Number of requests sent by the agent");
         rx_requests_ =
-            make(store, "agent_rx_requests_num_total", "Receive requests the agent completed.");
+            make(store, "agent_rx_requests_num_total", "Number of requests received by the agent");
     }
 
     void build(const transfer_group& g, metric_store& store) {
@@ -29,17 +31,17 @@ class legacy_builder {
             return;
         }
         const bool tx = g.dir == direction::tx;
-        store.add(tx ? tx_bytes_ : rx_bytes_, {}, g.totals.bytes);
-        store.add(tx ? tx_requests_ : rx_requests_, {}, g.totals.requests);
+        const std::string_view host = g.ctx.hostname;
+        store.add(tx ? tx_bytes_ : rx_bytes_, {host}, g.totals.bytes);
+        store.add(tx ? tx_requests_ : rx_requests_, {host}, g.totals.requests);
     }
 
   private:
-    /// Each family has its one series from the start, at 0, as NIXL shows them.
+    /// The series appears with the first transfer (the Prometheus exporter makes it at 0 from
+    /// the start, as NIXL shows it).
     static family_id make(metric_store& store, std::string_view name, std::string_view help) {
-        const family_id f =
-            store.add_family({std::string(name), std::string(help), metric_type::counter, {}});
-        store.add(f, {}, 0);
-        return f;
+        return store.add_family(
+            {std::string(name), std::string(help), metric_type::counter, {"hostname"}});
     }
 
     family_id tx_bytes_ = 0;

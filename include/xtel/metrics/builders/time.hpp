@@ -23,11 +23,19 @@ class time_builder {
         xfer_ = store.add_family({"xtel_transfer_time_seconds_total",
                                   "Seconds transfers took from post to completion, summed to the "
                                   "microsecond, by every transfer attribute.",
-                                  metric_type::counter, registry.names(), 6});
+                                  metric_type::counter,
+                                  registry.names(),
+                                  6,
+                                  {},
+                                  "seconds"});
         post_ = store.add_family({"xtel_transfer_post_time_seconds_total",
                                   "Seconds spent posting transfers, summed to the microsecond, by "
                                   "every transfer attribute.",
-                                  metric_type::counter, registry.names(), 6});
+                                  metric_type::counter,
+                                  registry.names(),
+                                  6,
+                                  {},
+                                  "seconds"});
         timed_ = store.add_family({"xtel_transfer_timed_total",
                                    "Transfers whose times the two time families sum, by every "
                                    "transfer attribute.",
