@@ -4,6 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
@@ -39,7 +44,134 @@ std::string percent_encode(std::string_view s) {
     return out;
 }
 
+/// A Prometheus server on a free loopback port scraping `target` every second, with `flags`
+/// added; its log and data in `dir`.
+struct prometheus_server {
+    prometheus_server(const std::filesystem::path& dir,
+                      const std::string& target,
+                      std::vector<std::string> flags = {})
+        : port(prom_it::free_port()), log(dir / "prometheus.log") {
+        prom_it::write_file(dir / "prometheus.yml", fmt::format("global:\n"
+                                                                "  scrape_interval: 1s\n"
+                                                                "  scrape_timeout: 1s\n"
+                                                                "scrape_configs:\n"
+                                                                "  - job_name: xtel\n"
+                                                                "    static_configs:\n"
+                                                                "      - targets: ['{}']\n",
+                                                                target));
+        std::vector<std::string> argv = {
+            XTEL_PROMETHEUS, "--config.file=" + (dir / "prometheus.yml").string(),
+            "--storage.tsdb.path=" + (dir / "data").string(),
+            fmt::format("--web.listen-address=127.0.0.1:{}", port), "--log.level=warn"};
+        argv.insert(argv.end(), flags.begin(), flags.end());
+        server.emplace(spawn_options{argv, {}, {}, log});
+    }
+
+    /// Asks `path` until `done(body)` or 60 s pass; the last body.
+    template <class Done>
+    std::string poll(const std::string& path, Done&& done) {
+        httplib::Client api("127.0.0.1", port);
+        api.set_connection_timeout(1);
+        api.set_read_timeout(5);
+        std::string last;
+        const auto deadline = std::chrono::steady_clock::now() + 60s;
+        while (std::chrono::steady_clock::now() < deadline && !server->exited()) {
+            if (const auto res = api.Get(path); res && res->status == 200) {
+                last = res->body;
+                if (done(last)) {
+                    break;
+                }
+            }
+            std::this_thread::sleep_for(250ms);
+        }
+        return last;
+    }
+
+    std::uint16_t port;
+    std::filesystem::path log;
+    std::optional<child_process> server;
+};
+
+/// One exemplar of a /api/v1/query_exemplars answer: its series' le, its request id, value.
+struct exemplar_seen {
+    std::string le;
+    std::string request_id;
+    double value = 0;
+};
+
+/// The exemplars in a query_exemplars answer (Prometheus's JSON, read by position: each series'
+/// labels, then its exemplars).
+std::vector<exemplar_seen> exemplars_in(const std::string& json) {
+    std::vector<exemplar_seen> out;
+    std::size_t at = 0;
+    while ((at = json.find("\"seriesLabels\":{", at)) != std::string::npos) {
+        const auto labels_end = json.find('}', at);
+        const auto le_at = json.find("\"le\":\"", at);
+        std::string le;
+        if (le_at != std::string::npos && le_at < labels_end) {
+            const auto b = le_at + 6;
+            le = json.substr(b, json.find('"', b) - b);
+        }
+        const auto next = json.find("\"seriesLabels\":{", labels_end);
+        std::size_t e = labels_end;
+        while ((e = json.find("\"request_id\":\"", e)) != std::string::npos && e < next) {
+            const auto b = e + 14;
+            exemplar_seen x{le, json.substr(b, json.find('"', b) - b), 0};
+            const auto v = json.find("\"value\":\"", b);
+            if (v != std::string::npos && v < next) {
+                x.value = std::stod(json.substr(v + 9, json.find('"', v + 9) - v - 9));
+            }
+            out.push_back(std::move(x));
+            e = b;
+        }
+        at = labels_end;
+    }
+    return out;
+}
+
 }  // namespace
+
+TEST_CASE("a real Prometheus stores the request ids xfer_demo gave as latency exemplars",
+          "[http]") {
+    if (std::string_view(XTEL_PROMETHEUS).empty()) {
+        WARN("SKIPPED: prometheus was not found when configuring (Debian package prometheus)");
+        return;
+    }
+    const temp_dir dir;
+    constexpr std::uint64_t transfers = 1000;
+    auto w = prom_it::transfer_workload("prom_exemplar_agent", transfers, 65536);
+    w.argv.insert(w.argv.end(), {"--request-id-prefix", "kv-"});
+    auto target = prom_it::start_workload(w);
+    const auto line = target.read_line("serving http://", 20s);
+    INFO("workload output:\n" << target.output());
+    REQUIRE(line);
+    prometheus_server prom(dir.path(), prom_it::served_address(*line),
+                           {"--enable-feature=exemplar-storage"});
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    const auto path = fmt::format(
+        "/api/v1/query_exemplars?query={}&start={}&end={}",
+        percent_encode(fmt::format("xtel_transfer_duration_seconds_bucket{{agent_name=\"{}\"}}",
+                                   w.agent_name)),
+        now - 600, now + 600);
+    const auto answer =
+        prom.poll(path, [](const std::string& body) { return !exemplars_in(body).empty(); });
+    INFO("last answer: " << answer);
+    INFO("prometheus log:\n" << prom_it::read_file(prom.log));
+    const auto seen = exemplars_in(answer);
+    REQUIRE_FALSE(seen.empty());
+    for (const auto& x : seen) {
+        INFO(x.request_id << " in le=" << x.le << " value " << x.value);
+        // An id xfer_demo gave one of its transfers, in a bucket its value belongs to.
+        REQUIRE(x.request_id.starts_with("kv-"));
+        CHECK(std::stoull(x.request_id.substr(3)) < transfers);
+        CHECK(x.value > 0);
+        if (x.le != "+Inf") {
+            CHECK(x.value <= std::stod(x.le));
+        }
+    }
+}
 
 TEST_CASE("a real Prometheus server scrapes the transmitted bytes xfer_demo moved", "[http]") {
     if (std::string_view(XTEL_PROMETHEUS).empty()) {
@@ -56,46 +188,16 @@ TEST_CASE("a real Prometheus server scrapes the transmitted bytes xfer_demo move
     REQUIRE(line);
     const auto address = prom_it::served_address(*line);
     REQUIRE_FALSE(address.empty());
-
-    prom_it::write_file(dir.path() / "prometheus.yml", fmt::format("global:\n"
-                                                                   "  scrape_interval: 1s\n"
-                                                                   "  scrape_timeout: 1s\n"
-                                                                   "scrape_configs:\n"
-                                                                   "  - job_name: xtel\n"
-                                                                   "    static_configs:\n"
-                                                                   "      - targets: ['{}']\n",
-                                                                   address));
-    const auto port = prom_it::free_port();
-    REQUIRE(port != 0);
-    child_process server(
-        spawn_options{{XTEL_PROMETHEUS, "--config.file=" + (dir.path() / "prometheus.yml").string(),
-                       "--storage.tsdb.path=" + (dir.path() / "data").string(),
-                       fmt::format("--web.listen-address=127.0.0.1:{}", port), "--log.level=warn"},
-                      {},
-                      {},
-                      dir.path() / "prometheus.log"});
-
-    httplib::Client api("127.0.0.1", port);
-    api.set_connection_timeout(1);
-    api.set_read_timeout(5);
+    prometheus_server prom(dir.path(), address);
     const auto query = fmt::format(
         "/api/v1/query?query={}",
         percent_encode(fmt::format("agent_tx_bytes_total{{agent_name=\"{}\"}}", w.agent_name)));
     const auto expected = std::to_string(w.tx_bytes);
-    std::string last_answer;
-    std::string value;
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (value != expected && std::chrono::steady_clock::now() < deadline && !server.exited()) {
-        if (const auto res = api.Get(query); res && res->status == 200) {
-            last_answer = res->body;
-            value = first_value(res->body);
-        }
-        if (value != expected) {
-            std::this_thread::sleep_for(250ms);
-        }
-    }
-    INFO("last answer: " << last_answer);
-    INFO("prometheus log:\n" << prom_it::read_file(dir.path() / "prometheus.log"));
-    CHECK_FALSE(server.exited());
+    const auto answer =
+        prom.poll(query, [&](const std::string& body) { return first_value(body) == expected; });
+    const auto value = first_value(answer);
+    INFO("last answer: " << answer);
+    INFO("prometheus log:\n" << prom_it::read_file(prom.log));
+    CHECK_FALSE(prom.server->exited());
     CHECK(value == expected);
 }
