@@ -1,6 +1,6 @@
-// The Prometheus exporter: what a scrape costs to render, and what the prometheus and
-// buffer,prometheus pipelines cost a transfer (summarize.py compares these with
-// BM_transfer_tax/mutex_staging and checks the harness targets on them).
+// The Prometheus exporter: what a scrape costs to render (in each format, plain and gzip), and
+// what the prometheus and buffer,prometheus pipelines cost a transfer (summarize.py compares
+// these with BM_transfer_tax/mutex_staging and checks the harness targets on them).
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -11,8 +11,13 @@
 #include <string>
 #include <vector>
 
+// The renderer and the compressor are private to the library: reached by their path from here.
+#include "../src/exporters/prometheus/prometheus_text.hpp"
+#include "../src/http/gzip.hpp"
 #include "bench_util.hpp"
 #include "xtel/log.hpp"
+#include "xtel/metrics/metric_store.hpp"
+#include "xtel/metrics/snapshot.hpp"
 #include "xtel/pipelines.hpp"
 
 namespace {
@@ -82,6 +87,91 @@ void BM_prometheus_render(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
 }
 BENCHMARK(BM_prometheus_render)->Arg(1000)->Arg(10000);
+
+/// Two agents' snapshots of 5,000 series each, 10,000 in all: 2,000 counters and 2,000 gauges
+/// over two families each, and 1,000 histograms of 10 buckets (microseconds shown as seconds)
+/// whose buckets mostly hold an exemplar, as a KV-cache agent with many peers would show.
+std::vector<std::shared_ptr<const xtel::metrics::snapshot>> scrape_snapshots() {
+    using xtel::metrics::metric_type;
+    std::vector<std::shared_ptr<const xtel::metrics::snapshot>> out;
+    for (const char* agent : {"prefill_0", "decode_0"}) {
+        xtel::metrics::metric_store store({.max_series = 5000});
+        const std::vector<std::string> labels = {"peer", "op"};
+        const auto bytes = store.add_family(
+            {"xtel_kv_bytes_total", "Bytes moved.", metric_type::counter, labels, 0, {}, "bytes"});
+        const auto requests = store.add_family(
+            {"xtel_kv_requests_total", "Requests completed.", metric_type::counter, labels});
+        const auto inflight = store.add_family(
+            {"xtel_kv_inflight", "Requests in flight.", metric_type::gauge, labels});
+        const auto queued = store.add_family(
+            {"xtel_kv_queued_bytes", "Bytes queued.", metric_type::gauge, labels, 0, {}, "bytes"});
+        const auto latency =
+            store.add_family({"xtel_kv_latency_seconds",
+                              "Seconds from post to completion.",
+                              metric_type::histogram,
+                              labels,
+                              6,
+                              {50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000},
+                              "seconds"});
+        std::uint64_t n = 0;
+        for (int peer = 0; peer < 500; ++peer) {
+            const std::string p = fmt::format("decode-{:03}", peer);
+            for (const char* op : {"read", "write"}) {
+                for (const auto f : {bytes, requests, inflight, queued}) {
+                    store.add(f, {p, op}, ++n * 4096);
+                }
+                const auto s = store.series_of(latency, {p, op});
+                for (std::uint64_t i = 0; i < 40; ++i) {
+                    const std::uint64_t us = (++n * 7919) % 80000;
+                    store.observe(s, us,
+                                  {"request_id", fmt::format("kv-{}", n), 0,
+                                   1'732'460'000'000'000 + n * 1000});
+                }
+            }
+        }
+        out.push_back(std::make_shared<const xtel::metrics::snapshot>(xtel::metrics::take_snapshot(
+            store, {{"agent_name", agent}, {"hostname", "bench-host"}})));
+    }
+    return out;
+}
+
+/// One /metrics body of the 10,000 series: range(0) 0 text, 1 OpenMetrics; range(1) the gzip
+/// level, 0 for none. What the endpoint does once per representation per flush round.
+void BM_scrape_body(benchmark::State& state) {
+    static const auto snapshots = scrape_snapshots();
+    const auto format = state.range(0) == 0 ? xtel::detail::exposition::text
+                                            : xtel::detail::exposition::openmetrics;
+    const int level = static_cast<int>(state.range(1));
+    const pin_scope pin(state.thread_index());
+    std::size_t plain = 0;
+    std::size_t sent = 0;
+    for (auto _ : state) {
+        std::string body;
+        body.reserve(plain);
+        xtel::detail::render(snapshots, body, format);
+        plain = body.size();
+        if (level > 0) {
+            const std::string zipped = xtel::detail::http::gzip(body, level);
+            sent = zipped.size();
+            benchmark::DoNotOptimize(zipped.data());
+        } else {
+            sent = plain;
+            benchmark::DoNotOptimize(body.data());
+        }
+    }
+    state.counters["plain_bytes"] = static_cast<double>(plain);
+    state.counters["sent_bytes"] = static_cast<double>(sent);
+    state.SetBytesProcessed(static_cast<std::int64_t>(plain) * state.iterations());
+}
+BENCHMARK(BM_scrape_body)
+    ->ArgNames({"openmetrics", "gzip"})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({0, 6})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({1, 6})
+    ->Unit(benchmark::kMillisecond);
 
 /// The pipelines under test, with their endpoint on a free loopback port and, for
 /// buffer,prometheus, the flight recorder in a scratch directory.

@@ -5,6 +5,8 @@ find_package(fmt REQUIRED)
 find_package(Threads REQUIRED)
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 find_package(ucx REQUIRED)
+# gzip for /metrics answers (Debian zlib1g-dev).
+find_package(ZLIB REQUIRED)
 
 # CUDA is optional: with it the agent can register GPU memory.
 if(XTEL_WITH_CUDA)

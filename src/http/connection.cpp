@@ -118,7 +118,7 @@ void http_server::answer(connection& c, const http::parse_result& r) {
     // HTTP/1.0 keeps a connection only when both sides say so.
     const bool say_keep_alive = !close && r.status == 200 && !r.head.http11;
     const std::size_t consumed = close ? c.in.size() : r.head.size;
-    respond(c, status, close, head_only, text);
+    respond(c, status, close, head_only, text, r.status == 200 ? &r.head : nullptr);
     if (say_keep_alive) {
         c.head_out.insert(c.head_out.size() - 2, "Connection: keep-alive\r\n");
     }
@@ -126,33 +126,43 @@ void http_server::answer(connection& c, const http::parse_result& r) {
     c.reparse = !c.in.empty();
 }
 
-void http_server::respond(
-    connection& c, int status, bool close, bool head_only, std::string_view text) {
-    std::shared_ptr<const std::string> body;
-    std::string_view type = "text/plain; charset=utf-8";
-    if (status == 200) {
+void http_server::respond(connection& c,
+                          int status,
+                          bool close,
+                          bool head_only,
+                          std::string_view text,
+                          const http::request_head* request) {
+    http_entity e{nullptr, "text/plain; charset=utf-8", false};
+    if (status == 200 && request != nullptr) {
         try {
-            body = body_();
-            type = content_type_;
-        } catch (const std::exception& e) {
+            e = body_(*request);
+        } catch (const std::exception& ex) {
             status = 500;
-            body = std::make_shared<const std::string>(
-                fmt::format("rendering failed: {}\n", e.what()));
+            e.body = std::make_shared<const std::string>(
+                fmt::format("rendering failed: {}\n", ex.what()));
         } catch (...) {
             status = 500;
-            body = std::make_shared<const std::string>("rendering failed\n");
+            e.body = std::make_shared<const std::string>("rendering failed\n");
         }
     } else {
-        body = std::make_shared<const std::string>(text);
+        e.body = std::make_shared<const std::string>(text);
     }
     c.head_out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", status,
-                             http::reason_phrase(status), type, body->size());
+                             http::reason_phrase(status), e.content_type, e.body->size());
+    if (status == 200) {
+        if (e.gzip) {
+            c.head_out += "Content-Encoding: gzip\r\n";
+        }
+        if (!vary_.empty()) {
+            c.head_out += fmt::format("Vary: {}\r\n", vary_);
+        }
+    }
     if (status == 405) {
         c.head_out += "Allow: GET, HEAD\r\n";
     }
     c.head_out += close ? "Connection: close\r\n\r\n" : "\r\n";
-    c.body_bytes = head_only ? 0 : body->size();
-    c.body_out = std::move(body);
+    c.body_bytes = head_only ? 0 : e.body->size();
+    c.body_out = std::move(e.body);
     c.sent = 0;
     c.close_after = close;
     c.state = connection::phase::writing;

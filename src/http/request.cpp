@@ -109,6 +109,15 @@ void apply_connection(std::string_view value, bool& keep_alive) noexcept {
     }
 }
 
+/// Adds a line's value to a header that may be repeated; false past the limit of lines.
+bool add_line(header_lines& h, std::string_view value) noexcept {
+    if (h.count == header_lines::max_lines) {
+        return false;
+    }
+    h.lines[h.count++] = value;
+    return true;
+}
+
 /// Reads the request line into `h`. An error's status, or 0 when the line is well formed.
 parse_result read_request_line(std::string_view line, request_head& h) noexcept {
     const auto sp1 = line.find(' ');
@@ -175,6 +184,14 @@ parse_result read_header_line(std::string_view line, request_head& h, header_sta
         h.has_body = true;
     } else if (equals_ignoring_case(name, "connection")) {
         apply_connection(value, h.keep_alive);
+    } else if (equals_ignoring_case(name, "accept")) {
+        if (!add_line(h.accept, value)) {
+            return error(400, "the request has more Accept lines than the limit (4)");
+        }
+    } else if (equals_ignoring_case(name, "accept-encoding")) {
+        if (!add_line(h.accept_encoding, value)) {
+            return error(400, "the request has more Accept-Encoding lines than the limit (4)");
+        }
     }
     return {};
 }

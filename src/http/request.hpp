@@ -6,7 +6,9 @@
 /// The endpoint never reads a request body: a request that announces one is answered and the
 /// connection closed, so no byte of a body can be taken for the next request.
 
+#include <array>
 #include <cstddef>
+#include <span>
 #include <string_view>
 
 namespace xtel::detail::http {
@@ -15,6 +17,19 @@ namespace xtel::detail::http {
 inline constexpr std::size_t max_head_bytes = 8192;
 /// Header lines a head may hold.
 inline constexpr std::size_t max_header_lines = 100;
+
+/// The values of a header that may come on several lines, in the order sent. A list header's
+/// lines mean what one line of their values joined by commas means (RFC 9110 5.3); keeping
+/// them apart keeps the head a set of views, with no copy.
+struct header_lines {
+    /// Lines of one such header a head may hold (more are a 400): enough for any client.
+    static constexpr std::size_t max_lines = 4;
+
+    std::array<std::string_view, max_lines> lines{};
+    std::size_t count = 0;
+
+    std::span<const std::string_view> values() const noexcept { return {lines.data(), count}; }
+};
 
 /// A complete head. The views point into the bytes given to parse_request_head.
 struct request_head {
@@ -30,6 +45,9 @@ struct request_head {
     bool keep_alive = true;
     /// A Content-Length other than 0, or any Transfer-Encoding.
     bool has_body = false;
+    /// The Accept and Accept-Encoding header values (trimmed), for content negotiation.
+    header_lines accept;
+    header_lines accept_encoding;
     /// Bytes of the head, blank line included: where a pipelined next request starts.
     std::size_t size = 0;
 };
@@ -37,8 +55,9 @@ struct request_head {
 /// What the bytes received so far amount to.
 struct parse_result {
     /// 0: not complete yet, and within the limits; 200: `head` is complete; otherwise the status
-    /// of the error answer: 400 (malformed), 414 (request line too long), 431 (header section
-    /// too long or too many lines), 505 (an HTTP version other than 1.0 and 1.1).
+    /// of the error answer: 400 (malformed, or more Accept or Accept-Encoding lines than
+    /// header_lines::max_lines), 414 (request line too long), 431 (header section too long or
+    /// too many lines), 505 (an HTTP version other than 1.0 and 1.1).
     int status = 0;
     request_head head;
     /// For an error: what was wrong, one line for the answer's body.

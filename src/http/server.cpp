@@ -109,13 +109,10 @@ int open_listener(const host_port& address) {
 
 }  // namespace
 
-http_server::http_server(const host_port& address,
-                         std::string path,
-                         std::string content_type,
-                         body_fn body,
-                         http_limits limits)
+http_server::http_server(
+    const host_port& address, std::string path, std::string vary, body_fn body, http_limits limits)
     : path_(std::move(path)),
-      content_type_(std::move(content_type)),
+      vary_(std::move(vary)),
       body_(std::move(body)),
       limits_(limits),
       bound_(address) {
@@ -367,7 +364,8 @@ void http_server::expire(steady::time_point now) {
             // Part of a request came and the rest did not: say so, then close.
             respond(c, 408, true, false,
                     fmt::format("the request did not arrive whole within {} ms\n",
-                                limits_.request_timeout.count()));
+                                limits_.request_timeout.count()),
+                    nullptr);
             c.in.clear();
             drive(c);
         } else {

@@ -11,8 +11,12 @@
 ///   - a request head must arrive whole within request_timeout and fit in
 ///     http::max_head_bytes (http_request.hpp), and bodies are never read;
 ///   - an answer must be taken by the client within write_timeout;
-///   - every answer to GET/HEAD shares one rendered body until the metrics change, so
-///     scrapes that do not read what they asked for hold no more memory than one scrape does.
+///   - every answer to GET/HEAD shares one rendered body (per representation) until the
+///     metrics change, so scrapes that do not read what they asked for hold no more memory
+///     than one scrape of each representation does.
+/// The resource may have several representations (formats, gzip): the body callback picks one
+/// from the request head, and the answer says which (Content-Type, Content-Encoding) and what
+/// it was picked by (Vary).
 
 #include <chrono>
 #include <cstddef>
@@ -30,7 +34,18 @@ namespace xtel::detail {
 
 namespace http {
 struct parse_result;
-}
+struct request_head;
+}  // namespace http
+
+/// The representation of the resource a request gets.
+struct http_entity {
+    /// Equal pointers are the same body.
+    std::shared_ptr<const std::string> body;
+    /// The Content-Type header's value; a constant (it outlives the answer).
+    std::string_view content_type;
+    /// The body is gzip-compressed: the answer says Content-Encoding: gzip.
+    bool gzip = false;
+};
 
 struct http_limits {
     /// Connections open at once; Prometheus needs one per scraper.
@@ -48,14 +63,16 @@ struct http_limits {
 
 class http_server {
   public:
-    /// The body of a 200 answer, on the server's thread; equal pointers are the same body.
-    using body_fn = std::function<std::shared_ptr<const std::string>()>;
+    /// The entity of a 200 answer to the request `head` (GET or HEAD of the path), on the
+    /// server's thread. An exception becomes a 500 answer.
+    using body_fn = std::function<http_entity(const http::request_head& head)>;
 
-    /// Listens on `address` (port 0: a free one) and starts serving `path`. Throws
+    /// Listens on `address` (port 0: a free one) and starts serving `path`, whose 200 answers
+    /// carry `Vary: <vary>` (the request headers body_fn picks by; empty: none). Throws
     /// exporter_error naming the address and the reason when it cannot listen.
     http_server(const host_port& address,
                 std::string path,
-                std::string content_type,
+                std::string vary,
                 body_fn body,
                 http_limits limits = {});
     /// Stops: closes every connection and the listening socket; the port is free on return.
@@ -93,8 +110,14 @@ class http_server {
     bool receive_head(connection& c);
     void answer(connection& c, const http::parse_result& r);
     std::string error_text(const http::parse_result& r, int status) const;
-    /// Queues the answer to what parse_request_head found (or a 408) and its close decision.
-    void respond(connection& c, int status, bool close, bool head_only, std::string_view reason);
+    /// Queues the answer to what parse_request_head found (or a 408) and its close decision:
+    /// for a 200, the entity body_ picks for `request`; otherwise `text`.
+    void respond(connection& c,
+                 int status,
+                 bool close,
+                 bool head_only,
+                 std::string_view text,
+                 const http::request_head* request);
     bool write_answer(connection& c);
     bool send_some(connection& c);
     void finish_answer(connection& c);
@@ -103,7 +126,7 @@ class http_server {
     void watch(connection& c, std::uint32_t events) noexcept;
 
     const std::string path_;
-    const std::string content_type_;
+    const std::string vary_;
     const body_fn body_;
     const http_limits limits_;
     host_port bound_;

@@ -10,7 +10,8 @@ foreach(src IN LISTS XTEL_FUZZ_TARGETS)
     set(corpus_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${corpus})
 
     add_executable(${name}_replay ${src} fuzz/replay_main.cpp)
-    target_link_libraries(${name}_replay PRIVATE xtel::xtel)
+    # zlib: the HTTP target inflates gzip answers to check them.
+    target_link_libraries(${name}_replay PRIVATE xtel::xtel ZLIB::ZLIB)
     # Targets may reach into src/ for a function the library keeps private (the HTTP parser).
     target_include_directories(${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/src)
     add_test(NAME "fuzz: ${corpus} corpus replays cleanly" COMMAND ${name}_replay ${corpus_dir})
@@ -19,7 +20,7 @@ foreach(src IN LISTS XTEL_FUZZ_TARGETS)
         add_executable(${name} ${src})
         target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
         target_link_options(${name} PRIVATE -fsanitize=fuzzer)
-        target_link_libraries(${name} PRIVATE xtel::xtel)
+        target_link_libraries(${name} PRIVATE xtel::xtel ZLIB::ZLIB)
         target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
         # Runs on a scratch copy of the corpus, so the committed seeds stay as they are.
         add_test(NAME "fuzz: ${corpus} survives ${XTEL_FUZZ_SECONDS} s of libFuzzer"

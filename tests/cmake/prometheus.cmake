@@ -13,3 +13,9 @@ if(TARGET xtel_integration_tests)
         XTEL_PROMTOOL="$<$<BOOL:${XTEL_PROMTOOL}>:${XTEL_PROMTOOL}>"
         XTEL_PROMETHEUS="$<$<BOOL:${XTEL_PROMETHEUS}>:${XTEL_PROMETHEUS}>")
 endif()
+# zlib: the HTTP tests inflate gzip answers. The OpenMetrics check renders a store with exemplars
+# itself (no producer records them yet), with the renderer private to src/.
+target_link_libraries(xtel_unit_tests PRIVATE ZLIB::ZLIB)
+if(TARGET xtel_integration_tests)
+    target_include_directories(xtel_integration_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
+endif()

@@ -2,13 +2,16 @@
 // listens on 127.0.0.1 for the whole run; each input is sent as raw bytes on a new loopback
 // connection whose sending side is then closed. The server must answer exactly what
 // src/http/request.hpp predicts for those bytes (the statuses, in order, each a well-formed
-// answer), then close; and every 128 inputs a real GET /metrics must still get 200 with the
-// agent's metrics. A crash, a hang (10 s), a leak or a wrong answer is a finding.
+// answer, a 200 in the representation src/exporters/prometheus/negotiate.hpp picks for its
+// Accept and Accept-Encoding headers), then close; and every 128 inputs a real GET /metrics
+// must still get 200 with the agent's metrics. A crash, a hang (10 s), a leak or a wrong answer
+// is a finding.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -20,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "exporters/prometheus/negotiate.hpp"
 #include "http/request.hpp"
 #include "http/server.hpp"
 #include "xtel/exporters/prometheus.hpp"
@@ -68,6 +72,8 @@ struct endpoint {
 struct expected_answer {
     int status;
     bool head_only;
+    /// For a 200: the representation negotiated.
+    xtel::detail::representation rep;
 };
 
 std::vector<expected_answer> predict(std::string_view bytes) {
@@ -80,7 +86,9 @@ std::vector<expected_answer> predict(std::string_view bytes) {
         }
         const int status = r.status == 200 ? http::route(r.head, "/metrics") : r.status;
         // No answer to HEAD has a body, whatever its status.
-        out.push_back({status, r.status == 200 && r.head.method == "HEAD"});
+        out.push_back(
+            {status, r.status == 200 && r.head.method == "HEAD",
+             xtel::detail::negotiate(r.head.accept.values(), r.head.accept_encoding.values())});
         if (http::closes_after(r, status) || out.size() == limit) {
             return out;
         }
@@ -149,8 +157,45 @@ std::string exchange(std::uint16_t port, std::string_view bytes) {
     return out;
 }
 
+/// The value of header `name` (with its colon) in `head`; empty when absent.
+std::string_view header_value(std::string_view head, std::string_view name) {
+    const auto at = head.find(std::string("\r\n") + std::string(name) + " ");
+    if (at == std::string_view::npos) {
+        return {};
+    }
+    const auto start = at + 2 + name.size() + 1;
+    return head.substr(start, head.find("\r\n", start) - start);
+}
+
+/// The gzip stream `in` inflated; a finding when it is not one.
+std::string gunzip(std::string_view in) {
+    z_stream z{};
+    if (::inflateInit2(&z, 15 + 16) != Z_OK) {
+        finding("inflateInit2 failed");
+    }
+    std::string out;
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+        char buf[65536];
+        z.next_out = reinterpret_cast<Bytef*>(buf);
+        z.avail_out = sizeof buf;
+        rc = ::inflate(&z, Z_NO_FLUSH);
+        out.append(buf, sizeof buf - z.avail_out);
+    }
+    ::inflateEnd(&z);
+    if (rc != Z_STREAM_END || z.avail_in != 0) {
+        finding("a gzip answer whose body is not one gzip stream");
+    }
+    return out;
+}
+
 /// Takes one answer off the front of `stream`: its status, after checking its form.
-int take_answer(std::string_view& stream, bool head_only, std::string_view& body) {
+int take_answer(std::string_view& stream,
+                bool head_only,
+                std::string_view& body,
+                std::string_view* head_out = nullptr) {
     const auto end = stream.find("\r\n\r\n");
     if (end == std::string_view::npos || stream.substr(0, 9) != "HTTP/1.1 " || end < 12) {
         finding("an answer without a status line and headers");
@@ -169,6 +214,9 @@ int take_answer(std::string_view& stream, bool head_only, std::string_view& body
     }
     body = stream.substr(end + 4, sent);
     stream.remove_prefix(end + 4 + sent);
+    if (head_out != nullptr) {
+        *head_out = head;
+    }
     return status;
 }
 
@@ -185,11 +233,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string_view stream = answers;
     for (const auto& e : expected) {
         std::string_view body;
-        if (take_answer(stream, e.head_only, body) != e.status) {
+        std::string_view head;
+        if (take_answer(stream, e.head_only, body, &head) != e.status) {
             finding("an answer's status is not the predicted one");
         }
-        if (e.status == 200 && !e.head_only &&
-            body.find(expected_series) == std::string_view::npos) {
+        if (e.status != 200) {
+            continue;
+        }
+        if (header_value(head, "Content-Type:") != xtel::detail::content_type(e.rep.format)) {
+            finding("a 200 answer's Content-Type is not the negotiated format's");
+        }
+        if ((header_value(head, "Content-Encoding:") == "gzip") != e.rep.gzip) {
+            finding("a 200 answer is gzipped when not negotiated, or not when negotiated");
+        }
+        if (header_value(head, "Vary:") != "Accept, Accept-Encoding") {
+            finding("a 200 answer without Vary: Accept, Accept-Encoding");
+        }
+        const std::string plain = e.rep.gzip && !e.head_only ? gunzip(body) : std::string(body);
+        if (!e.head_only && plain.find(expected_series) == std::string_view::npos) {
             finding("a 200 answer without the agent's metrics");
         }
     }

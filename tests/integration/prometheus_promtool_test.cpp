@@ -1,9 +1,18 @@
+// What the endpoint serves, checked by the parsers of others: promtool (Prometheus 2.42's own
+// checker) on the text format 0.0.4, and the strict OpenMetrics parser of the Python client
+// (Debian python3-prometheus-client) on OpenMetrics 1.0.0, which promtool 2.42 cannot read:
+// `promtool check metrics` takes only the text format.
+
 #include <httplib.h>
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
+#include "exporters/prometheus/prometheus_text.hpp"
 #include "prometheus_support.hpp"
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/metrics/snapshot.hpp"
 
 using prom_it::child_process;
 using prom_it::spawn_options;
@@ -38,6 +47,56 @@ promtool_result check_metrics(const temp_dir& dir, std::string_view text) {
     return {status.value_or(-1), prom_it::read_file(output)};
 }
 
+/// The interpreter the Python client is installed for: Debian's, whatever python3 comes first
+/// on the PATH (a pyenv one lacks Debian's packages).
+constexpr const char* system_python = "/usr/bin/python3";
+
+/// Parses stdin strictly as OpenMetrics and prints, per family, `family <name> <type> <unit>
+/// <samples>` and, per exemplar, `exemplar <sample> le=<le> <labels> <value> <sec>.<nsec>`.
+constexpr const char* openmetrics_check = R"py(
+import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+for f in text_string_to_metric_families(sys.stdin.read()):
+    print("family", f.name, f.type, f.unit or "-", len(f.samples))
+    for s in f.samples:
+        if s.exemplar:
+            e = s.exemplar
+            print("exemplar", s.name, "le=" + s.labels["le"], dict(e.labels), repr(e.value),
+                  "%d.%09d" % (e.timestamp.sec, e.timestamp.nsec))
+)py";
+
+struct parse_result {
+    int status = -1;
+    std::string output;
+};
+
+/// Runs the OpenMetrics parser of the Python client on `text`.
+parse_result parse_openmetrics(const temp_dir& dir, std::string_view text) {
+    const auto input = dir.path() / "metrics.om";
+    const auto output = dir.path() / "parser.out";
+    prom_it::write_file(input, text);
+    child_process python(
+        spawn_options{{system_python, "-c", openmetrics_check}, {}, input, output});
+    const auto status = python.wait(std::chrono::seconds(60));
+    return {status.value_or(-1), prom_it::read_file(output)};
+}
+
+bool have_openmetrics_parser() {
+    const temp_dir dir;
+    if (!std::filesystem::exists(system_python) || parse_openmetrics(dir, "# EOF\n").status != 0) {
+        WARN("SKIPPED: " << system_python
+                         << " cannot import prometheus_client.openmetrics.parser (Debian package "
+                            "python3-prometheus-client; scripts/test installs it)");
+        return false;
+    }
+    return true;
+}
+
+/// What Prometheus 2.42 sends as Accept when it scrapes (OpenMetrics first).
+constexpr const char* prometheus_accept =
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
 bool have_promtool() {
     if (std::string_view(XTEL_PROMTOOL).empty()) {
         WARN(
@@ -50,60 +109,88 @@ bool have_promtool() {
 
 }  // namespace
 
+namespace {
+
+/// Two agents on one endpoint with every kind of family there is: the legacy ones, event
+/// families of each type, the processor's (with an overflow series and the folded counter),
+/// label values that need escaping.
+struct busy_endpoint {
+    busy_endpoint() : a({cfg, "agent \"one\"\\"}, settings()), b({cfg, "agent_two"}, settings()) {
+        REQUIRE(a.active());
+        REQUIRE(b.active());
+        using xtel::category;
+        using xtel::value_kind;
+        const std::vector<xtel::event> batch = {
+            make(category::transfer, "agent_tx_bytes", 1 << 20, value_kind::counter),
+            make(category::transfer, "agent_tx_requests_num", 1, value_kind::counter),
+            make(category::performance, "agent_xfer_time", 120, value_kind::sample),
+            make(category::performance, "agent_xfer_post_time", 4, value_kind::sample),
+            make(category::transfer, "agent_rx_bytes", 4096, value_kind::counter),
+            make(category::memory, "agent_memory_registered", 1 << 30, value_kind::gauge),
+            make(category::system, "telemetry_events_dropped", 3, value_kind::counter),
+            make(category::backend, "ucx_retries", 2, value_kind::counter),
+            make(category::connection, "peers-connected", 4, value_kind::gauge),
+            make(category::custom, "app.queue_wait", 17, value_kind::sample),
+        };
+        // Transfers for the processor's families: legacy, comprehensive (with an overflow
+        // series), time (seconds with decimals), and the folded-updates counter.
+        xtel::label_table labels;
+        std::vector<xtel::transfer_record> transfers;
+        for (const char* peer : {"decode \"7\"", "prefill-0", "prefill-1", "prefill-2"}) {
+            xtel::transfer_record r;
+            r.bytes = 1 << 20;
+            r.requests = 1;
+            r.post_us = 3;
+            r.xfer_us = 120;
+            r.attrs.backend = labels.intern("ucx");
+            r.attrs.remote_agent = labels.intern(peer);
+            r.attrs.gpu = labels.intern("2x_nvidia_h100");
+            transfers.push_back(r);
+        }
+        transfers.back().dir = xtel::direction::rx;
+        transfers.back().attrs.op = xtel::transfer_op::read;
+        transfers.back().attrs.status = xtel::transfer_status::error;
+        for (auto* e : {&a, &b}) {
+            e->export_transfers(transfers, labels);
+            e->export_batch(batch);
+            e->on_flush_end();
+        }
+    }
+
+    static xtel::prometheus_settings settings() {
+        xtel::prometheus_settings s;
+        s.address = {"127.0.0.1", 0};
+        s.hostname = "test-host";
+        s.max_series = 2;  // so that the overflow series and the folded counter show as well
+        return s;
+    }
+
+    /// GET /metrics with `accept` (none when empty).
+    httplib::Result get(const char* accept) {
+        httplib::Client client("127.0.0.1", a.port());
+        httplib::Headers h;
+        if (*accept != '\0') {
+            h.emplace("Accept", accept);
+        }
+        return client.Get("/metrics", h);
+    }
+
+    xtel::config cfg;
+    xtel::prometheus_exporter a;
+    xtel::prometheus_exporter b;
+};
+
+}  // namespace
+
 TEST_CASE("promtool check metrics accepts what GET /metrics serves", "[http]") {
     if (!have_promtool()) {
         return;
     }
-    xtel::config cfg;
-    xtel::prometheus_settings s;
-    s.address = {"127.0.0.1", 0};
-    s.hostname = "test-host";
-    s.max_series = 2;  // so that the overflow series and the folded counter show as well
-    xtel::prometheus_exporter a({cfg, "agent \"one\"\\"}, s);
-    xtel::prometheus_exporter b({cfg, "agent_two"}, s);
-    REQUIRE(a.active());
-    REQUIRE(b.active());
-    using xtel::category;
-    using xtel::value_kind;
-    const std::vector<xtel::event> batch = {
-        make(category::transfer, "agent_tx_bytes", 1 << 20, value_kind::counter),
-        make(category::transfer, "agent_tx_requests_num", 1, value_kind::counter),
-        make(category::performance, "agent_xfer_time", 120, value_kind::sample),
-        make(category::performance, "agent_xfer_post_time", 4, value_kind::sample),
-        make(category::transfer, "agent_rx_bytes", 4096, value_kind::counter),
-        make(category::memory, "agent_memory_registered", 1 << 30, value_kind::gauge),
-        make(category::system, "telemetry_events_dropped", 3, value_kind::counter),
-        make(category::backend, "ucx_retries", 2, value_kind::counter),
-        make(category::connection, "peers-connected", 4, value_kind::gauge),
-        make(category::custom, "app.queue_wait", 17, value_kind::sample),
-    };
-    // Transfers for the processor's families: legacy, comprehensive (with an overflow series),
-    // time (seconds with decimals), and the folded-updates counter.
-    xtel::label_table labels;
-    std::vector<xtel::transfer_record> transfers;
-    for (const char* peer : {"decode \"7\"", "prefill-0", "prefill-1", "prefill-2"}) {
-        xtel::transfer_record r;
-        r.bytes = 1 << 20;
-        r.requests = 1;
-        r.post_us = 3;
-        r.xfer_us = 120;
-        r.attrs.backend = labels.intern("ucx");
-        r.attrs.remote_agent = labels.intern(peer);
-        r.attrs.gpu = labels.intern("2x_nvidia_h100");
-        transfers.push_back(r);
-    }
-    transfers.back().dir = xtel::direction::rx;
-    transfers.back().attrs.op = xtel::transfer_op::read;
-    transfers.back().attrs.status = xtel::transfer_status::error;
-    for (auto* e : {&a, &b}) {
-        e->export_transfers(transfers, labels);
-        e->export_batch(batch);
-        e->on_flush_end();
-    }
-    httplib::Client client("127.0.0.1", a.port());
-    const auto res = client.Get("/metrics");
+    busy_endpoint e;
+    const auto res = e.get("");
     REQUIRE(res);
     REQUIRE(res->status == 200);
+    REQUIRE(res->get_header_value("Content-Type") == "text/plain; version=0.0.4; charset=utf-8");
 
     const temp_dir dir;
     const auto r = check_metrics(dir, res->body);
@@ -115,6 +202,63 @@ TEST_CASE("promtool check metrics accepts what GET /metrics serves", "[http]") {
         res->body.find(
             R"(xtel_metrics_series_folded_total{agent_name="agent_two",hostname="test-host",family="xtel_transfer_bytes_total"} 2)") !=
         std::string::npos);
+}
+
+TEST_CASE("the python openmetrics parser accepts what GET /metrics serves to prometheus",
+          "[http]") {
+    if (!have_openmetrics_parser()) {
+        return;
+    }
+    busy_endpoint e;
+    const auto res = e.get(prometheus_accept);
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    REQUIRE(res->get_header_value("Content-Type") ==
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+
+    const temp_dir dir;
+    const auto r = parse_openmetrics(dir, res->body);
+    INFO("the parser said:\n" << r.output << "\non:\n" << res->body);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("family xtel_transfer_time_seconds counter - ") != std::string::npos);
+    CHECK(r.output.find("family agent_xfer_time histogram - ") != std::string::npos);
+    CHECK(r.output.find("family app_queue_wait summary - ") != std::string::npos);
+    CHECK(r.output.find("family agent_memory_registered gauge - ") != std::string::npos);
+}
+
+TEST_CASE("an exemplar in openmetrics comes back from the python parser as it was recorded",
+          "[http]") {
+    if (!have_openmetrics_parser()) {
+        return;
+    }
+    // The store and the renderer directly: no producer records exemplars yet.
+    xtel::metrics::metric_store store;
+    const auto f = store.add_family({"xtel_kv_read_seconds",
+                                     "Seconds a KV read took.",
+                                     xtel::metrics::metric_type::histogram,
+                                     {"peer"},
+                                     6,
+                                     {1000, 10000},
+                                     "seconds"});
+    const auto s = store.series_of(f, {"decode \"0\""});
+    store.observe(s, 450, {"request_id", "kv-12", 0, 1'732'460'000'123'456});
+    store.observe(s, 2500);
+    store.observe(s, 31'200, {"trace_id", "4bf92f3577b34da6", 0, 1'732'460'001'000'000});
+    std::vector<std::shared_ptr<const xtel::metrics::snapshot>> snapshots = {
+        std::make_shared<const xtel::metrics::snapshot>(
+            xtel::metrics::take_snapshot(store, {{"agent_name", "kv"}}))};
+    std::string text;
+    xtel::detail::render(snapshots, text, xtel::detail::exposition::openmetrics);
+
+    const temp_dir dir;
+    const auto r = parse_openmetrics(dir, text);
+    INFO("the parser said:\n" << r.output << "\non:\n" << text);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("family xtel_kv_read_seconds histogram seconds 5\n") != std::string::npos);
+    CHECK(r.output.find("exemplar xtel_kv_read_seconds_bucket le=0.001 {'request_id': 'kv-12'} "
+                        "0.00045 1732460000.123456000\n") != std::string::npos);
+    CHECK(r.output.find("exemplar xtel_kv_read_seconds_bucket le=+Inf {'trace_id': "
+                        "'4bf92f3577b34da6'} 0.0312 1732460001.000000000\n") != std::string::npos);
 }
 
 TEST_CASE("promtool check metrics, as the test runs it, rejects a malformed exposition", "[http]") {

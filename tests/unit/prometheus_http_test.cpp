@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,8 @@
 #include <chrono>
 #include <thread>
 
+#include "exporters/prometheus/negotiate.hpp"
+#include "exporters/prometheus/prometheus_endpoint.hpp"
 #include "prometheus_fixtures.hpp"
 #include "test_util.hpp"
 #include "xtel/error.hpp"
@@ -103,6 +106,39 @@ std::string value_of(const std::string& text, std::string_view series) {
     const auto space = text.find("} ", at);
     const auto end = text.find('\n', space);
     return text.substr(space + 2, end - space - 2);
+}
+
+/// What Prometheus 2.42 sends as Accept when it scrapes (OpenMetrics first).
+constexpr const char* prometheus_accept =
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// A client that leaves gzip bodies as they came (httplib would refuse them, built without
+/// zlib), so that the test inflates them itself.
+httplib::Client raw_client_for(const xtel::prometheus_exporter& e) {
+    auto c = client_for(e);
+    c.set_decompress(false);
+    return c;
+}
+
+/// `in` inflated from one whole gzip stream; "not gzip" when it is not one.
+std::string gunzip(const std::string& in) {
+    z_stream z{};
+    REQUIRE(::inflateInit2(&z, 15 + 16) == Z_OK);
+    std::string out;
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+        char buf[16384];
+        z.next_out = reinterpret_cast<Bytef*>(buf);
+        z.avail_out = sizeof buf;
+        rc = ::inflate(&z, Z_NO_FLUSH);
+        out.append(buf, sizeof buf - z.avail_out);
+    }
+    const bool whole = rc == Z_STREAM_END && z.avail_in == 0;
+    ::inflateEnd(&z);
+    return whole ? out : "not gzip";
 }
 
 std::string status_line(const std::string& response) {
@@ -326,4 +362,123 @@ TEST_CASE(
     auto& prom = t.get<xtel::prometheus_exporter>();
     REQUIRE(prom.active());
     CHECK(value_of(prom.scrape(), R"(agent_tx_bytes_total{agent_name="both")") == "1000");
+}
+
+TEST_CASE("GET /metrics with the accept header of prometheus 2.42 answers openmetrics", "[http]") {
+    exporter_under_test t;
+    t.flush(tx_transfer(123, 1, 1));
+    auto c = raw_client_for(t.exporter);
+    const auto res = c.Get("/metrics", {{"Accept", prometheus_accept}});
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(res->get_header_value("Content-Type") ==
+          "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    CHECK_FALSE(res->has_header("Content-Encoding"));
+    CHECK(res->get_header_value("Vary") == "Accept, Accept-Encoding");
+    CHECK(res->body.find("# TYPE agent_tx_bytes counter\n") != std::string::npos);
+    CHECK(res->body.find(R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 123)") !=
+          std::string::npos);
+    CHECK(res->body.ends_with("\n# EOF\n"));
+}
+
+TEST_CASE("GET /metrics without preferences answers text that says what it varies by", "[http]") {
+    exporter_under_test t;
+    auto c = raw_client_for(t.exporter);
+    const auto res = c.Get("/metrics", {{"Accept", "*/*"}});
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(res->get_header_value("Content-Type") == "text/plain; version=0.0.4; charset=utf-8");
+    CHECK_FALSE(res->has_header("Content-Encoding"));
+    CHECK(res->get_header_value("Vary") == "Accept, Accept-Encoding");
+    CHECK(res->body == t.exporter.scrape());
+}
+
+TEST_CASE("GET /metrics with gzip accepted answers gzip that inflates to the plain body",
+          "[http]") {
+    exporter_under_test t;
+    t.flush(tx_transfer(4096, 3, 50));
+    auto c = raw_client_for(t.exporter);
+    for (const char* accept : {"*/*", prometheus_accept}) {
+        INFO("Accept: " << accept);
+        const auto plain = c.Get("/metrics", {{"Accept", accept}});
+        const auto zipped = c.Get("/metrics", {{"Accept", accept}, {"Accept-Encoding", "gzip"}});
+        REQUIRE(plain);
+        REQUIRE(zipped);
+        CHECK(zipped->status == 200);
+        CHECK(zipped->get_header_value("Content-Encoding") == "gzip");
+        CHECK(zipped->get_header_value("Content-Type") == plain->get_header_value("Content-Type"));
+        CHECK(zipped->get_header_value("Vary") == "Accept, Accept-Encoding");
+        CHECK(zipped->body.size() < plain->body.size());
+        CHECK(gunzip(zipped->body) == plain->body);
+    }
+}
+
+TEST_CASE("HEAD /metrics answers the negotiated representation's headers without a body",
+          "[http]") {
+    exporter_under_test t;
+    t.flush(tx_transfer(4096, 3, 50));
+    auto c = raw_client_for(t.exporter);
+    const httplib::Headers asks = {{"Accept", prometheus_accept}, {"Accept-Encoding", "gzip"}};
+    const auto get = c.Get("/metrics", asks);
+    const auto head = c.Head("/metrics", asks);
+    REQUIRE(get);
+    REQUIRE(head);
+    CHECK(head->status == 200);
+    CHECK(head->body.empty());
+    CHECK(head->get_header_value("Content-Encoding") == "gzip");
+    CHECK(head->get_header_value("Content-Type") ==
+          "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    CHECK(head->get_header_value("Content-Length") == std::to_string(get->body.size()));
+}
+
+TEST_CASE("answers other than 200 are neither gzipped nor marked as varying", "[http]") {
+    exporter_under_test t;
+    const auto res =
+        raw_exchange(t.exporter.port(),
+                     "GET /other HTTP/1.1\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n");
+    CHECK(status_line(res) == "HTTP/1.1 404 Not Found");
+    CHECK(res.find("Content-Encoding") == std::string::npos);
+    CHECK(res.find("Vary") == std::string::npos);
+}
+
+TEST_CASE("every representation shows a flush round that changed the metrics", "[http]") {
+    exporter_under_test t;
+    auto c = raw_client_for(t.exporter);
+    const std::string line = R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} )";
+    const std::vector<httplib::Headers> asks = {
+        {{"Accept", "*/*"}},
+        {{"Accept", "*/*"}, {"Accept-Encoding", "gzip"}},
+        {{"Accept", prometheus_accept}},
+        {{"Accept", prometheus_accept}, {"Accept-Encoding", "gzip"}},
+    };
+    const auto body_of = [&](const httplib::Headers& h) {
+        const auto res = c.Get("/metrics", h);
+        REQUIRE(res);
+        return res->has_header("Content-Encoding") ? gunzip(res->body) : res->body;
+    };
+    for (const auto& h : asks) {
+        CHECK(body_of(h).find(line + "0\n") != std::string::npos);
+    }
+    t.flush(tx_transfer(77, 1, 1));
+    for (const auto& h : asks) {
+        CHECK(body_of(h).find(line + "77\n") != std::string::npos);
+    }
+}
+
+TEST_CASE("the endpoint renders each representation once until the snapshots change", "[http]") {
+    using xtel::detail::exposition;
+    using xtel::detail::representation;
+    const auto e = xtel::detail::prometheus_endpoint::acquire({"127.0.0.1", 0});
+    const representation all[] = {{exposition::text, false},
+                                  {exposition::text, true},
+                                  {exposition::openmetrics, false},
+                                  {exposition::openmetrics, true}};
+    for (const auto r : all) {
+        const auto first = e->render_shared(r);
+        CHECK(e->render_shared(r) == first);  // the same body, not rendered again
+    }
+    CHECK(*e->render_shared({exposition::openmetrics, false}) == "# EOF\n");
+    CHECK(gunzip(*e->render_shared({exposition::openmetrics, true})) == "# EOF\n");
+    CHECK(e->render_shared({exposition::text, false})->empty());
+    CHECK(gunzip(*e->render_shared({exposition::text, true})).empty());
 }

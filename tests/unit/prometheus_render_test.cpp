@@ -5,6 +5,9 @@
 
 #include <string>
 
+#include <memory>
+
+#include "exporters/prometheus/prometheus_text.hpp"
 #include "prometheus_fixtures.hpp"
 
 using prom_test::block;
@@ -194,7 +197,22 @@ xtel_ucx_endpoint_errors_total{agent_name="a1"} 0
 )";
     replace_all(expected, "@PID@", std::to_string(::getpid()));
     replace_all(expected, "@UCXV@", ucx_version());
-    CHECK(t.exporter.scrape() == expected);
+    // The process metrics (the endpoint's, without agent_name) sort between the two sets;
+    // their values are the process's own (process_metrics_test.cpp checks them).
+    std::string text = t.exporter.scrape();
+    const auto from = text.find("# HELP process_");
+    const auto to = text.find("# HELP xtel_");
+    REQUIRE(from != std::string::npos);
+    REQUIRE(to > from);
+    const std::string process = text.substr(from, to - from);
+    text.erase(from, to - from);
+    CHECK(text == expected);
+    for (const auto* family :
+         {"process_cpu_seconds_total", "process_max_fds", "process_open_fds",
+          "process_resident_memory_bytes", "process_start_time_seconds",
+          "process_virtual_memory_bytes"}) {
+        CHECK(process.find(std::string("\n") + family + "{} ") != std::string::npos);
+    }
 }
 
 TEST_CASE("transfers add to the byte and request counters") {
@@ -493,4 +511,173 @@ TEST_CASE("timed transfer records fill the histograms; untimed and failed ones d
         R"(xtel_transfer_post_duration_seconds_count{agent_name="a1",op="write",peer="unknown"} 1)"));
     CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 20)"));
     CHECK(has_line(text, R"(agent_tx_requests_num_total{agent_name="a1",hostname="h"} 2)"));
+}
+
+// ---- the renderer on its own: OpenMetrics 1.0.0 next to the text format 0.0.4 ---------------
+
+namespace {
+
+using xtel::detail::exposition;
+using xtel::metrics::family_snapshot;
+using xtel::metrics::metric_type;
+using snapshot_ptr = std::shared_ptr<const xtel::metrics::snapshot>;
+
+snapshot_ptr agent_snapshot(std::string agent, std::vector<family_snapshot> families) {
+    auto s = std::make_shared<xtel::metrics::snapshot>();
+    s->labels = {{"agent_name", std::move(agent)}};
+    s->families = std::move(families);
+    return s;
+}
+
+std::string rendered(const std::vector<snapshot_ptr>& snapshots, exposition format) {
+    std::string out;
+    xtel::detail::render(snapshots, out, format);
+    return out;
+}
+
+/// xtel_kv_read_seconds: a histogram of microseconds shown as seconds, bounds 1 ms and 10 ms.
+family_snapshot read_seconds(std::vector<xtel::metrics::exemplar> exemplars) {
+    family_snapshot f;
+    f.spec.name = "xtel_kv_read_seconds";
+    f.spec.help = "Seconds a KV read took.";
+    f.spec.type = metric_type::histogram;
+    f.spec.label_names = {"peer"};
+    f.spec.decimals = 6;
+    f.spec.bounds = {1000, 10000};
+    f.spec.unit = "seconds";
+    xtel::metrics::series s;
+    s.label_values = {"decode-0"};
+    s.buckets = {17, 3};
+    s.count = 21;
+    s.sum = 52'650;
+    s.exemplars = std::move(exemplars);
+    f.series.push_back(std::move(s));
+    return f;
+}
+
+family_snapshot counter_family(std::string name, std::string help, std::uint64_t value) {
+    family_snapshot f;
+    f.spec.name = std::move(name);
+    f.spec.help = std::move(help);
+    f.spec.type = metric_type::counter;
+    xtel::metrics::series s;
+    s.value = value;
+    f.series.push_back(std::move(s));
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("openmetrics names a counter family without _total and its samples keep it") {
+    const auto text =
+        rendered({agent_snapshot("a1", {counter_family("xtel_bytes_total", "Bytes moved.", 4096)})},
+                 exposition::openmetrics);
+    CHECK(text == R"(# TYPE xtel_bytes counter
+# HELP xtel_bytes Bytes moved.
+xtel_bytes_total{agent_name="a1"} 4096
+# EOF
+)");
+}
+
+TEST_CASE("the text format keeps a counter family's _total and has no EOF line") {
+    const auto text =
+        rendered({agent_snapshot("a1", {counter_family("xtel_bytes_total", "Bytes moved.", 4096)})},
+                 exposition::text);
+    CHECK(text == R"(# HELP xtel_bytes_total Bytes moved.
+# TYPE xtel_bytes_total counter
+xtel_bytes_total{agent_name="a1"} 4096
+)");
+}
+
+TEST_CASE("openmetrics buckets carry their exemplars with scaled values and timestamps") {
+    std::vector<xtel::metrics::exemplar> ex(3);
+    ex[0] = {"request_id", "kv-12", 450, 1'732'460'000'123'456};
+    ex[2] = {"request_id", "kv-99", 31'200, 1'732'460'001'000'000};  // the +Inf bucket's
+    const auto text = rendered({agent_snapshot("a1", {read_seconds(ex)})}, exposition::openmetrics);
+    CHECK(text == R"(# TYPE xtel_kv_read_seconds histogram
+# UNIT xtel_kv_read_seconds seconds
+# HELP xtel_kv_read_seconds Seconds a KV read took.
+xtel_kv_read_seconds_bucket{agent_name="a1",peer="decode-0",le="0.001"} 17 # {request_id="kv-12"} 0.000450 1732460000.123456
+xtel_kv_read_seconds_bucket{agent_name="a1",peer="decode-0",le="0.01"} 20
+xtel_kv_read_seconds_bucket{agent_name="a1",peer="decode-0",le="+Inf"} 21 # {request_id="kv-99"} 0.031200 1732460001.000000
+xtel_kv_read_seconds_sum{agent_name="a1",peer="decode-0"} 0.052650
+xtel_kv_read_seconds_count{agent_name="a1",peer="decode-0"} 21
+# EOF
+)");
+}
+
+TEST_CASE("the text format shows neither exemplars nor units and scales bucket bounds") {
+    std::vector<xtel::metrics::exemplar> ex(3);
+    ex[0] = {"request_id", "kv-12", 450, 1'732'460'000'123'456};
+    const auto text = rendered({agent_snapshot("a1", {read_seconds(ex)})}, exposition::text);
+    CHECK(text == R"(# HELP xtel_kv_read_seconds Seconds a KV read took.
+# TYPE xtel_kv_read_seconds histogram
+xtel_kv_read_seconds_bucket{agent_name="a1",peer="decode-0",le="0.001"} 17
+xtel_kv_read_seconds_bucket{agent_name="a1",peer="decode-0",le="0.01"} 20
+xtel_kv_read_seconds_bucket{agent_name="a1",peer="decode-0",le="+Inf"} 21
+xtel_kv_read_seconds_sum{agent_name="a1",peer="decode-0"} 0.052650
+xtel_kv_read_seconds_count{agent_name="a1",peer="decode-0"} 21
+)");
+}
+
+TEST_CASE("openmetrics leaves out exemplars it cannot carry") {
+    std::vector<xtel::metrics::exemplar> ex(3);
+    ex[0] = {"request id", "kv-1", 450, 1};                  // not a label name
+    ex[1] = {"request_id", std::string(119, 'x'), 2000, 1};  // 129 characters with its name
+    ex[2] = {"request_id", "", 20000, 1};                    // none
+    const auto text = rendered({agent_snapshot("a1", {read_seconds(ex)})}, exposition::openmetrics);
+    CHECK(text.find(" # {") == std::string::npos);
+    ex[1].label_value.pop_back();  // 128: the limit itself is allowed
+    ex[1].timestamp_us = 0;        // unknown: no timestamp
+    const auto at_limit =
+        rendered({agent_snapshot("a1", {read_seconds(ex)})}, exposition::openmetrics);
+    CHECK(at_limit.find("le=\"0.01\"} 20 # {request_id=\"" + std::string(118, 'x') +
+                        "\"} 0.002000\n") != std::string::npos);
+}
+
+TEST_CASE("openmetrics escapes label values, exemplar values and HELP text") {
+    auto f = counter_family("odd_total", "A \"quoted\" \\ help\nline.", 1);
+    f.spec.label_names = {"peer"};
+    f.series[0].label_values = {"a\"b\\c\nd\xff"};
+    auto h = read_seconds({{"request_id", "q\"\n", 1, 0}, {}, {}});
+    const auto text = rendered({agent_snapshot("x\"y", {h, f})}, exposition::openmetrics);
+    CHECK(text.find("# HELP odd A \\\"quoted\\\" \\\\ help\\nline.\n") != std::string::npos);
+    CHECK(text.find("odd_total{agent_name=\"x\\\"y\",peer=\"a\\\"b\\\\c\\nd\xEF\xBF\xBD\"} 1\n") !=
+          std::string::npos);
+    CHECK(text.find("} 17 # {request_id=\"q\\\"\\n\"} 0.000001\n") != std::string::npos);
+}
+
+TEST_CASE("openmetrics of no families is only the EOF line") {
+    CHECK(rendered({}, exposition::openmetrics) == "# EOF\n");
+    CHECK(rendered({agent_snapshot("a1", {})}, exposition::openmetrics) == "# EOF\n");
+    CHECK(rendered({}, exposition::text).empty());
+}
+
+TEST_CASE("openmetrics leaves out a family whose name clashes with an earlier family's") {
+    family_snapshot gauge;
+    gauge.spec.name = "depth";
+    gauge.spec.type = metric_type::gauge;
+    gauge.series.emplace_back();
+    const auto snap = agent_snapshot("a1", {gauge, counter_family("depth_total", "Depth.", 3)});
+    const auto om = rendered({snap}, exposition::openmetrics);
+    CHECK(om == R"(# TYPE depth gauge
+# HELP depth 
+depth{agent_name="a1"} 0
+# EOF
+)");
+    CHECK(rendered({snap}, exposition::text).find("depth_total{agent_name=\"a1\"} 3\n") !=
+          std::string::npos);
+}
+
+TEST_CASE("openmetrics lists every agent's series of a family under one set of descriptors") {
+    const auto text =
+        rendered({agent_snapshot("a1", {counter_family("xtel_bytes_total", "Bytes.", 1)}),
+                  agent_snapshot("a2", {counter_family("xtel_bytes_total", "Other.", 2)})},
+                 exposition::openmetrics);
+    CHECK(text == R"(# TYPE xtel_bytes counter
+# HELP xtel_bytes Bytes.
+xtel_bytes_total{agent_name="a1"} 1
+xtel_bytes_total{agent_name="a2"} 2
+# EOF
+)");
 }

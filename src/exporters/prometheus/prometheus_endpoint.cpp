@@ -7,7 +7,10 @@
 
 #include "core/log.hpp"
 #include "exporters/prometheus/prometheus_agent.hpp"
+#include "exporters/prometheus/process_metrics.hpp"
 #include "exporters/prometheus/prometheus_text.hpp"
+#include "http/gzip.hpp"
+#include "http/request.hpp"
 #include "http/server.hpp"
 
 namespace xtel::detail {
@@ -15,7 +18,8 @@ namespace xtel::detail {
 namespace {
 
 constexpr std::string_view metrics_path = "/metrics";
-constexpr std::string_view content_type = "text/plain; version=0.0.4; charset=utf-8";
+/// What the representation of /metrics is chosen by (negotiate.hpp), for caches between.
+constexpr std::string_view varies_by = "Accept, Accept-Encoding";
 
 struct endpoint_registry {
     std::mutex mutex;
@@ -56,8 +60,13 @@ std::shared_ptr<prometheus_endpoint> prometheus_endpoint::acquire(const host_por
 
 prometheus_endpoint::prometheus_endpoint(const host_port& address)
     : server_(std::make_unique<http_server>(
-          address, std::string(metrics_path), std::string(content_type), [this] {
-              return render_shared();
+          address,
+          std::string(metrics_path),
+          std::string(varies_by),
+          [this](const http::request_head& head) {
+              const representation r =
+                  negotiate(head.accept.values(), head.accept_encoding.values());
+              return http_entity{render_shared(r), content_type(r.format), r.gzip};
           })) {
     if (address.port == 0) {
         detail::log(log_level::info, "prometheus: serving http://{}{} (port {} chosen for {})",
@@ -95,7 +104,7 @@ std::string prometheus_endpoint::render() const {
     return *render_shared();
 }
 
-std::shared_ptr<const std::string> prometheus_endpoint::render_shared() const {
+std::shared_ptr<const std::string> prometheus_endpoint::render_shared(representation r) const {
     std::vector<std::shared_ptr<const metrics::snapshot>> snapshots;
     {
         // Agents in the order of their names, so every scrape lists their series alike.
@@ -113,15 +122,39 @@ std::shared_ptr<const std::string> prometheus_endpoint::render_shared() const {
         }
     }
     const std::lock_guard lock(cache_mutex_);
-    if (cached_ && snapshots == cached_from_) {
-        return cached_;
+    // The process's own metrics, once per endpoint: read again at most once a second, so a
+    // flood of scrapes still costs one rendering per representation and second.
+    if (const auto now = std::chrono::steady_clock::now();
+        !process_ || now - process_read_ >= std::chrono::seconds(1)) {
+        process_ = std::make_shared<const metrics::snapshot>(process_snapshot());
+        process_read_ = now;
     }
-    auto out = std::make_shared<std::string>();
-    out->reserve((cached_ ? cached_->size() : 0) + 256);
-    detail::render(snapshots, *out);
-    cached_from_ = std::move(snapshots);
-    cached_ = std::move(out);
-    return cached_;
+    snapshots.push_back(process_);
+    if (snapshots != cached_from_) {
+        cached_from_ = std::move(snapshots);
+        cached_.fill(nullptr);
+    }
+    return cached(r);
+}
+
+const std::shared_ptr<const std::string>& prometheus_endpoint::cached(representation r) const {
+    const std::size_t i = index_of(r);
+    if (cached_[i]) {
+        return cached_[i];
+    }
+    std::shared_ptr<std::string> out;
+    if (r.gzip) {
+        // From the plain body, which is kept too: a scraper that asks for both pays once.
+        const auto& plain = cached({r.format, false});
+        out = std::make_shared<std::string>(http::gzip(*plain, gzip_level));
+    } else {
+        out = std::make_shared<std::string>();
+        out->reserve(last_size_[i] + 256);
+        detail::render(cached_from_, *out, r.format);
+    }
+    last_size_[i] = out->size();
+    cached_[i] = std::move(out);
+    return cached_[i];
 }
 
 }  // namespace xtel::detail

@@ -1,11 +1,14 @@
 #pragma once
 /// The process-wide HTTP endpoints that serve /metrics (private to src/).
 
+#include <array>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "exporters/prometheus/negotiate.hpp"
 #include "xtel/exporters/prometheus.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
@@ -31,13 +34,18 @@ class prometheus_endpoint {
     bool attach(std::shared_ptr<const prometheus_agent> agent);
     void detach(const prometheus_agent* agent) noexcept;
 
-    /// The body of a GET /metrics answer.
+    /// gzip level of compressed answers: 1, the fastest, since the body is rendered again
+    /// every flush round; docs/performance.md has what it costs and saves next to level 6.
+    static constexpr int gzip_level = 1;
+
+    /// The body of a GET /metrics answer in the text format.
     std::string render() const;
 
-    /// The same body, shared: rendered again only when some agent published a new snapshot (or
-    /// the agents changed) since the last call, so a flood of scrapes costs one rendering per
-    /// flush round, and answers being sent share one copy.
-    std::shared_ptr<const std::string> render_shared() const;
+    /// The body of a GET /metrics answer in representation `r`, shared: rendered (and
+    /// compressed) when first asked for after some agent published a new snapshot (or the
+    /// agents changed), so a flood of scrapes costs one rendering per representation asked for
+    /// per flush round, and answers being sent share one copy.
+    std::shared_ptr<const std::string> render_shared(representation r = {}) const;
 
     /// The address it listens on, with the port the system chose when 0 was asked.
     const host_port& bound() const noexcept;
@@ -45,13 +53,22 @@ class prometheus_endpoint {
   private:
     explicit prometheus_endpoint(const host_port& address);
 
+    /// cached_[index_of(r)], rendered first when null; cache_mutex_ held.
+    const std::shared_ptr<const std::string>& cached(representation r) const;
+
     mutable std::mutex agents_mutex_;
     std::vector<std::shared_ptr<const prometheus_agent>> agents_;
 
     mutable std::mutex cache_mutex_;
-    /// What the cached body was rendered from; held, so that equal pointers mean equal data.
+    /// What the cached bodies were rendered from; held, so that equal pointers mean equal data.
     mutable std::vector<std::shared_ptr<const metrics::snapshot>> cached_from_;
-    mutable std::shared_ptr<const std::string> cached_;
+    /// By index_of(representation); null: not rendered since cached_from_ changed.
+    mutable std::array<std::shared_ptr<const std::string>, representation_count> cached_;
+    /// The process metrics (process_metrics.hpp) and when they were read.
+    mutable std::shared_ptr<const metrics::snapshot> process_;
+    mutable std::chrono::steady_clock::time_point process_read_{};
+    /// The size each representation last had, to reserve for the next rendering.
+    mutable std::array<std::size_t, representation_count> last_size_{};
 
     /// Last, so it stops (and no longer calls render_shared) before the rest goes.
     std::unique_ptr<http_server> server_;

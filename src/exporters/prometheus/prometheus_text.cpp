@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <unordered_set>
 #include <vector>
 
 namespace xtel::detail {
@@ -72,27 +74,6 @@ void append_escaped(std::string& out, std::string_view in, bool quote) {
     }
 }
 
-void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals);
-
-/// A bucket bound, kept in units of 10^-decimals, in the unit shown: exactly, without
-/// trailing zeros, for whole numbers of kept units (10 µs as seconds is 0.00001).
-std::string format_bound(double b, std::uint8_t decimals) {
-    if (b == std::floor(b) && b < 1e15) {
-        std::string out;
-        append_scaled(out, static_cast<std::uint64_t>(b), decimals);
-        if (decimals > 0) {
-            while (out.back() == '0') {
-                out.pop_back();
-            }
-            if (out.back() == '.') {
-                out.pop_back();
-            }
-        }
-        return out;
-    }
-    return fmt::format("{}", b / std::pow(10.0, decimals));
-}
-
 void append_number(std::string& out, std::uint64_t v) {
     const fmt::format_int f(v);
     out.append(f.data(), f.size());
@@ -113,6 +94,28 @@ void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals) {
     const fmt::format_int frac(v % scale);
     out.append(decimals - frac.size(), '0');
     out.append(frac.data(), frac.size());
+}
+
+/// A bucket bound as `le` shows it: divided by 10^decimals like the sum, since bounds are kept
+/// in the unit of the observations. Exact for whole bounds (1000 with 6 decimals is 0.001),
+/// otherwise the shortest form of the quotient.
+std::string format_bound(double b, std::uint8_t decimals) {
+    if (b == std::floor(b) && b >= 0 && b < 1e15) {
+        std::string out;
+        append_scaled(out, static_cast<std::uint64_t>(b), decimals);
+        if (decimals > 0) {
+            out.erase(out.find_last_not_of('0') + 1);
+            if (out.back() == '.') {
+                out.pop_back();
+            }
+        }
+        return out;
+    }
+    double scale = 1;
+    for (std::uint8_t i = 0; i < decimals; ++i) {
+        scale *= 10;
+    }
+    return fmt::format("{}", b / scale);
 }
 
 /// `name="value",...` for a snapshot's own labels, escaped.
@@ -163,10 +166,144 @@ void append_head(std::string& out,
     out += "} ";
 }
 
+/// The name OpenMetrics gives a family in its TYPE, UNIT and HELP lines: a counter's without
+/// its _total, which only its samples carry.
+std::string_view openmetrics_name(const metrics::family_spec& spec) {
+    std::string_view name = spec.name;
+    if (spec.type == metric_type::counter && name.ends_with("_total")) {
+        name.remove_suffix(std::string_view("_total").size());
+    }
+    return name;
+}
+
+/// The suffixes whose names an OpenMetrics family of type `t` claims, as its parsers check.
+std::span<const std::string_view> openmetrics_suffixes(metric_type t) {
+    static constexpr std::string_view counter[] = {"", "_total", "_created"};
+    static constexpr std::string_view gauge[] = {""};
+    static constexpr std::string_view histogram[] = {"", "_bucket", "_count", "_sum", "_created"};
+    static constexpr std::string_view summary[] = {"", "_count", "_sum", "_created"};
+    switch (t) {
+        case metric_type::counter:
+            return counter;
+        case metric_type::gauge:
+            return gauge;
+        case metric_type::histogram:
+            return histogram;
+        case metric_type::summary:
+            return summary;
+    }
+    return gauge;
+}
+
+/// Claims the OpenMetrics names of a family in `claimed`; false, and nothing claimed, when one
+/// of them is taken already.
+bool claim_openmetrics_names(std::unordered_set<std::string>& claimed,
+                             const metrics::family_spec& spec) {
+    const std::string_view base = openmetrics_name(spec);
+    const auto suffixes = openmetrics_suffixes(spec.type);
+    std::string name;
+    for (const std::string_view suffix : suffixes) {
+        name.assign(base);
+        name += suffix;
+        if (claimed.contains(name)) {
+            return false;
+        }
+    }
+    for (const std::string_view suffix : suffixes) {
+        name.assign(base);
+        name += suffix;
+        claimed.insert(name);
+    }
+    return true;
+}
+
+void append_descriptors(std::string& out, const metrics::family_spec& spec, exposition format) {
+    if (format == exposition::text) {
+        out += "# HELP ";
+        out += spec.name;
+        out += ' ';
+        append_escaped(out, spec.help, false);
+        out += "\n# TYPE ";
+        out += spec.name;
+        out += ' ';
+        out += metrics::to_string(spec.type);
+        out += '\n';
+        return;
+    }
+    const std::string_view name = openmetrics_name(spec);
+    out += "# TYPE ";
+    out += name;
+    out += ' ';
+    out += metrics::to_string(spec.type);
+    out += '\n';
+    if (!spec.unit.empty()) {
+        out += "# UNIT ";
+        out += name;
+        out += ' ';
+        out += spec.unit;
+        out += '\n';
+    }
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    append_escaped(out, spec.help, true);  // OpenMetrics escapes quotes in HELP as well
+    out += '\n';
+}
+
+bool is_label_name(std::string_view s) {
+    const auto letter = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    };
+    return !s.empty() && letter(s[0]) && std::all_of(s.begin() + 1, s.end(), [&](char c) {
+        return letter(c) || (c >= '0' && c <= '9');
+    });
+}
+
+/// Characters of `s` once shown: each invalid byte becomes one U+FFFD.
+std::size_t shown_characters(std::string_view s) {
+    std::size_t n = 0;
+    while (!s.empty()) {
+        s.remove_prefix(std::max<std::size_t>(utf8_sequence(s), 1));
+        ++n;
+    }
+    return n;
+}
+
+/// The characters an exemplar's labels may hold together, names and values (OpenMetrics 1.0).
+constexpr std::size_t max_exemplar_characters = 128;
+
+/// Appends ` # {name="value"} value timestamp` for bucket `i`'s exemplar, when it has one that
+/// OpenMetrics can carry.
+void append_exemplar(std::string& out,
+                     const metrics::series& s,
+                     std::size_t i,
+                     std::uint8_t decimals) {
+    if (i >= s.exemplars.size()) {
+        return;
+    }
+    const metrics::exemplar& e = s.exemplars[i];
+    if (e.label_value.empty() || !is_label_name(e.label_name) ||
+        e.label_name.size() + shown_characters(e.label_value) > max_exemplar_characters) {
+        return;
+    }
+    out += " # {";
+    out += e.label_name;
+    out += "=\"";
+    append_escaped(out, e.label_value, true);
+    out += "\"} ";
+    append_scaled(out, e.value, decimals);
+    if (e.timestamp_us != 0) {
+        out += ' ';
+        append_scaled(out, e.timestamp_us, 6);  // seconds, to the microsecond
+    }
+}
+
 void append_family(std::string& out,
                    const family_snapshot& f,
                    const std::string& common,
-                   std::span<const std::string> le) {
+                   std::span<const std::string> le,
+                   exposition format) {
+    const bool exemplars = format == exposition::openmetrics;
     for (const metrics::series& s : f.series) {
         switch (f.spec.type) {
             case metric_type::counter:
@@ -181,10 +318,16 @@ void append_family(std::string& out,
                     cumulative += s.buckets[i];
                     append_head(out, f, "_bucket", common, s, le[i]);
                     append_number(out, cumulative);
+                    if (exemplars) {
+                        append_exemplar(out, s, i, f.spec.decimals);
+                    }
                     out += '\n';
                 }
                 append_head(out, f, "_bucket", common, s, "le=\"+Inf\"");
                 append_number(out, s.count);
+                if (exemplars) {
+                    append_exemplar(out, s, f.spec.bounds.size(), f.spec.decimals);
+                }
                 out += '\n';
                 [[fallthrough]];
             }
@@ -216,7 +359,9 @@ std::string escape_help(std::string_view text) {
     return out;
 }
 
-void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots, std::string& out) {
+void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
+            std::string& out,
+            exposition format) {
     std::vector<std::string> common;
     common.reserve(snapshots.size());
     for (const auto& s : snapshots) {
@@ -224,6 +369,8 @@ void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
     }
     std::vector<std::size_t> pos(snapshots.size(), 0);
     std::vector<std::string> le;
+    const metrics::family_spec* le_of = nullptr;  // whose bounds and decimals `le` shows
+    std::unordered_set<std::string> claimed;      // OpenMetrics names of the families shown
     while (true) {
         const family_snapshot* head = nullptr;
         for (std::size_t a = 0; a < snapshots.size(); ++a) {
@@ -234,41 +381,37 @@ void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
             }
         }
         if (head == nullptr) {
-            return;
+            break;
         }
-        out += "# HELP ";
-        out += head->spec.name;
-        out += ' ';
-        append_escaped(out, head->spec.help, false);
-        out += "\n# TYPE ";
-        out += head->spec.name;
-        out += ' ';
-        out += metrics::to_string(head->spec.type);
-        out += '\n';
+        const bool shown =
+            format == exposition::text || claim_openmetrics_names(claimed, head->spec);
+        if (shown) {
+            append_descriptors(out, head->spec, format);
+        }
         const std::string name = head->spec.name;
         const metric_type type = head->spec.type;
-        const std::vector<double>* bounds = nullptr;
-        std::uint8_t decimals = 0;
         for (std::size_t a = 0; a < snapshots.size(); ++a) {
             const auto& families = snapshots[a]->families;
             if (pos[a] < families.size() && families[pos[a]].spec.name == name) {
                 const family_snapshot& f = families[pos[a]];
-                if (f.spec.type == type) {
+                if (shown && f.spec.type == type) {
                     if (type == metric_type::histogram &&
-                        (bounds == nullptr || *bounds != f.spec.bounds ||
-                         decimals != f.spec.decimals)) {
-                        decimals = f.spec.decimals;
-                        bounds = &f.spec.bounds;
+                        (le_of == nullptr || le_of->bounds != f.spec.bounds ||
+                         le_of->decimals != f.spec.decimals)) {
+                        le_of = &f.spec;
                         le.clear();
                         for (const double b : f.spec.bounds) {
                             le.push_back("le=\"" + format_bound(b, f.spec.decimals) + "\"");
                         }
                     }
-                    append_family(out, f, common[a], le);
+                    append_family(out, f, common[a], le, format);
                 }
                 ++pos[a];
             }
         }
+    }
+    if (format == exposition::openmetrics) {
+        out += "# EOF\n";
     }
 }
 
