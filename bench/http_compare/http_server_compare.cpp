@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "http/request.hpp"
 #include "http/server.hpp"
 
 namespace {
@@ -284,8 +285,11 @@ server own_server() {
             [](const std::string& body, std::uint16_t& port) {
                 auto shared = std::make_shared<const std::string>(body);
                 auto s = std::make_shared<xtel::detail::http_server>(
-                    xtel::host_port{"127.0.0.1", 0}, "/metrics",
-                    "text/plain; version=0.0.4; charset=utf-8", [shared] { return shared; });
+                    xtel::host_port{"127.0.0.1", 0}, "/metrics", "",
+                    [shared](const xtel::detail::http::request_head&) {
+                        return xtel::detail::http_entity{
+                            shared, "text/plain; version=0.0.4; charset=utf-8", false};
+                    });
                 port = s->bound().port;
                 return std::shared_ptr<void>(s);
             }};
