@@ -3,7 +3,7 @@
 //
 //   BM_ucx_write/<block bytes>/<off|buffer|prometheus|prometheus_under_attack>
 //   BM_ucx_write/<block bytes>/<off_paired|buffer_paired|prometheus_paired>
-//   BM_ucx_write/<block bytes>/prometheus_attack_paired
+//   BM_ucx_write/<block bytes>/<prometheus_attack_paired|prometheus_scrape_paired>
 //
 // The plain cases run one loop each; their medians are compared across cases. On this small
 // shared machine separate cases, seconds apart, differ by more than telemetry costs (runs of
@@ -20,17 +20,32 @@
 //     ratio would be 1 with perfect measurement).
 //   prometheus_attack_paired: one prometheus pair; hostile clients (hostile_clients.hpp) of its
 //     endpoint are switched on and off.
+//   prometheus_scrape_paired: one prometheus pair; a scraper (back_to_back_scraper, below)
+//     asks its endpoint for /metrics as Prometheus does (OpenMetrics preferred, gzip), one
+//     scrape after another on a kept-alive connection, in the measured windows, and waits in
+//     the baseline ones (100 ms each). The scraper's own thread competes for the machine in
+//     the measured windows, as the endpoint's does: on a machine this small that is part of
+//     what a scrape costs the transfers beside it. Prometheus scrapes every 15 s by default;
+//     back to back is the most one scraper can ask for. Most answers come from the endpoint's
+//     cache: it renders and compresses again only after a snapshot changed (each flush round,
+//     and its process metrics at most once a second).
 //
 // The target's memory is allocated by its agent, so UCX writes it directly over shared memory
 // (as ucx_perftest does); each iteration posts one write of one block and waits for it. Real
 // time is measured, so the flusher thread's share of the machine counts against telemetry.
 // The agents run the deployment defaults (100 ms flushes, timing one transfer in 256).
 
+#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -39,6 +54,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -80,6 +96,191 @@ double endpoint_cpu_seconds() {
     }
     return 0;
 }
+
+/// Scrapes /metrics at 127.0.0.1:`port` on a thread of its own, one scrape after another while
+/// active, as Prometheus would ask (its Accept and Accept-Encoding headers), on one kept-alive
+/// connection opened again whenever the endpoint closes it. Each answer is read whole, by its
+/// Content-Length, and neither inflated nor parsed. Paused, it finishes the scrape in flight
+/// and then waits, keeping its connection.
+class back_to_back_scraper {
+  public:
+    explicit back_to_back_scraper(std::uint16_t port) : port_(port), thread_([this] { run(); }) {}
+    ~back_to_back_scraper() { stop(); }
+    back_to_back_scraper(const back_to_back_scraper&) = delete;
+    back_to_back_scraper& operator=(const back_to_back_scraper&) = delete;
+
+    /// Resumes (true) or pauses (false) scraping; it starts paused.
+    void set_active(bool on) {
+        active_.store(on);
+        active_.notify_one();
+    }
+
+    /// Stops scraping and waits for the thread.
+    void stop() {
+        if (thread_.joinable()) {
+            stop_ = true;
+            set_active(true);  // wakes it if paused
+            thread_.join();
+        }
+    }
+
+    /// Answers 200 received.
+    std::uint64_t ok() const { return ok_.load(); }
+    /// Answers other than 200, and scrapes lost to a socket error, a timeout or a refusal.
+    std::uint64_t failed() const { return failed_.load(); }
+    /// Answers 200 that were not gzip-compressed.
+    std::uint64_t not_gzip() const { return not_gzip_.load(); }
+    /// Body bytes (as sent, compressed) of the answers 200.
+    std::uint64_t body_bytes() const { return body_bytes_.load(); }
+    /// Read after stop(): the thread's CPU seconds, how long it ran, and how long of that it
+    /// was active.
+    double cpu_seconds() const { return cpu_seconds_; }
+    double seconds_running() const { return seconds_running_; }
+    double seconds_active() const { return seconds_active_; }
+
+  private:
+    using clock = std::chrono::steady_clock;
+
+    int connect_to() const {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            return -1;
+        }
+        // Blocking, with a deadline, so that a stalled endpoint counts as a failure.
+        const timeval timeout{2, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port_);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+            ::close(fd);
+            return -1;
+        }
+        return fd;
+    }
+
+    struct outcome {
+        bool ok = false;    // 200, read whole
+        bool keep = false;  // the connection can carry the next scrape
+    };
+
+    /// One GET on `fd`, its answer read whole.
+    outcome scrape(int fd) {
+        static constexpr std::string_view request =
+            "GET /metrics HTTP/1.1\r\n"
+            "Host: 127.0.0.1\r\n"
+            "User-Agent: Prometheus/2.42.0\r\n"
+            "Accept: application/openmetrics-text;version=1.0.0,application/"
+            "openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n"
+            "Accept-Encoding: gzip\r\n"
+            "X-Prometheus-Scrape-Timeout-Seconds: 10\r\n"
+            "\r\n";
+        for (std::size_t sent = 0; sent < request.size();) {
+            const ssize_t n =
+                ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+            if (n <= 0) {
+                return {};
+            }
+            sent += static_cast<std::size_t>(n);
+        }
+        // The head, and whatever of the body came with it.
+        head_.clear();
+        std::size_t end = std::string::npos;
+        while (end == std::string::npos) {
+            const ssize_t n = ::recv(fd, buf_.data(), buf_.size(), 0);
+            if (n <= 0) {
+                return {};
+            }
+            head_.append(buf_.data(), static_cast<std::size_t>(n));
+            end = head_.find("\r\n\r\n");
+        }
+        std::uint64_t have = head_.size() - (end + 4);
+        head_.resize(end + 2);  // each header line ends in CRLF
+        std::transform(head_.begin(), head_.end(), head_.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        const auto header = [&](std::string_view name) -> std::string_view {
+            const std::size_t at = head_.find("\r\n" + std::string(name) + ":");
+            if (at == std::string::npos) {
+                return {};
+            }
+            const std::size_t from = at + 2 + name.size() + 1;
+            std::string_view v(head_.data() + from, head_.find("\r\n", from) - from);
+            while (!v.empty() && v.front() == ' ') {
+                v.remove_prefix(1);
+            }
+            return v;
+        };
+        const std::string_view length = header("content-length");
+        if (length.empty()) {
+            return {};  // the endpoint always says how long its answers are
+        }
+        const std::uint64_t body = std::stoull(std::string(length));
+        while (have < body) {
+            const ssize_t n =
+                ::recv(fd, buf_.data(), std::min<std::uint64_t>(buf_.size(), body - have), 0);
+            if (n <= 0) {
+                return {};
+            }
+            have += static_cast<std::uint64_t>(n);
+        }
+        const bool ok = head_.starts_with("http/1.1 200 ");
+        if (ok) {
+            body_bytes_ += body;
+            if (header("content-encoding") != "gzip") {
+                ++not_gzip_;
+            }
+        }
+        return {ok, header("connection") != "close"};
+    }
+
+    void run() {
+        const auto started = clock::now();
+        clock::duration active{};
+        int fd = -1;
+        while (!stop_) {
+            active_.wait(false);
+            const auto resumed = clock::now();
+            while (!stop_ && active_.load(std::memory_order_relaxed)) {
+                if (fd < 0 && (fd = connect_to()) < 0) {
+                    ++failed_;
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    continue;
+                }
+                const outcome o = scrape(fd);
+                ++(o.ok ? ok_ : failed_);
+                if (!o.keep) {
+                    ::close(fd);
+                    fd = -1;
+                }
+            }
+            active += clock::now() - resumed;
+        }
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        timespec cpu{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+        cpu_seconds_ = static_cast<double>(cpu.tv_sec) + static_cast<double>(cpu.tv_nsec) / 1e9;
+        seconds_running_ = std::chrono::duration<double>(clock::now() - started).count();
+        seconds_active_ = std::chrono::duration<double>(active).count();
+    }
+
+    const std::uint16_t port_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> active_{false};
+    std::atomic<std::uint64_t> ok_{0};
+    std::atomic<std::uint64_t> failed_{0};
+    std::atomic<std::uint64_t> not_gzip_{0};
+    std::atomic<std::uint64_t> body_bytes_{0};
+    std::string head_;
+    std::vector<char> buf_ = std::vector<char>(65536);
+    double cpu_seconds_ = 0;
+    double seconds_running_ = 0;
+    double seconds_active_ = 0;
+    std::thread thread_;  // last: the members above exist before it runs
+};
 
 /// The agents' configuration: `exporter` empty means telemetry off. The deployment defaults
 /// otherwise; NIXL_TELEMETRY_RUN_INTERVAL and NIXL_TELEMETRY_TIMING_SAMPLE are taken from the
@@ -291,7 +492,8 @@ enum class mode {
     prometheus_under_attack,
     buffer_paired,
     prometheus_paired,
-    prometheus_attack_paired
+    prometheus_attack_paired,
+    prometheus_scrape_paired
 };
 
 constexpr const char* mode_name(mode m) {
@@ -312,6 +514,8 @@ constexpr const char* mode_name(mode m) {
             return "prometheus_paired";
         case mode::prometheus_attack_paired:
             return "prometheus_attack_paired";
+        case mode::prometheus_scrape_paired:
+            return "prometheus_scrape_paired";
     }
     return "?";
 }
@@ -335,7 +539,8 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     const bool attacked = m == mode::prometheus_under_attack || m == mode::prometheus_attack_paired;
     const bool against_off =
         m == mode::off_paired || m == mode::buffer_paired || m == mode::prometheus_paired;
-    const bool paired = against_off || m == mode::prometheus_attack_paired;
+    const bool scraped = m == mode::prometheus_scrape_paired;
+    const bool paired = against_off || m == mode::prometheus_attack_paired || scraped;
 
     write_target target(block);
     if (!target.error().empty()) {
@@ -364,21 +569,27 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     }
 
     std::unique_ptr<xtel_bench::hostile_clients> attack;
-    if (attacked) {
+    std::unique_ptr<back_to_back_scraper> scraper;  // starts paused
+    if (attacked || scraped) {
         auto& typed =
             dynamic_cast<xtel::basic_agent<xtel::prometheus_telemetry>&>(measured[0]->initiator());
-        xtel_bench::hostile_clients::options o;
-        o.port = typed.telemetry().get<xtel::prometheus_exporter>().port();
-        attack = std::make_unique<xtel_bench::hostile_clients>(o);
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the crowd gathers
+        const std::uint16_t port = typed.telemetry().get<xtel::prometheus_exporter>().port();
+        if (attacked) {
+            xtel_bench::hostile_clients::options o;
+            o.port = port;
+            attack = std::make_unique<xtel_bench::hostile_clients>(o);
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the crowd gathers
+        } else {
+            scraper = std::make_unique<back_to_back_scraper>(port);
+        }
     }
     // Where the time goes: the endpoint's own thread, over the measurement.
     const double endpoint_cpu_before = prometheus ? endpoint_cpu_seconds() : 0;
     const auto started = std::chrono::steady_clock::now();
 
-    // Paired: the baseline side first (off, or no attack).
+    // Paired: the baseline side first (off, no attack, no scraping).
     // Against off: short windows, many of them. Under attack: long enough for the hostile
-    // clients to connect again after each switch.
+    // clients to connect again after each switch; scraping: the same windows as under attack.
     using ms = std::chrono::milliseconds;
     alternating_windows windows(against_off ? ms(50) : ms(100), against_off ? ms(5) : ms(20));
     write_loop* running = against_off ? base[0].get() : measured[0].get();
@@ -397,8 +608,10 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
                     } else {
                         running = base[++turn % n].get();
                     }
-                } else {
+                } else if (attack) {
                     attack->set_active(windows.measuring());
+                } else {
+                    scraper->set_active(windows.measuring());
                 }
             }
         }
@@ -415,7 +628,7 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
             100 * (endpoint_cpu_seconds() - endpoint_cpu_before) / wall.count();
     }
     if (paired) {
-        windows.report(state, against_off ? "telemetry" : "attack");
+        windows.report(state, against_off ? "telemetry" : scraped ? "scrape" : "attack");
     }
     if (attack) {
         attack->stop();
@@ -425,6 +638,19 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
         state.counters["scrapes_failed"] = static_cast<double>(attack->scrapes_failed());
         state.counters["hostile_connections"] = static_cast<double>(attack->opened());
         attack.reset();
+    }
+    if (scraper) {
+        scraper->stop();
+        const double ok = static_cast<double>(scraper->ok());
+        state.counters["scraper_cpu_pct"] =
+            100 * scraper->cpu_seconds() / scraper->seconds_running();
+        state.counters["scrapes_ok"] = ok;
+        state.counters["scrapes_failed"] = static_cast<double>(scraper->failed());
+        state.counters["scrapes_not_gzip"] = static_cast<double>(scraper->not_gzip());
+        state.counters["scrapes_per_active_s"] = ok / scraper->seconds_active();
+        state.counters["scrape_bytes_mean"] =
+            ok > 0 ? static_cast<double>(scraper->body_bytes()) / ok : 0;
+        scraper.reset();
     }
     double dropped = 0;
     for (const auto& l : measured) {
@@ -449,7 +675,7 @@ const bool registered = [] {
         }
         // Long enough for some 40 measured windows of 50 ms between baseline ones.
         for (const mode m : {mode::off_paired, mode::buffer_paired, mode::prometheus_paired,
-                             mode::prometheus_attack_paired}) {
+                             mode::prometheus_attack_paired, mode::prometheus_scrape_paired}) {
             const std::string name = "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m);
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)
                 ->UseRealTime()
