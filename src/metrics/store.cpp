@@ -152,7 +152,7 @@ family_id metric_store::add_family(family_spec spec) {
     }
     family f;
     f.spec_ = std::move(spec);
-    const bool can_fold = !f.spec_.label_names.empty();
+    const bool can_fold = !f.spec_.label_names.empty() && !f.spec_.fixed_labels;
     const std::string name = f.spec_.name;
     families_.push_back(std::move(f));
     if (can_fold) {
@@ -189,7 +189,7 @@ series_ref metric_store::series_of(family_id id, std::span<const std::string_vie
     ++changes_;
     // The folded-updates family itself never folds: it has one series per family.
     const std::size_t made = f.series_.size() - (f.overflow_ != family::none ? 1 : 0);
-    if (id != 0 && made >= opts_.max_series) {
+    if (id != 0 && !f.spec_.fixed_labels && made >= opts_.max_series) {
         ++f.folded_;
         if (f.folded_series_ != family::none) {
             ++families_[0].series_[f.folded_series_].value;

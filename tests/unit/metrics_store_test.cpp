@@ -72,6 +72,27 @@ TEST_CASE("every family with labels has its folded-updates series from the start
     CHECK(s.families().front().spec().name == metric_store::folded_family);
 }
 
+TEST_CASE("a family of fixed labels is exempt from the series limit and has no folded series") {
+    metric_store s(store_options{.max_series = 2});
+    family_spec kinds{"errors_total", "Errors by kind.", metric_type::counter, {"kind"}};
+    kinds.fixed_labels = true;
+    const auto f = s.add_family(kinds);
+    for (const char* k : {"busy", "not_found", "timed_out", "backend_error"}) {
+        s.add(f, {k}, 1);
+    }
+    CHECK(s.find("errors_total")->all_series().size() == 4);
+    CHECK(s.value("errors_total", {"backend_error"}) == 1u);
+    CHECK(s.value("errors_total", {"other"}) == std::nullopt);
+    CHECK(s.find("errors_total")->folded() == 0);
+    CHECK(s.value(metric_store::folded_family, {"errors_total"}) == std::nullopt);
+    // A family of peers beside it still folds.
+    const auto p = s.add_family(peers_family());
+    for (const char* peer : {"a", "b", "c"}) {
+        s.add(p, {peer, "read"}, 1);
+    }
+    CHECK(s.value(metric_store::folded_family, {"bytes_by_peer_total"}) == 1u);
+}
+
 TEST_CASE("label values that differ only in where they split are different series") {
     metric_store s;
     const auto f = s.add_family(peers_family());

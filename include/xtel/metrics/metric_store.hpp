@@ -65,6 +65,10 @@ struct family_spec {
     /// The unit the shown values are in, as OpenMetrics names it in `# UNIT` ("seconds",
     /// "bytes"); the name must then end in `_<unit>` (before `_total`). Empty: no unit line.
     std::string unit{};
+    /// The label values come from a small set the code fixes (error kinds, NIXL's statuses,
+    /// exporter names, the host's name), not from the outside world (peers): the family is
+    /// exempt from max_series, never folds, and has no folded-updates series.
+    bool fixed_labels = false;
 
     friend bool operator==(const family_spec&, const family_spec&) = default;
 };

@@ -141,8 +141,9 @@ prometheus_agent::prometheus_agent(std::string agent_name,
     const std::string_view host = hostname_;
     const auto nixl = [&](std::string name, std::string help, metric_type type,
                           std::vector<double> b = {}) {
-        return add_own_series(
-            {std::move(name), std::move(help), type, {"hostname"}, 0, std::move(b)}, {host});
+        family_spec spec{std::move(name), std::move(help), type, {"hostname"}, 0, std::move(b)};
+        spec.fixed_labels = true;  // one host name
+        return add_own_series(std::move(spec), {host});
     };
     // ---- the NIXL set (upstream's names, help texts, types and units) ----
     tx_last_bytes_ =
@@ -180,7 +181,11 @@ prometheus_agent::prometheus_agent(std::string agent_name,
     const auto nixl_errors = add_own({"agent_errors_total",
                                       "Cumulative error count by status",
                                       metric_type::counter,
-                                      {"hostname", "status"}});
+                                      {"hostname", "status"},
+                                      0,
+                                      {},
+                                      {},
+                                      true});
     for (const std::string_view status : nixl_error_statuses) {
         nixl_errors_.push_back(store.series_of(nixl_errors, {host, status}));
     }
@@ -209,7 +214,11 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                                  "Operations the agent answered with an error, by the error's "
                                  "kind (xtel::status_code).",
                                  metric_type::counter,
-                                 {"kind"}});
+                                 {"kind"},
+                                 0,
+                                 {},
+                                 {},
+                                 true});
     errors_.resize(status_code_count);
     for (std::size_t c = static_cast<std::size_t>(status_code::in_progress) + 1;
          c < status_code_count; ++c) {
@@ -241,7 +250,11 @@ prometheus_agent::prometheus_agent(std::string agent_name,
     lanes_ = add_own({"xtel_transport_lanes",
                       "UCX lanes of each transport on the agent's last connection that used it.",
                       metric_type::gauge,
-                      {"transport"}});
+                      {"transport"},
+                      0,
+                      {},
+                      {},
+                      true});
     dropped_ =
         own("xtel_telemetry_events_dropped_total",
             "Records dropped because a per-thread staging ring was full.", metric_type::counter);
@@ -254,21 +267,37 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                             "1 while the agent's exporter works, 0 once it turned itself off "
                             "(a port it could not bind, a plugin that failed).",
                             metric_type::gauge,
-                            {"exporter"}});
+                            {"exporter"},
+                            0,
+                            {},
+                            {},
+                            true});
     exporter_lost_ = add_own({"xtel_exporter_events_lost_total",
                               "Events an exporter was handed and could not keep.",
                               metric_type::counter,
-                              {"exporter"}});
+                              {"exporter"},
+                              0,
+                              {},
+                              {},
+                              true});
     const auto build = add_own({"xtel_build_info",
                                 "1: the xtel and UCX versions this agent runs.",
                                 metric_type::gauge,
-                                {"version", "ucx_version"}});
+                                {"version", "ucx_version"},
+                                0,
+                                {},
+                                {},
+                                true});
     store.set(build, {XTEL_VERSION_STRING, ucx_version_text()}, 1);
     const auto info = add_own({"xtel_agent_info",
                                "1: the agent's backend and process; its transports are "
                                "xtel_transport_lanes.",
                                metric_type::gauge,
-                               {"backend", "pid"}});
+                               {"backend", "pid"},
+                               0,
+                               {},
+                               {},
+                               true});
     store.set(info, {"ucx", fmt::format_int(::getpid()).str()}, 1);
     publish();
 }

@@ -40,8 +40,9 @@ class legacy_builder {
     /// The series appears with the first transfer (the Prometheus exporter makes it at 0 from
     /// the start, as NIXL shows it).
     static family_id make(metric_store& store, std::string_view name, std::string_view help) {
-        return store.add_family(
-            {std::string(name), std::string(help), metric_type::counter, {"hostname"}});
+        family_spec spec{std::string(name), std::string(help), metric_type::counter, {"hostname"}};
+        spec.fixed_labels = true;  // one host name
+        return store.add_family(std::move(spec));
     }
 
     family_id tx_bytes_ = 0;
