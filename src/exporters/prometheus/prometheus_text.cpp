@@ -143,6 +143,10 @@ void append_head(std::string& out,
                  std::string_view extra) {
     out += f.spec.name;
     out += suffix;
+    if (common.empty() && f.spec.label_names.empty() && extra.empty()) {
+        out += ' ';  // a series without labels: no braces, as every client library writes it
+        return;
+    }
     out += '{';
     out += common;
     bool first = common.empty();
