@@ -146,4 +146,26 @@ inline std::string block(const std::string& text, std::string_view first, std::s
     return end == std::string::npos ? std::string() : text.substr(begin, end + 1 - begin);
 }
 
+/// `text` with the value of every process_* sample replaced by "V": the process metrics
+/// (CPU time, open descriptors) change between two scrapes of the same snapshots.
+inline std::string without_process_values(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    std::size_t at = 0;
+    while (at < text.size()) {
+        auto end = text.find('\n', at);
+        end = end == std::string::npos ? text.size() : end + 1;
+        const std::string_view line(text.data() + at, end - at);
+        const auto space = line.rfind(' ');
+        if (line.starts_with("process_") && space != std::string_view::npos) {
+            out.append(line.substr(0, space + 1));
+            out += "V\n";
+        } else {
+            out.append(line);
+        }
+        at = end;
+    }
+    return out;
+}
+
 }  // namespace prom_test

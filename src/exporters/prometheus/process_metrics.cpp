@@ -114,9 +114,9 @@ metrics::snapshot process_snapshot() {
     }
     if (const auto start = field(22), boot = boot_time(); start && boot && ticks > 0) {
         // Kept in hundredths of a second (decimals 2), the resolution of the clock ticks.
-        add(s, "process_start_time_seconds", "When the process started, in seconds since the epoch.",
-            metric_type::gauge, *boot * 100 + *start * 100 / static_cast<std::uint64_t>(ticks), 2,
-            "seconds");
+        add(s, "process_start_time_seconds",
+            "When the process started, in seconds since the epoch.", metric_type::gauge,
+            *boot * 100 + *start * 100 / static_cast<std::uint64_t>(ticks), 2, "seconds");
     }
     if (const auto vsize = field(23)) {
         add(s, "process_virtual_memory_bytes", "Virtual memory of the process.", metric_type::gauge,

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "core/log.hpp"
-#include "exporters/prometheus/prometheus_agent.hpp"
 #include "exporters/prometheus/process_metrics.hpp"
+#include "exporters/prometheus/prometheus_agent.hpp"
 #include "exporters/prometheus/prometheus_text.hpp"
 #include "http/gzip.hpp"
 #include "http/request.hpp"
