@@ -3,12 +3,16 @@
 // exactly what moved, per attribute set.
 
 #include <httplib.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent_support.hpp"
@@ -17,6 +21,7 @@
 #include "xtel/basic_agent.hpp"
 #include "xtel/device.hpp"
 #include "xtel/metrics/attributes.hpp"
+#include "xtel/transfer.hpp"
 
 using xtel::descriptor;
 using xtel::status_code;
@@ -78,14 +83,19 @@ struct prometheus_pair {
         return initiator.telemetry().get<xtel::prometheus_exporter>();
     }
 
-    /// The labels of an initiator series to the target, after agent_name and hostname.
+    /// The labels of an initiator series to the target, after agent_name.
     std::string labels(std::string_view op, std::string_view dir, std::string_view status) const {
         const auto& gpu = xtel::metrics::local_gpu_identifier();
         return fmt::format(
-            R"(agent_name="initiator",hostname="{}",backend="ucx",operation="{}",direction="{}",)"
+            R"(agent_name="initiator",backend="ucx",operation="{}",direction="{}",)"
             R"(local_memory="dram",remote_memory="dram",remote_agent="target",status="{}",gpu="{}")",
-            xtel::prometheus_settings::from_env(cfg).hostname, op, dir, status,
-            gpu.empty() ? "unknown" : gpu);
+            op, dir, status, gpu.empty() ? "unknown" : gpu);
+    }
+
+    /// The labels of the initiator's NIXL-set series: agent_name and hostname.
+    std::string nixl_labels() const {
+        return fmt::format(R"(agent_name="initiator",hostname="{}")",
+                           xtel::prometheus_settings::from_env(cfg).hostname);
     }
 
     xtel_test::scoped_env address;
@@ -139,13 +149,12 @@ TEST_CASE("a scrape of an agent's /metrics shows its transfers' bytes per attrib
     CHECK_FALSE(value_of(text, "xtel_transfer_time_seconds_total{" + read_ok + "}").empty());
 
     // The legacy names count the completed transfers once: not doubled, and without the failure.
-    const auto agent = fmt::format(R"({{agent_name="initiator",hostname="{}"}})",
-                                   xtel::prometheus_settings::from_env(p.cfg).hostname);
+    const auto agent = "{" + p.nixl_labels() + "}";
     CHECK(value_of(text, "agent_tx_bytes_total" + agent) == "36864");
     CHECK(value_of(text, "agent_tx_requests_num_total" + agent) == "3");
     CHECK(value_of(text, "agent_rx_bytes_total" + agent) == "131072");
     CHECK(value_of(text, "agent_rx_requests_num_total" + agent) == "2");
-    CHECK(value_of(text, "agent_xfer_time_count" + agent) == "5");
+    CHECK(value_of(text, "agent_xfer_time_us_count" + agent) == "5");
     CHECK(p.initiator.stats().records_dropped == 0);
 }
 
@@ -183,4 +192,187 @@ TEST_CASE("an agent names each peer in its own series") {
     CHECK(value_of(text, "xtel_transfer_bytes_total{" + p.labels("write", "tx", "success") + "}") ==
           "1000");
     CHECK(value_of(text, "xtel_transfer_bytes_total{" + to_other_labels + "}") == "600");
+}
+
+namespace {
+
+/// GET /metrics as Prometheus asks for it: OpenMetrics, not compressed.
+std::string scrape_openmetrics(std::uint16_t port) {
+    httplib::Client c("127.0.0.1", port);
+    const auto res = c.Get("/metrics", {{"Accept",
+                                         "application/openmetrics-text;version=1.0.0,"
+                                         "application/openmetrics-text;version=0.0.1;q=0.75,"
+                                         "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"}});
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    REQUIRE(res->get_header_value("Content-Type") ==
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    return res->body;
+}
+
+/// The lines of `text` that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, std::string_view prefix) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at < text.size()) {
+        const auto end = std::min(text.find('\n', at), text.size());
+        if (std::string_view(text).substr(at, end - at).starts_with(prefix)) {
+            out.push_back(text.substr(at, end - at));
+        }
+        at = end + 1;
+    }
+    return out;
+}
+
+std::string ucx_version() {
+    unsigned major = 0, minor = 0, release = 0;
+    ::ucp_get_version(&major, &minor, &release);
+    return fmt::format("{}.{}.{}", major, minor, release);
+}
+
+}  // namespace
+
+TEST_CASE("every family of both sets shows exactly what the agent did") {
+    prometheus_pair p;
+    REQUIRE(p.exporter().active());
+    std::vector<std::byte> remote_mem(1 << 20), local_mem(1 << 20);
+    REQUIRE(p.target->register_memory(descriptor::dram(remote_mem.data(), remote_mem.size())).ok());
+    const auto local = descriptor::dram(local_mem.data(), local_mem.size());
+    REQUIRE(p.initiator.register_memory(local).ok());
+    p.connect();
+
+    // 3 WRITEs of 12 KiB tagged w-<n>, 2 READs of 64 KiB tagged r-<n>: fewer than the timing
+    // sample per flush interval, so every one is timed.
+    std::vector<transfer_handle> handles;
+    for (int i = 0; i < 3; ++i) {
+        const auto id = fmt::format("w-{}", i);
+        transfer_handle h;
+        REQUIRE(p.initiator
+                    .create_transfer(
+                        transfer_op::write,
+                        std::vector{slice(local_mem, 0, 4096), slice(local_mem, 8192, 8192)},
+                        std::vector{slice(remote_mem, 0, 4096), slice(remote_mem, 8192, 8192)},
+                        "target", h, xtel::transfer_tags{.request_id = id})
+                    .ok());
+        REQUIRE(agent_test::run(p.initiator, h, p.target.get()).ok());
+        handles.push_back(h);
+    }
+    for (int i = 0; i < 2; ++i) {
+        const auto id = fmt::format("r-{}", i);
+        transfer_handle h;
+        REQUIRE(p.initiator
+                    .create_transfer(transfer_op::read, std::vector{slice(local_mem, 65536, 65536)},
+                                     std::vector{slice(remote_mem, 131072, 65536)}, "target", h,
+                                     xtel::transfer_tags{.request_id = id})
+                    .ok());
+        REQUIRE(agent_test::run(p.initiator, h, p.target.get()).ok());
+        handles.push_back(h);
+    }
+    // One error: a peer nobody loaded.
+    transfer_handle nowhere;
+    REQUIRE(p.initiator
+                .create_transfer(transfer_op::write, std::vector{slice(local_mem, 0, 64)},
+                                 std::vector{slice(remote_mem, 0, 64)}, "nobody", nowhere)
+                .code() == status_code::not_found);
+    for (const auto h : handles) {
+        REQUIRE(p.initiator.release(h).ok());
+    }
+    REQUIRE(p.initiator.deregister_memory(local).ok());
+    REQUIRE(p.initiator.disconnect("target").ok());
+    p.initiator.flush_telemetry();
+
+    const auto text = scrape(p.exporter().port());
+    INFO(text);
+    const auto nixl = "{" + p.nixl_labels() + "}";
+    const auto nixl_with = [&](std::string_view more) {
+        return "{" + p.nixl_labels() + "," + std::string(more) + "}";
+    };
+    // The NIXL set.
+    CHECK(value_of(text, "agent_tx_bytes_total" + nixl) == "36864");
+    CHECK(value_of(text, "agent_tx_requests_num_total" + nixl) == "3");
+    CHECK(value_of(text, "agent_rx_bytes_total" + nixl) == "131072");
+    CHECK(value_of(text, "agent_rx_requests_num_total" + nixl) == "2");
+    CHECK(value_of(text, "agent_tx_last_bytes" + nixl) == "12288");
+    CHECK(value_of(text, "agent_rx_last_bytes" + nixl) == "65536");
+    CHECK(value_of(text, "agent_memory_registered_total" + nixl) == "1048576");
+    CHECK(value_of(text, "agent_memory_registered_last_bytes" + nixl) == "1048576");
+    CHECK(value_of(text, "agent_memory_deregistered_total" + nixl) == "1048576");
+    CHECK(value_of(text, "agent_memory_deregistered_last_bytes" + nixl) == "1048576");
+    CHECK(value_of(text, "agent_xfer_time_us_count" + nixl) == "5");
+    CHECK(value_of(text, "agent_xfer_time_us_bucket" + nixl_with(R"(le="+Inf")")) == "5");
+    CHECK(value_of(text, "agent_xfer_post_time_us_count" + nixl) == "5");
+    CHECK(value_of(text, "agent_xfer_time_total" + nixl) ==
+          value_of(text, "agent_xfer_time_us_sum" + nixl));
+    CHECK(value_of(text, "agent_telemetry_events_dropped_total" + nixl) == "0");
+    CHECK(value_of(text, "agent_errors_total" + nixl_with(R"(status="not_found")")) == "1");
+    for (const char* other :
+         {"not_posted", "invalid_param", "backend", "mismatch", "not_allowed", "repost_active",
+          "unknown", "not_supported", "remote_disconnect", "canceled", "no_telemetry"}) {
+        CHECK(value_of(text, "agent_errors_total" +
+                                 nixl_with(fmt::format(R"(status="{}")", other))) == "0");
+    }
+
+    // The xtel set.
+    const std::string me = R"(agent_name="initiator")";
+    const auto xtel_with = [&](std::string_view more) {
+        return "{" + me + (more.empty() ? "" : ",") + std::string(more) + "}";
+    };
+    for (const char* family :
+         {"xtel_transfer_duration_seconds", "xtel_transfer_post_duration_seconds"}) {
+        CHECK(value_of(text, std::string(family) + "_count" +
+                                 xtel_with(R"(op="write",peer="target")")) == "3");
+        CHECK(value_of(text, std::string(family) + "_count" +
+                                 xtel_with(R"(op="read",peer="target")")) == "2");
+    }
+    CHECK(value_of(text, "xtel_errors_total" + xtel_with(R"(kind="not_found")")) == "1");
+    for (const char* other : {"invalid_argument", "busy", "not_supported", "bad_metadata",
+                              "remote_disconnected", "timed_out", "backend_error"}) {
+        CHECK(value_of(text, "xtel_errors_total" + xtel_with(fmt::format(R"(kind="{}")", other))) ==
+              "0");
+    }
+    CHECK(value_of(text, "xtel_memory_registered_bytes" + xtel_with("")) == "0");
+    CHECK(value_of(text, "xtel_memory_registrations_total" + xtel_with("")) == "1");
+    CHECK(value_of(text, "xtel_memory_deregistrations_total" + xtel_with("")) == "1");
+    CHECK(value_of(text, "xtel_connections" + xtel_with("")) == "0");
+    CHECK(value_of(text, "xtel_connections_opened_total" + xtel_with("")) == "1");
+    CHECK(value_of(text, "xtel_connections_closed_total" + xtel_with("")) == "1");
+    CHECK(value_of(text, "xtel_ucx_endpoint_errors_total" + xtel_with("")) == "0");
+    CHECK(value_of(text, "xtel_build_info" +
+                             xtel_with(fmt::format(R"(version="{}",ucx_version="{}")",
+                                                   XTEL_PROJECT_VERSION, ucx_version()))) == "1");
+    CHECK(value_of(text, "xtel_agent_info" + xtel_with(fmt::format(R"(backend="ucx",pid="{}")",
+                                                                   ::getpid()))) == "1");
+    CHECK(value_of(text, "xtel_exporter_up" + xtel_with(R"(exporter="prometheus")")) == "1");
+    CHECK(value_of(text, "xtel_exporter_events_lost_total" +
+                             xtel_with(R"(exporter="prometheus")")) == "0");
+    CHECK(value_of(text, "xtel_telemetry_events_dropped_total" + xtel_with("")) == "0");
+    CHECK(value_of(text, "xtel_telemetry_export_errors_total" + xtel_with("")) == "0");
+    // The one connection used at least one UCX transport, each with at least one lane.
+    const auto lanes = lines_starting(text, "xtel_transport_lanes{" + me + ",transport=\"");
+    CHECK_FALSE(lanes.empty());
+    for (const auto& line : lanes) {
+        CHECK(std::stoi(line.substr(line.rfind(' ') + 1)) >= 1);
+    }
+
+    // OpenMetrics: the latency buckets carry the ids the transfers were created with.
+    const auto om = scrape_openmetrics(p.exporter().port());
+    INFO(om);
+    const auto write_buckets = lines_starting(
+        om, "xtel_transfer_duration_seconds_bucket{" + me + R"(,op="write",peer="target",)");
+    const auto read_buckets = lines_starting(
+        om, "xtel_transfer_duration_seconds_bucket{" + me + R"(,op="read",peer="target",)");
+    const auto ids_in = [](const std::vector<std::string>& lines, std::string_view prefix) {
+        std::size_t n = 0;
+        for (const auto& l : lines) {
+            const auto at = l.find(" # {request_id=\"");
+            if (at != std::string::npos) {
+                CHECK(l.substr(at + 16, prefix.size()) == prefix);
+                ++n;
+            }
+        }
+        return n;
+    };
+    CHECK(ids_in(write_buckets, "w-") >= 1);
+    CHECK(ids_in(read_buckets, "r-") >= 1);
+    CHECK(om.ends_with("# EOF\n"));
 }
