@@ -72,8 +72,9 @@ struct transfer_record {
     /// time as records with requests and bytes only: times 0, timed false.
     bool timed = true;
     /// The request or trace id the caller gave the transfer, for exemplars; empty when none.
-    /// Valid for the exporter call it is handed to. Not filled yet: the agent and the pipeline
-    /// do not carry ids until the rest of issue 14 lands, so it is always empty today.
+    /// Valid for the exporter call it is handed to. Filled on timed records only: the agent
+    /// passes the id given to create_transfer (transfer_tags, at most max_request_id bytes)
+    /// with the timed completion, and the pipeline stages it beside the record.
     std::string_view request_id{};
 };
 

@@ -13,7 +13,7 @@
 
 namespace xtel::metrics {
 
-/// A label every series of a snapshot carries, before its own (agent_name, hostname).
+/// A label every series of a snapshot carries, before its own (for an agent: agent_name).
 struct label {
     std::string name;
     std::string value;
@@ -33,7 +33,7 @@ struct family_snapshot {
 
 /// One producer's metrics (an agent's) at one moment.
 struct snapshot {
-    /// Labels of every series, first: for an agent, agent_name and hostname.
+    /// Labels of every series, first: for an agent, agent_name.
     std::vector<label> labels;
     /// Families that have at least one series, sorted by name; names are unique.
     std::vector<family_snapshot> families;
