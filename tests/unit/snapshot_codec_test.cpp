@@ -10,6 +10,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xtel/metrics/snapshot_codec.hpp"
@@ -20,6 +21,14 @@ using Catch::Matchers::Contains;
 namespace {
 
 constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
+
+/// A counter's or gauge's series.
+series value_series(std::vector<std::string> label_values, std::uint64_t value) {
+    series s;
+    s.label_values = std::move(label_values);
+    s.value = value;
+    return s;
+}
 
 /// Every field of every type set, with values that a codec of the wrong width or byte order
 /// would not bring back.
@@ -53,11 +62,12 @@ snapshot rich_snapshot() {
 
     family_snapshot bytes;
     bytes.spec = {"bytes_total", "Bytes moved.\nTwo lines.", metric_type::counter, {"peer"}};
-    bytes.series = {{{"p1"}, max_u64}, {{""}, 0}, {{std::string("\xff\0 raw", 6)}, 42}};
+    bytes.series = {value_series({"p1"}, max_u64), value_series({""}, 0),
+                    value_series({std::string("\xff\0 raw", 6)}, 42)};
 
     family_snapshot level;
     level.spec = {"queue_depth", "", metric_type::gauge, {}, 0, {}, "", true};
-    level.series = {{{}, 12345}};
+    level.series = {value_series({}, 12345)};
 
     family_snapshot post;
     post.spec = {"z_post_seconds", "Post time.", metric_type::summary, {"kind"}, 18, {}, "seconds"};
@@ -250,9 +260,11 @@ TEST_CASE("bounds that do not increase are refused", "[snapshot_codec]") {
                Contains("bound 1 is 0.5 after 1: expected strictly increasing bounds"));
 
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    CHECK_THAT(refusal(encoded(
-                   one_family({"lat", "", metric_type::histogram, {}, 0, {nan}}, {{}, 0, {0}}))),
-               Contains("bound 0 is NaN"));
+    series one_bucket;
+    one_bucket.buckets = {0};
+    CHECK_THAT(
+        refusal(encoded(one_family({"lat", "", metric_type::histogram, {}, 0, {nan}}, one_bucket))),
+        Contains("bound 0 is NaN"));
 }
 
 TEST_CASE("a count larger than the bytes left can hold is refused before allocating",
@@ -288,8 +300,8 @@ TEST_CASE("counts and lengths past the limits are refused naming the limit", "[s
 
 TEST_CASE("a series with another number of label values than the family's names is refused",
           "[snapshot_codec]") {
-    const auto bytes =
-        encoded(one_family({"a_total", "", metric_type::counter, {"peer"}}, {{"p1", "extra"}, 1}));
+    const auto bytes = encoded(one_family({"a_total", "", metric_type::counter, {"peer"}},
+                                          value_series({"p1", "extra"}, 1)));
     CHECK_THAT(refusal(bytes), Contains("family 0 (\"a_total\") series 0: the label value count "
                                         "is 2: expected 1 (one per label name)"));
 }
