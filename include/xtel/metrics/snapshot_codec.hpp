@@ -1,0 +1,57 @@
+#pragma once
+/// A snapshot as bytes: the payload of the node snapshot file, which an agent's node exporter
+/// rewrites at every flush and other processes (xtel-exporter) read. docs/node-format.md lays it
+/// out byte by byte, so a reader can be written from the doc alone.
+///
+/// The reader is another process, and the file may be torn, truncated or hostile, so decoding
+/// trusts nothing: every count and length is checked against the bytes left and against the
+/// limits below before anything is allocated, and only what encode_snapshot writes is accepted
+/// (one encoding per snapshot: decode then encode gives back the same bytes).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "xtel/error.hpp"
+#include "xtel/metrics/snapshot.hpp"
+
+namespace xtel::metrics {
+
+/// The version written after the magic; a reader refuses every version it does not know.
+inline constexpr std::uint32_t snapshot_codec_version = 1;
+
+/// What decode_snapshot accepts at most; a payload past them is refused, not truncated.
+struct snapshot_codec_limits {
+    static constexpr std::uint32_t max_families = 65536;
+    static constexpr std::uint32_t max_series_per_family = 1u << 20;
+    /// Labels of the snapshot, label names of a family.
+    static constexpr std::uint32_t max_labels = 64;
+    static constexpr std::uint32_t max_bounds = 4096;
+    static constexpr std::uint32_t max_string_bytes = 1u << 20;
+};
+
+/// Appends the encoding of `s` to `out` (cleared first; its capacity is kept, so a publisher
+/// that reuses `out` allocates only when a snapshot outgrows the last).
+/// PRECONDITION: `s` is shaped as take_snapshot makes it (the rules decode_snapshot checks:
+/// families sorted by name, each series with one value per label name, buckets only for
+/// histograms, and within the limits); otherwise decode_snapshot refuses the bytes.
+void encode_snapshot(const snapshot& s, std::vector<std::byte>& out);
+
+/// Thrown by decode_snapshot: what() is one line saying what is wrong and at which byte offset.
+class snapshot_decode_error : public error {
+  public:
+    using error::error;
+};
+
+/// Decodes what encode_snapshot wrote. Throws snapshot_decode_error on anything else: too
+/// short, another magic or an unknown version, a count or length past the bytes left or past
+/// snapshot_codec_limits, a type other than the four or decimals above 18, a fixed_labels byte
+/// other than 0 or 1, families not sorted by name (or a name twice), bounds for a type other
+/// than histogram, bounds that are NaN or not strictly increasing, a series whose number of
+/// label values is not the family's number of label names, buckets other than one per bound,
+/// exemplars other than none or one per bucket and one for +Inf, bytes after the end. Never
+/// reads outside `bytes` and allocates in proportion to its size.
+snapshot decode_snapshot(std::span<const std::byte> bytes);
+
+}  // namespace xtel::metrics

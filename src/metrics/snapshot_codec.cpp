@@ -1,0 +1,400 @@
+#include "xtel/metrics/snapshot_codec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+namespace xtel::metrics {
+
+namespace {
+
+using limits = snapshot_codec_limits;
+
+constexpr std::byte magic[4] = {std::byte{'X'}, std::byte{'S'}, std::byte{'N'}, std::byte{'P'}};
+
+// The fewest bytes each element can take, so that a count is checked against the bytes left
+// before anything is reserved for it: a count of n claims at least n times these.
+constexpr std::size_t min_string = 4;
+constexpr std::size_t min_label = 2 * min_string;
+constexpr std::size_t min_family = 3 * min_string + 3 + 3 * 4;  // 3 strings, 3 bytes, 3 counts
+constexpr std::size_t min_series = 4 + 3 * 8 + 2 * 4;           // label count, 3 values, 2 counts
+constexpr std::size_t min_exemplar = 2 * min_string + 2 * 8;
+
+// Little-endian, byte by byte: the same bytes on every host.
+class writer {
+  public:
+    explicit writer(std::vector<std::byte>& out) : out_(out) {}
+
+    void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
+    void u32(std::uint32_t v) { le(v, 4); }
+    void u64(std::uint64_t v) { le(v, 8); }
+    void f64(double v) { u64(std::bit_cast<std::uint64_t>(v)); }
+    void count(std::size_t n) { u32(static_cast<std::uint32_t>(n)); }
+    void string(std::string_view s) {
+        count(s.size());
+        const auto* p = reinterpret_cast<const std::byte*>(s.data());
+        out_.insert(out_.end(), p, p + s.size());
+    }
+
+  private:
+    void le(std::uint64_t v, int n) {
+        for (int i = 0; i < n; ++i) {
+            out_.push_back(static_cast<std::byte>(v >> (8 * i)));
+        }
+    }
+
+    std::vector<std::byte>& out_;
+};
+
+void encode_series(writer& w, const series& s) {
+    w.count(s.label_values.size());
+    for (const auto& v : s.label_values) {
+        w.string(v);
+    }
+    w.u64(s.value);
+    w.u64(s.sum);
+    w.u64(s.count);
+    w.count(s.buckets.size());
+    for (const auto b : s.buckets) {
+        w.u64(b);
+    }
+    w.count(s.exemplars.size());
+    for (const auto& e : s.exemplars) {
+        w.string(e.label_name);
+        w.string(e.label_value);
+        w.u64(e.value);
+        w.u64(e.timestamp_us);
+    }
+}
+
+void encode_family(writer& w, const family_snapshot& f) {
+    const family_spec& spec = f.spec;
+    w.string(spec.name);
+    w.string(spec.help);
+    w.u8(static_cast<std::uint8_t>(spec.type));
+    w.u8(spec.decimals);
+    w.u8(spec.fixed_labels ? 1 : 0);
+    w.string(spec.unit);
+    w.count(spec.label_names.size());
+    for (const auto& n : spec.label_names) {
+        w.string(n);
+    }
+    w.count(spec.bounds.size());
+    for (const auto b : spec.bounds) {
+        w.f64(b);
+    }
+    w.count(f.series.size());
+    for (const auto& s : f.series) {
+        encode_series(w, s);
+    }
+}
+
+/// A string from the input as a message may quote it: printable ASCII, the rest escaped, cut
+/// short, so that what() stays one readable line whatever the bytes.
+std::string printable(std::string_view s) {
+    constexpr std::size_t max_shown = 48;
+    std::string out = "\"";
+    for (const char c : s.substr(0, max_shown)) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (u < 0x20 || u > 0x7e) {
+            out += fmt::format("\\x{:02x}", u);
+        } else {
+            out += c;
+        }
+    }
+    out += s.size() > max_shown ? "\"..." : "\"";
+    return out;
+}
+
+/// Reads the input front to back; every read checks the bytes left, every failure throws
+/// snapshot_decode_error naming the byte offset and where in the snapshot it was.
+class reader {
+  public:
+    static constexpr std::size_t none = SIZE_MAX;
+
+    explicit reader(std::span<const std::byte> in) : in_(in) {}
+
+    std::size_t offset() const noexcept { return pos_; }
+    std::size_t left() const noexcept { return in_.size() - pos_; }
+
+    /// Where the next failure is said to be: the family and series being read (none: not in
+    /// one), so a message reads "family 3 series 7: ...".
+    void at_family(std::size_t f, const std::string* name) {
+        family_ = f;
+        family_name_ = name;
+        series_ = none;
+    }
+    void at_series(std::size_t s) { series_ = s; }
+
+    [[noreturn]] void fail(std::size_t at, std::string_view what) const {
+        std::string where;
+        if (family_ != none) {
+            where = fmt::format("family {}", family_);
+            if (family_name_ != nullptr) {
+                where += fmt::format(" ({})", printable(*family_name_));
+            }
+            if (series_ != none) {
+                where += fmt::format(" series {}", series_);
+            }
+            where += ": ";
+        }
+        throw snapshot_decode_error(
+            fmt::format("snapshot payload, byte {}: {}{}", at, where, what));
+    }
+
+    std::span<const std::byte> bytes(std::size_t n, std::string_view field) {
+        if (n > left()) {
+            fail(pos_, fmt::format("truncated: {} takes {} bytes, {} left", field, n, left()));
+        }
+        const auto out = in_.subspan(pos_, n);
+        pos_ += n;
+        return out;
+    }
+    std::uint8_t u8(std::string_view field) {
+        return std::to_integer<std::uint8_t>(bytes(1, field)[0]);
+    }
+    std::uint32_t u32(std::string_view field) {
+        return static_cast<std::uint32_t>(le(bytes(4, field)));
+    }
+    std::uint64_t u64(std::string_view field) { return le(bytes(8, field)); }
+
+    /// A count of elements that take at least `min_size` bytes each: refused past `limit` or
+    /// past what the bytes left can hold, so that reserving for it is safe.
+    std::uint32_t count(std::string_view field, std::uint32_t limit, std::size_t min_size) {
+        const std::size_t at = pos_;
+        const std::uint32_t n = u32(field);
+        if (n > limit) {
+            fail(at, fmt::format("{} is {}: at most {} are accepted", field, n, limit));
+        }
+        if (n > left() / min_size) {
+            fail(at, fmt::format("{} is {}, but {} bytes left hold at most {}", field, n, left(),
+                                 left() / min_size));
+        }
+        return n;
+    }
+    /// The count of a vector that must hold exactly `expected` elements (`why` says why).
+    std::uint32_t exact_count(std::string_view field,
+                              std::size_t expected,
+                              std::string_view why,
+                              std::size_t min_size) {
+        const std::size_t at = pos_;
+        const std::uint32_t n = u32(field);
+        if (n != expected) {
+            fail(at, fmt::format("{} is {}: expected {} ({})", field, n, expected, why));
+        }
+        if (n > left() / min_size) {
+            fail(at, fmt::format("truncated: {} {} take at least {} bytes, {} left", n, field,
+                                 n * min_size, left()));
+        }
+        return n;
+    }
+    std::string string(std::string_view field) {
+        const std::size_t at = pos_;
+        const std::uint32_t n = u32(field);
+        if (n > limits::max_string_bytes) {
+            fail(at, fmt::format("{} is {} bytes long: at most {} are accepted", field, n,
+                                 limits::max_string_bytes));
+        }
+        const auto b = bytes(n, field);
+        return {reinterpret_cast<const char*>(b.data()), b.size()};
+    }
+
+  private:
+    static std::uint64_t le(std::span<const std::byte> b) {
+        std::uint64_t v = 0;
+        for (std::size_t i = 0; i < b.size(); ++i) {
+            v |= std::to_integer<std::uint64_t>(b[i]) << (8 * i);
+        }
+        return v;
+    }
+
+    std::span<const std::byte> in_;
+    std::size_t pos_ = 0;
+    std::size_t family_ = none;
+    const std::string* family_name_ = nullptr;
+    std::size_t series_ = none;
+};
+
+void decode_header(reader& r) {
+    const auto m = r.bytes(sizeof magic, "the magic");
+    if (!std::equal(m.begin(), m.end(), std::begin(magic))) {
+        r.fail(0, "the magic is not \"XSNP\": not an encoded snapshot");
+    }
+    const std::uint32_t version = r.u32("the version");
+    if (version != snapshot_codec_version) {
+        r.fail(sizeof magic, fmt::format("version {} is unknown: this reader knows version {}",
+                                         version, snapshot_codec_version));
+    }
+}
+
+series decode_series(reader& r, const family_spec& spec) {
+    series s;
+    const bool histogram = spec.type == metric_type::histogram;
+    const std::uint32_t labels = r.exact_count("the label value count", spec.label_names.size(),
+                                               "one per label name", min_string);
+    s.label_values.reserve(labels);
+    for (std::uint32_t i = 0; i < labels; ++i) {
+        s.label_values.push_back(r.string("a label value"));
+    }
+    s.value = r.u64("the value");
+    s.sum = r.u64("the sum");
+    s.count = r.u64("the count");
+
+    const std::uint32_t buckets =
+        r.exact_count("the bucket count", spec.bounds.size(),
+                      histogram ? "one per bound" : "buckets only for a histogram", 8);
+    s.buckets.reserve(buckets);
+    for (std::uint32_t i = 0; i < buckets; ++i) {
+        s.buckets.push_back(r.u64("a bucket"));
+    }
+
+    const std::size_t at = r.offset();
+    const std::uint32_t exemplars =
+        r.count("the exemplar count", limits::max_bounds + 1, min_exemplar);
+    if (exemplars != 0 && (!histogram || exemplars != spec.bounds.size() + 1)) {
+        r.fail(at, histogram ? fmt::format("the exemplar count is {}: expected 0 or {} (one per "
+                                           "bound and one for +Inf)",
+                                           exemplars, spec.bounds.size() + 1)
+                             : fmt::format("the exemplar count is {}: expected 0 (exemplars only "
+                                           "for a histogram)",
+                                           exemplars));
+    }
+    s.exemplars.resize(exemplars);
+    for (exemplar& e : s.exemplars) {
+        e.label_name = r.string("an exemplar's label name");
+        e.label_value = r.string("an exemplar's label value");
+        e.value = r.u64("an exemplar's value");
+        e.timestamp_us = r.u64("an exemplar's timestamp");
+    }
+    return s;
+}
+
+void decode_bounds(reader& r, family_spec& spec) {
+    const std::size_t at = r.offset();
+    const std::uint32_t n = r.count("the bound count", limits::max_bounds, 8);
+    if (n != 0 && spec.type != metric_type::histogram) {
+        r.fail(at, fmt::format("the bound count is {}: expected 0 (bounds only for a histogram, "
+                               "this is a {})",
+                               n, to_string(spec.type)));
+    }
+    spec.bounds.reserve(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const std::size_t b_at = r.offset();
+        const double b = std::bit_cast<double>(r.u64("a bound"));
+        if (std::isnan(b)) {
+            r.fail(b_at, fmt::format("bound {} is NaN: expected strictly increasing numbers", i));
+        }
+        if (i > 0 && !(b > spec.bounds.back())) {
+            r.fail(b_at, fmt::format("bound {} is {} after {}: expected strictly increasing bounds",
+                                     i, b, spec.bounds.back()));
+        }
+        spec.bounds.push_back(b);
+    }
+}
+
+/// Reads a family's spec into `spec` (of the family at `index`, after `previous` if any).
+void decode_spec(reader& r, std::size_t index, const family_spec* previous, family_spec& spec) {
+    const std::size_t name_at = r.offset();
+    spec.name = r.string("the name");
+    r.at_family(index, &spec.name);
+    if (previous != nullptr && !(previous->name < spec.name)) {
+        r.fail(name_at, fmt::format("the name does not sort after family {}'s {}: expected "
+                                    "families sorted by name, each name once",
+                                    index - 1, printable(previous->name)));
+    }
+    spec.help = r.string("the help");
+
+    const std::size_t type_at = r.offset();
+    const std::uint8_t type = r.u8("the type");
+    if (type > static_cast<std::uint8_t>(metric_type::summary)) {
+        r.fail(type_at, fmt::format("the type byte is {}: expected 0 (counter), 1 (gauge), 2 "
+                                    "(histogram) or 3 (summary)",
+                                    type));
+    }
+    spec.type = static_cast<metric_type>(type);
+
+    const std::size_t decimals_at = r.offset();
+    spec.decimals = r.u8("the decimals");
+    if (spec.decimals > 18) {
+        r.fail(decimals_at, fmt::format("decimals is {}: expected 0 to 18", spec.decimals));
+    }
+
+    const std::size_t fixed_at = r.offset();
+    const std::uint8_t fixed = r.u8("fixed_labels");
+    if (fixed > 1) {
+        r.fail(fixed_at, fmt::format("fixed_labels is {}: expected 0 or 1", fixed));
+    }
+    spec.fixed_labels = fixed == 1;
+
+    spec.unit = r.string("the unit");
+    const std::uint32_t names = r.count("the label name count", limits::max_labels, min_string);
+    spec.label_names.reserve(names);
+    for (std::uint32_t i = 0; i < names; ++i) {
+        spec.label_names.push_back(r.string("a label name"));
+    }
+    decode_bounds(r, spec);
+}
+
+void decode_families(reader& r, std::vector<family_snapshot>& out) {
+    const std::uint32_t n = r.count("the family count", limits::max_families, min_family);
+    out.reserve(n);  // so that the reader may point at a family's name while reading it
+    for (std::uint32_t i = 0; i < n; ++i) {
+        r.at_family(i, nullptr);
+        family_snapshot& f = out.emplace_back();
+        decode_spec(r, i, i > 0 ? &out[i - 1].spec : nullptr, f.spec);
+        const std::uint32_t series_n =
+            r.count("the series count", limits::max_series_per_family, min_series);
+        f.series.reserve(series_n);
+        for (std::uint32_t j = 0; j < series_n; ++j) {
+            r.at_series(j);
+            f.series.push_back(decode_series(r, f.spec));
+        }
+    }
+    r.at_family(reader::none, nullptr);
+}
+
+}  // namespace
+
+void encode_snapshot(const snapshot& s, std::vector<std::byte>& out) {
+    out.clear();
+    writer w(out);
+    out.insert(out.end(), std::begin(magic), std::end(magic));
+    w.u32(snapshot_codec_version);
+    w.count(s.labels.size());
+    for (const auto& l : s.labels) {
+        w.string(l.name);
+        w.string(l.value);
+    }
+    w.count(s.families.size());
+    for (const auto& f : s.families) {
+        encode_family(w, f);
+    }
+}
+
+snapshot decode_snapshot(std::span<const std::byte> bytes) {
+    reader r(bytes);
+    decode_header(r);
+    snapshot s;
+    const std::uint32_t labels = r.count("the label count", limits::max_labels, min_label);
+    s.labels.resize(labels);
+    for (label& l : s.labels) {
+        l.name = r.string("a label's name");
+        l.value = r.string("a label's value");
+    }
+    decode_families(r, s.families);
+    if (r.left() != 0) {
+        r.fail(r.offset(),
+               fmt::format("{} bytes after the last family: expected the end", r.left()));
+    }
+    return s;
+}
+
+}  // namespace xtel::metrics

@@ -1,0 +1,360 @@
+// The snapshot codec: every snapshot comes back exactly, and anything but an encoding is refused
+// with a message that says what is wrong and where.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xtel/metrics/snapshot_codec.hpp"
+
+using namespace xtel::metrics;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
+
+/// A counter's or gauge's series.
+series value_series(std::vector<std::string> label_values, std::uint64_t value) {
+    series s;
+    s.label_values = std::move(label_values);
+    s.value = value;
+    return s;
+}
+
+/// Every field of every type set, with values that a codec of the wrong width or byte order
+/// would not bring back.
+snapshot rich_snapshot() {
+    snapshot s;
+    s.labels = {{"agent_name", "agent-1"}, {"hostname", ""}};
+
+    family_snapshot lat;
+    lat.spec = {"a_transfer_seconds",
+                "Transfer time.",
+                metric_type::histogram,
+                {"peer", "op"},
+                6,
+                {-1.5, 0, 2.5e9, std::numeric_limits<double>::infinity()},
+                "seconds",
+                false};
+    series with_exemplars;
+    with_exemplars.label_values = {"Zürich/東京", ""};
+    with_exemplars.buckets = {1, 0, max_u64, 7};
+    with_exemplars.exemplars = {{"request_id", "req-1", 3, 1'700'000'000'000'000},
+                                {"request_id", "", 0, 0},
+                                {"trace_id", "✓", max_u64, max_u64},
+                                {"", "", 0, 1},
+                                {"request_id", "inf", 1ull << 40, 5}};
+    with_exemplars.sum = 0x0102030405060708;
+    with_exemplars.count = max_u64;
+    series without_exemplars;
+    without_exemplars.label_values = {"p2", "READ"};
+    without_exemplars.buckets = {0, 0, 0, 0};
+    lat.series = {with_exemplars, without_exemplars};
+
+    family_snapshot bytes;
+    bytes.spec = {"bytes_total", "Bytes moved.\nTwo lines.", metric_type::counter, {"peer"}};
+    bytes.series = {value_series({"p1"}, max_u64), value_series({""}, 0),
+                    value_series({std::string("\xff\0 raw", 6)}, 42)};
+
+    family_snapshot level;
+    level.spec = {"queue_depth", "", metric_type::gauge, {}, 0, {}, "", true};
+    level.series = {value_series({}, 12345)};
+
+    family_snapshot post;
+    post.spec = {"z_post_seconds", "Post time.", metric_type::summary, {"kind"}, 18, {}, "seconds"};
+    series sum_count;
+    sum_count.label_values = {"error"};
+    sum_count.sum = 99;
+    sum_count.count = 3;
+    post.series = {sum_count};
+
+    s.families = {lat, bytes, level, post};
+    return s;
+}
+
+std::vector<std::byte> encoded(const snapshot& s) {
+    std::vector<std::byte> out;
+    encode_snapshot(s, out);
+    return out;
+}
+
+std::vector<std::byte> le_bytes(std::uint64_t v, int n) {
+    std::vector<std::byte> out;
+    for (int i = 0; i < n; ++i) {
+        out.push_back(static_cast<std::byte>(v >> (8 * i)));
+    }
+    return out;
+}
+
+/// Overwrites the first occurrence of `from` in `bytes` with `to` (same size).
+void replace_first(std::vector<std::byte>& bytes,
+                   const std::vector<std::byte>& from,
+                   const std::vector<std::byte>& to) {
+    const auto it = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+    REQUIRE(it != bytes.end());
+    std::copy(to.begin(), to.end(), it);
+}
+
+/// The message decode_snapshot gives for `bytes`; fails the test when it decodes.
+std::string refusal(std::span<const std::byte> bytes) {
+    try {
+        decode_snapshot(bytes);
+    } catch (const snapshot_decode_error& e) {
+        return e.what();
+    }
+    FAIL("decoded without an error");
+    return {};
+}
+
+/// A snapshot of one family and one series, for corrupting one field at a time.
+snapshot one_family(family_spec spec, series s) {
+    snapshot out;
+    out.families = {{std::move(spec), {std::move(s)}}};
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the empty snapshot is the magic the version and two zero counts", "[snapshot_codec]") {
+    const auto bytes = encoded(snapshot{});
+    std::vector<std::byte> expected = {std::byte{'X'}, std::byte{'S'}, std::byte{'N'},
+                                       std::byte{'P'}};
+    for (const std::uint64_t v :
+         {std::uint64_t{snapshot_codec_version}, std::uint64_t{0}, std::uint64_t{0}}) {
+        const auto b = le_bytes(v, 4);
+        expected.insert(expected.end(), b.begin(), b.end());
+    }
+    CHECK(bytes == expected);
+    CHECK(decode_snapshot(bytes) == snapshot{});
+}
+
+TEST_CASE("a snapshot of every type with exemplars and odd strings comes back exactly",
+          "[snapshot_codec]") {
+    const snapshot s = rich_snapshot();
+    const auto bytes = encoded(s);
+    const snapshot back = decode_snapshot(bytes);
+    CHECK(back == s);
+    // Field by field too, so a failure says which one differs.
+    REQUIRE(back.families.size() == 4);
+    CHECK(back.labels == s.labels);
+    CHECK(back.families[0].spec.bounds == s.families[0].spec.bounds);
+    CHECK(back.families[0].series[0].exemplars == s.families[0].series[0].exemplars);
+    CHECK(back.families[0].series[0].label_values[0] == "Zürich/東京");
+    CHECK(back.families[2].spec.fixed_labels);
+    CHECK(back.families[3].spec.decimals == 18);
+    CHECK(back.families[3].spec.unit == "seconds");
+    CHECK(encoded(back) == bytes);
+}
+
+TEST_CASE("encoding into a used buffer replaces what it held", "[snapshot_codec]") {
+    std::vector<std::byte> out(100, std::byte{0xee});
+    encode_snapshot(rich_snapshot(), out);
+    CHECK(out == encoded(rich_snapshot()));
+}
+
+TEST_CASE("a snapshot taken from a metric store comes back exactly", "[snapshot_codec]") {
+    metric_store store;
+    const auto bytes_f =
+        store.add_family({"bytes_total", "Bytes.", metric_type::counter, {"peer", "op"}});
+    const auto depth = store.add_family({"depth", "Depth.", metric_type::gauge, {}});
+    const auto lat = store.add_family({"latency_seconds",
+                                       "Latency.",
+                                       metric_type::histogram,
+                                       {"peer"},
+                                       6,
+                                       {100, 1000, 10000},
+                                       "seconds"});
+    const auto post = store.add_family({"post_seconds", "Post.", metric_type::summary, {}, 6});
+    const auto errors = store.add_family(
+        {"errors_total", "Errors.", metric_type::counter, {"status"}, 0, {}, "", true});
+    store.add(bytes_f, {"p1", "WRITE"}, 4096);
+    store.add(bytes_f, {"p2", "READ"}, 1);
+    store.set(depth, {}, 9);
+    store.observe(store.series_of(lat, {"p1"}), 50, exemplar{"request_id", "req-1", 0, 1000});
+    store.observe(store.series_of(lat, {"p1"}), 50'000, exemplar{"request_id", "req-2", 0, 2000});
+    store.observe(lat, {"p2"}, 700);
+    store.observe(post, {}, 12);
+    store.add(errors, {"NIXL_ERR_BACKEND"}, 2);
+
+    const snapshot s = take_snapshot(store, {{"agent_name", "a1"}});
+    REQUIRE(s.families.size() == 6);  // and the folded-updates family
+    CHECK(decode_snapshot(encoded(s)) == s);
+}
+
+TEST_CASE("every truncation of an encoding is refused", "[snapshot_codec]") {
+    const auto bytes = encoded(rich_snapshot());
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        INFO("prefix of " << n << " of " << bytes.size() << " bytes");
+        const std::string what = refusal(std::span(bytes).first(n));
+        CHECK_THAT(what, Contains("snapshot payload, byte "));
+        CHECK(what.find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("every one-byte change is refused or decodes to what encodes to it", "[snapshot_codec]") {
+    const auto bytes = encoded(rich_snapshot());
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        for (const std::byte flip : {std::byte{0x01}, std::byte{0x80}, std::byte{0xff}}) {
+            auto changed = bytes;
+            changed[i] ^= flip;
+            INFO("byte " << i << " xor " << std::to_integer<int>(flip));
+            snapshot decoded;
+            try {
+                decoded = decode_snapshot(changed);
+            } catch (const snapshot_decode_error&) {
+                continue;
+            }
+            CHECK(encoded(decoded) == changed);
+        }
+    }
+}
+
+TEST_CASE("another magic is refused", "[snapshot_codec]") {
+    auto bytes = encoded(snapshot{});
+    bytes[3] = std::byte{'Q'};
+    CHECK_THAT(refusal(bytes), Contains("byte 0: the magic is not \"XSNP\""));
+}
+
+TEST_CASE("an unknown version is refused naming the version", "[snapshot_codec]") {
+    auto bytes = encoded(rich_snapshot());
+    bytes[4] = std::byte{2};
+    CHECK_THAT(refusal(bytes),
+               Contains("byte 4: version 2 is unknown: this reader knows version 1"));
+}
+
+TEST_CASE("a type byte past summary is refused naming the family", "[snapshot_codec]") {
+    auto bytes = encoded(one_family({"a_total", "h", metric_type::counter, {}}, {}));
+    // magic, version, label count, family count, name (4 + 7), help (4 + 1): the type is at 32.
+    REQUIRE(bytes[32] == std::byte{0});
+    bytes[32] = std::byte{7};
+    CHECK_THAT(refusal(bytes), Contains("byte 32: family 0 (\"a_total\"): the type byte is 7: "
+                                        "expected 0 (counter), 1 (gauge), 2 (histogram) or 3 "
+                                        "(summary)"));
+}
+
+TEST_CASE("decimals past 18 and a fixed_labels byte past 1 are refused", "[snapshot_codec]") {
+    auto bytes = encoded(one_family({"a_total", "h", metric_type::counter, {}}, {}));
+    auto decimals = bytes;
+    decimals[33] = std::byte{19};
+    CHECK_THAT(refusal(decimals), Contains("byte 33: family 0 (\"a_total\"): decimals is 19"));
+    bytes[34] = std::byte{2};
+    CHECK_THAT(refusal(bytes), Contains("byte 34: family 0 (\"a_total\"): fixed_labels is 2"));
+}
+
+TEST_CASE("bounds that do not increase are refused", "[snapshot_codec]") {
+    series s;
+    s.buckets = {0, 0, 0};
+    auto bytes = encoded(one_family({"lat", "", metric_type::histogram, {}, 0, {1, 2, 3}}, s));
+    replace_first(bytes, le_bytes(std::bit_cast<std::uint64_t>(2.0), 8),
+                  le_bytes(std::bit_cast<std::uint64_t>(0.5), 8));
+    CHECK_THAT(refusal(bytes),
+               Contains("bound 1 is 0.5 after 1: expected strictly increasing bounds"));
+
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    series one_bucket;
+    one_bucket.buckets = {0};
+    CHECK_THAT(
+        refusal(encoded(one_family({"lat", "", metric_type::histogram, {}, 0, {nan}}, one_bucket))),
+        Contains("bound 0 is NaN"));
+}
+
+TEST_CASE("a count larger than the bytes left can hold is refused before allocating",
+          "[snapshot_codec]") {
+    auto bytes = encoded(snapshot{});
+    // The family count, at byte 12: the limit itself, with nothing after it.
+    const auto count = le_bytes(snapshot_codec_limits::max_families, 4);
+    std::copy(count.begin(), count.end(), bytes.begin() + 12);
+    CHECK_THAT(refusal(bytes), Contains("byte 12: the family count is 65536, but 0 bytes left "
+                                        "hold at most 0"));
+
+    series s;
+    auto series_bytes = encoded(one_family({"g", "", metric_type::gauge, {}}, s));
+    // The series count is the family's last field, 4 bytes before the series (36 bytes).
+    const std::size_t at = series_bytes.size() - 36 - 4;
+    const auto huge = le_bytes(0xffffffff, 4);
+    std::copy(huge.begin(), huge.end(), series_bytes.begin() + static_cast<std::ptrdiff_t>(at));
+    CHECK_THAT(refusal(series_bytes),
+               Contains("the series count is 4294967295: at most 1048576 are accepted"));
+}
+
+TEST_CASE("counts and lengths past the limits are refused naming the limit", "[snapshot_codec]") {
+    snapshot many_labels;
+    many_labels.labels.resize(65);
+    CHECK_THAT(refusal(encoded(many_labels)),
+               Contains("byte 8: the label count is 65: at most 64 are accepted"));
+
+    snapshot long_value;
+    long_value.labels = {{"agent_name", std::string((1u << 20) + 1, 'x')}};
+    CHECK_THAT(refusal(encoded(long_value)),
+               Contains("a label's value is 1048577 bytes long: at most 1048576 are accepted"));
+}
+
+TEST_CASE("a series with another number of label values than the family's names is refused",
+          "[snapshot_codec]") {
+    const auto bytes = encoded(one_family({"a_total", "", metric_type::counter, {"peer"}},
+                                          value_series({"p1", "extra"}, 1)));
+    CHECK_THAT(refusal(bytes), Contains("family 0 (\"a_total\") series 0: the label value count "
+                                        "is 2: expected 1 (one per label name)"));
+}
+
+TEST_CASE("buckets other than one per bound are refused", "[snapshot_codec]") {
+    series s;
+    s.buckets = {1};
+    CHECK_THAT(refusal(encoded(one_family({"lat", "", metric_type::histogram, {}, 0, {1, 2}}, s))),
+               Contains("series 0: the bucket count is 1: expected 2 (one per bound)"));
+    CHECK_THAT(refusal(encoded(one_family({"a_total", "", metric_type::counter, {}}, s))),
+               Contains("the bucket count is 1: expected 0 (buckets only for a histogram)"));
+}
+
+TEST_CASE("exemplars other than none or one per bucket and +Inf are refused", "[snapshot_codec]") {
+    series s;
+    s.buckets = {0, 0};
+    s.exemplars.resize(2);
+    CHECK_THAT(
+        refusal(encoded(one_family({"lat", "", metric_type::histogram, {}, 0, {1, 2}}, s))),
+        Contains("the exemplar count is 2: expected 0 or 3 (one per bound and one for +Inf)"));
+    series counter;
+    counter.exemplars.resize(1);
+    CHECK_THAT(refusal(encoded(one_family({"a_total", "", metric_type::counter, {}}, counter))),
+               Contains("the exemplar count is 1: expected 0 (exemplars only for a histogram)"));
+}
+
+TEST_CASE("bounds on a family other than a histogram are refused", "[snapshot_codec]") {
+    CHECK_THAT(refusal(encoded(one_family({"g", "", metric_type::gauge, {}, 0, {1}}, {}))),
+               Contains("the bound count is 1: expected 0 (bounds only for a histogram, this is "
+                        "a gauge)"));
+}
+
+TEST_CASE("families out of name order or named twice are refused", "[snapshot_codec]") {
+    snapshot s;
+    s.families = {{{"b_total", "", metric_type::counter, {}}, {{}}},
+                  {{"a_total", "", metric_type::counter, {}}, {{}}}};
+    CHECK_THAT(refusal(encoded(s)), Contains("family 1 (\"a_total\"): the name does not sort "
+                                             "after family 0's \"b_total\""));
+    s.families[1].spec.name = "b_total";
+    CHECK_THAT(refusal(encoded(s)), Contains("family 1 (\"b_total\"): the name does not sort"));
+}
+
+TEST_CASE("bytes after the last family are refused", "[snapshot_codec]") {
+    auto bytes = encoded(rich_snapshot());
+    const std::size_t end = bytes.size();
+    bytes.push_back(std::byte{0});
+    CHECK_THAT(refusal(bytes), Contains("byte " + std::to_string(end) +
+                                        ": 1 bytes after the last family: expected the end"));
+}
+
+TEST_CASE("a message quotes a family name as one printable line", "[snapshot_codec]") {
+    auto bytes = encoded(one_family({"a\nb\"\xff", "", metric_type::counter, {}}, {}));
+    bytes[16 + 4 + 5 + 4] = std::byte{9};  // the type byte, after the name and the empty help
+    const std::string what = refusal(bytes);
+    CHECK_THAT(what, Contains("family 0 (\"a\\x0ab\\\"\\xff\"): the type byte is 9"));
+}
