@@ -217,12 +217,13 @@ bool writer::publish(std::span<const std::byte> payload) noexcept {
     if (failed_.load(std::memory_order_relaxed)) {
         return false;
     }
+    // Checked first: a refusal writes its count to the file, which must still be this one's.
+    if (!file_intact()) {
+        return false;
+    }
     if (payload.size() > max_payload_size) {
         refuse_payload(format_or_empty("a payload of {} bytes is over the limit of {} bytes",
                                        payload.size(), max_payload_size));
-        return false;
-    }
-    if (!file_intact()) {
         return false;
     }
     const std::size_t i = next_;
