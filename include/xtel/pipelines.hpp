@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "xtel/exporters/buffer.hpp"
+#include "xtel/exporters/node.hpp"
 #include "xtel/exporters/plugin.hpp"
 #include "xtel/exporters/prometheus.hpp"
 #include "xtel/telemetry.hpp"
@@ -23,7 +24,7 @@ namespace xtel {
 /// The exporters compiled into xtel, in the order a pipeline calls them. Any other name in
 /// NIXL_TELEMETRY_EXPORTER is a plugin, loaded by plugin_exporter (which stands for any number
 /// of plugins and comes after the built-in ones).
-using builtin_exporters = exporter_list<buffer_exporter, prometheus_exporter>;
+using builtin_exporters = exporter_list<buffer_exporter, prometheus_exporter, node_exporter>;
 
 namespace detail {
 

@@ -188,6 +188,6 @@ TEST_CASE("an empty output path is refused with what each built-in exporter take
     } catch (const xtel::config_error& e) {
         CHECK(std::string(e.what()) ==
               "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='' is invalid: expected a non-empty value (a "
-              "directory for buffer, host:port for prometheus)");
+              "directory for buffer, host:port for prometheus, a directory for node)");
     }
 }

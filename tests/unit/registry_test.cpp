@@ -111,8 +111,8 @@ TEST_CASE("an unknown exporter name without a plugin directory is an error namin
     } catch (const xtel::config_error& e) {
         const std::string what = e.what();
         CHECK_THAT(what, Catch::Contains("NIXL_TELEMETRY_EXPORTER='buffer,nosuch'"));
-        CHECK_THAT(what,
-                   Catch::Contains("'nosuch' is not a built-in exporter (buffer, prometheus)"));
+        CHECK_THAT(what, Catch::Contains(
+                             "'nosuch' is not a built-in exporter (buffer, prometheus, node)"));
         CHECK_THAT(what, Catch::Contains("NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR is not set"));
     }
     // Nothing was created on the way to the error.
@@ -165,12 +165,20 @@ TEST_CASE("the concrete agents are final, so calls on them need no virtual dispa
 }
 
 TEST_CASE("every combination of the built-in exporters, with or without plugins, can be built") {
-    // Generated from xtel::builtin_exporters: with buffer and prometheus, seven sets.
+    // Generated from xtel::builtin_exporters: with buffer, prometheus and node, 15 sets.
     const auto sets = xtel::exporter_sets();
     const std::vector<std::string> expected{"buffer",
+                                            "buffer,node",
+                                            "buffer,node,plugin",
+                                            "buffer,node,plugin,prometheus",
+                                            "buffer,node,prometheus",
                                             "buffer,plugin",
                                             "buffer,plugin,prometheus",
                                             "buffer,prometheus",
+                                            "node",
+                                            "node,plugin",
+                                            "node,plugin,prometheus",
+                                            "node,prometheus",
                                             "plugin",
                                             "plugin,prometheus",
                                             "prometheus"};
@@ -179,9 +187,11 @@ TEST_CASE("every combination of the built-in exporters, with or without plugins,
 }
 
 TEST_CASE("the built-in exporters' names come from their types") {
-    STATIC_REQUIRE(xtel::builtin_exporter_names.size() == 2);
+    STATIC_REQUIRE(xtel::builtin_exporter_names.size() == 3);
     STATIC_REQUIRE(xtel::builtin_exporter_names[0] == xtel::buffer_exporter::name);
     STATIC_REQUIRE(xtel::builtin_exporter_names[1] == xtel::prometheus_exporter::name);
+    STATIC_REQUIRE(xtel::builtin_exporter_names[2] == xtel::node_exporter::name);
+    STATIC_REQUIRE(xtel::is_builtin_exporter("node"));
     STATIC_REQUIRE(xtel::is_builtin_exporter("prometheus"));
     STATIC_REQUIRE_FALSE(xtel::is_builtin_exporter("plugin"));
     STATIC_REQUIRE_FALSE(xtel::is_builtin_exporter("csv"));

@@ -1,0 +1,104 @@
+#pragma once
+/// The node exporter: the agent's whole metric state, published after every flush round into a
+/// shared-memory file, `<directory>/<agent name>.metrics`, for one process per node
+/// (xtel-exporter) to serve every agent of the node from (docs/node-format.md).
+///
+/// It keeps the same metric model as the Prometheus exporter (the NIXL and xtel families, one
+/// metric store per agent, fed on the flusher thread) and, instead of an HTTP endpoint, writes
+/// each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp), into the file with
+/// xtel/node_file.hpp's writer: readers in other processes never see a torn snapshot and never
+/// hold a lock the agent waits on. Recording threads never reach any of this.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xtel/config.hpp"
+#include "xtel/exporter.hpp"
+#include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/metrics/snapshot.hpp"
+#include "xtel/output_path.hpp"
+
+namespace xtel {
+
+namespace detail {
+class prometheus_agent;
+}  // namespace detail
+
+namespace node_file {
+class writer;
+}  // namespace node_file
+
+/// What the node exporter is configured with.
+struct node_settings {
+    /// NIXL's meaning of NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH: a directory, as for the flight
+    /// recorder, whose files sit beside these.
+    static constexpr output_path_use output_path_as = output_path_use::directory;
+    static constexpr const char* default_directory = "/dev/shm";
+    /// Where `<agent name>.metrics` is created.
+    std::filesystem::path directory{default_directory};
+    /// The metric model's settings, read as the Prometheus exporter reads them (histogram
+    /// bounds, builders, series limit, host name); its address is not used.
+    prometheus_settings metrics;
+
+    /// The directory is NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when set (it must exist), else
+    /// default_directory; the rest as prometheus_settings::from_env. Throws config_error.
+    static node_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
+};
+
+class node_exporter {
+  public:
+    static constexpr std::string_view name = "node";
+    using settings = node_settings;
+
+    /// Configured from the environment (node_settings::from_env); throws config_error.
+    explicit node_exporter(const exporter_context& ctx);
+    /// A file that cannot be created (a live writer of the same agent name, a directory it
+    /// cannot write) is logged as an error, not thrown: the exporter stays off (disabled())
+    /// and the agent goes on transferring.
+    node_exporter(const exporter_context& ctx, const node_settings& settings);
+    ~node_exporter();
+    node_exporter(const node_exporter&) = delete;
+    node_exporter& operator=(const node_exporter&) = delete;
+
+    /// Flusher thread only, as the Prometheus exporter's hooks of the same names.
+    void export_batch(std::span<const event> batch);
+    void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
+    void on_health(std::span<const exporter_health> rows);
+    /// Flusher thread only: writes the snapshot when the metrics changed since the last one.
+    void on_flush_end();
+    /// Flusher thread only: the last snapshot, then the file is marked closed.
+    void on_stop();
+
+    // Safe from any thread.
+    /// True once the file could not be created or the writer gave up on it.
+    bool disabled() const noexcept { return disabled_.load(std::memory_order_relaxed); }
+    /// Events handed to it while disabled (as the transfer records' events count).
+    std::uint64_t events_lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
+    /// Snapshots written to the file so far.
+    std::uint64_t snapshots_published() const noexcept {
+        return published_.load(std::memory_order_relaxed);
+    }
+    /// The file's path (empty when it could not be created).
+    const std::filesystem::path& path() const noexcept { return path_; }
+
+  private:
+    void publish();
+
+    std::shared_ptr<detail::prometheus_agent> agent_;
+    std::unique_ptr<node_file::writer> writer_;
+    std::filesystem::path path_;
+    std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
+    std::vector<std::byte> encoded_;
+    std::atomic<bool> disabled_{false};
+    std::atomic<std::uint64_t> lost_{0};
+    std::atomic<std::uint64_t> published_{0};
+};
+
+}  // namespace xtel
