@@ -3,7 +3,7 @@
 /// other processes (one exporter per node). A 256-byte header and payload areas; the writer
 /// publishes each payload whole, and a reader copies the latest one without ever seeing it torn
 /// and without a lock the writer waits on. The payload is opaque bytes here.
-/// docs/node-format-container.md is the byte-by-byte description.
+/// docs/node-format.md is the byte-by-byte description.
 
 #include <atomic>
 #include <cstddef>
@@ -148,7 +148,7 @@ class reader {
     reader& operator=(const reader&) = delete;
 
     /// A consistent copy of the latest payload. std::nullopt when the writer published again
-    /// during each of `attempts` tries (docs/node-format-container.md, Reading): try later.
+    /// during each of `attempts` tries (docs/node-format.md, Reading): try later.
     /// Throws format_error when the file is damaged: truncated, or a stable header that names
     /// bytes outside the file.
     std::optional<publication> read_latest(int attempts = 64);

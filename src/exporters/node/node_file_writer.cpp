@@ -231,7 +231,7 @@ bool writer::publish(std::span<const std::byte> payload) noexcept {
         return false;
     }
     // The payload goes to the area readers are not reading (the latest is the other one), then
-    // the seqlock: generation odd, the descriptor, generation even (docs/node-format-container.md).
+    // the seqlock: generation odd, the descriptor, generation even (docs/node-format.md).
     if (!write_at(payload.data(), payload.size(), regions_[i].offset)) {
         return false;
     }
