@@ -149,7 +149,12 @@ class node_metrics {
                    counter))),
           duration_(store_.add_family(
               seconds_summary("xtel_exporter_scrape_duration_seconds",
-                              "Time to read the node files and render /metrics"))) {}
+                              "Time to read the node files and render /metrics"))) {
+        // Made now, so that the first scrape shows them at 0 too.
+        for (const auto f : {agents_, seen_, errors_, duration_}) {
+            series(f);
+        }
+    }
 
     /// Lists the directory and reads every file, unless that was done less than
     /// min_refresh_interval ago (or `force`).
