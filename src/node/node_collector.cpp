@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -21,6 +22,25 @@ namespace {
 bool is_node_file_name(std::string_view name) {
     return name.size() > node_file::file_suffix.size() && name.ends_with(node_file::file_suffix) &&
            name.find(".crashed.") == std::string_view::npos && !name.starts_with('.');
+}
+
+/// Adds the writer's `pid` to the labels every series of `s` carries. A family with a label of
+/// its own named pid (xtel_agent_info: the agent's process, the writer) loses that column, so
+/// no series names the label twice, which no exposition format allows.
+void add_pid_label(metrics::snapshot& s, std::uint32_t pid) {
+    for (auto& f : s.families) {
+        auto& names = f.spec.label_names;
+        const auto it = std::find(names.begin(), names.end(), "pid");
+        if (it == names.end()) {
+            continue;
+        }
+        const auto column = it - names.begin();
+        names.erase(it);
+        for (auto& series : f.series) {
+            series.label_values.erase(series.label_values.begin() + column);
+        }
+    }
+    s.labels.push_back({"pid", std::to_string(pid)});
 }
 
 }  // namespace
@@ -106,7 +126,7 @@ void node_collector::read(const std::string& name, source& s, clock::time_point 
         // nullopt: the writer published during every try; the previous payload is served.
         if (p && p->number != 0 && p->number != s.number) {
             auto snap = metrics::decode_snapshot(p->payload);
-            snap.labels.push_back({"pid", std::to_string(s.reader->writer_pid())});
+            add_pid_label(snap, s.reader->writer_pid());
             if (!s.latest) {
                 ++seen_total_;
             }

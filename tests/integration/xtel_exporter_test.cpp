@@ -142,6 +142,10 @@ TEST_CASE("xtel-exporter serves every agent of the directory with its pid and ex
     INFO(body);
     CHECK(value_of(body, a_line) == expected);
     CHECK(value_of(body, b_line) == expected);
+    // A family with a pid label of its own is served with the writer's only.
+    CHECK(value_of(body,
+                   fmt::format(R"(xtel_agent_info{{agent_name="exp-a",pid="{}",backend="ucx"}})",
+                               a.pid())) == "1");
     // Each demo process holds two agents, the initiator and its target.
     CHECK(value_of(body, "xtel_exporter_agents ") == "4");
     CHECK(value_of(body, "xtel_exporter_agents_seen_total ") == "4");
