@@ -10,3 +10,9 @@ if(TARGET xtel_integration_tests)
         target_compile_definitions(xtel_integration_tests PRIVATE XTEL_TEST_HAVE_CUDA=1)
     endif()
 endif()
+# The node's exporter: its tests run it over the node files of xfer_demo processes.
+if(TARGET xtel_integration_tests AND TARGET xtel-exporter)
+    add_dependencies(xtel_integration_tests xtel-exporter)
+    target_compile_definitions(xtel_integration_tests PRIVATE
+        XTEL_EXPORTER="$<TARGET_FILE:xtel-exporter>")
+endif()

@@ -183,6 +183,9 @@ class child_process {
 
     const std::string& output() const noexcept { return output_; }
 
+    /// The child's process id; -1 once it has been reaped.
+    pid_t pid() const noexcept { return pid_; }
+
     /// The exit status if the child has ended (it is reaped), else nullopt.
     std::optional<int> exited() {
         if (pid_ < 0) {
