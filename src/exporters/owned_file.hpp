@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -52,6 +53,15 @@ bool write_all(int fd, const void* data, std::size_t size, std::uint64_t offset)
 /// pread of exactly `size` bytes at `offset` (never a mapping, so a file cut short under the
 /// caller reads short instead of raising SIGBUS). False when the file ends first or a read fails.
 bool pread_all(int fd, void* buf, std::size_t size, std::uint64_t offset) noexcept;
+
+/// True when the file begins with the `size` bytes at `magic`. A writer checks it as well as
+/// the file's size: a file truncated between the writer's size check and its writes is grown
+/// back by those writes (pwrite past the end fills the gap with zeros), so its size looks
+/// right again, but its header is gone.
+inline bool magic_intact(int fd, const void* magic, std::size_t size) noexcept {
+    char buf[16];
+    return size <= sizeof buf && pread_all(fd, buf, size, 0) && std::memcmp(buf, magic, size) == 0;
+}
 
 /// What a previous file's header says, for deciding what becomes of it.
 struct owned_header {

@@ -326,7 +326,7 @@ TEST_CASE("a node file with a latest area outside the file is refused as damaged
 
 TEST_CASE("a node file writer whose file is cut short or replaced stops with one error",
           "[node_file]") {
-    const std::string what = GENERATE("truncated", "deleted", "replaced");
+    const std::string what = GENERATE("truncated", "grown back", "deleted", "replaced");
     CAPTURE(what);
     xtel_test::temp_dir dir;
     const xtel_test::log_capture logs;
@@ -337,6 +337,12 @@ TEST_CASE("a node file writer whose file is cut short or replaced stops with one
         REQUIRE(w.publish(numbered_payload(1, 100)));
         if (what == "truncated") {
             REQUIRE(::truncate(path.c_str(), 0) == 0);
+        } else if (what == "grown back") {
+            // What a truncation between the writer's size check and its writes leaves: the
+            // writes grow the file back, and the size alone looks right.
+            const auto size = std::filesystem::file_size(path);
+            REQUIRE(::truncate(path.c_str(), 0) == 0);
+            REQUIRE(::truncate(path.c_str(), static_cast<off_t>(size)) == 0);
         } else if (what == "deleted") {
             REQUIRE(::unlink(path.c_str()) == 0);
         } else {
@@ -347,9 +353,11 @@ TEST_CASE("a node file writer whose file is cut short or replaced stops with one
         CHECK_FALSE(w.publish(numbered_payload(2, 100)));
         CHECK_FALSE(w.publish(numbered_payload(3, 100)));
         CHECK(w.failed());
-        CHECK_THAT(w.failure(), Catch::Contains(path.string()) &&
-                                    Catch::Contains(what == "truncated" ? "truncated to 0 bytes"
-                                                                        : "deleted or replaced"));
+        CHECK_THAT(w.failure(),
+                   Catch::Contains(path.string()) &&
+                       Catch::Contains(what == "truncated"    ? "truncated to 0 bytes"
+                                       : what == "grown back" ? "its header is gone"
+                                                              : "deleted or replaced"));
         CHECK(w.published() == 1);
     }
     const auto errors = logs.at(xtel::log_level::error);

@@ -163,7 +163,24 @@ TEST_CASE("a recorder truncated while its writer appends from another thread sto
     const auto errors = logs.at(xtel::log_level::error);
     REQUIRE(errors.size() == 1);
     CHECK_THAT(errors[0],
-               Catch::Contains((dir / "agent").string()) && Catch::Contains("was truncated to"));
+               Catch::Contains((dir / "agent").string()) && Catch::Contains("was truncated"));
+}
+
+TEST_CASE("a recorder truncated and grown back to its size under its writer stops it once") {
+    // What a truncation between the writer's size check and its writes leaves: the writes grow
+    // the file back, the gap reads as zeros, and the size alone looks right.
+    xtel_test::temp_dir dir;
+    const xtel_test::log_capture logs;
+    fr::writer w(dir.path(), "agent", 64);
+    REQUIRE(w.append(numbered_range(0, 10)));
+    const auto size = std::filesystem::file_size(dir / "agent");
+    REQUIRE(::truncate((dir / "agent").c_str(), 0) == 0);
+    REQUIRE(::truncate((dir / "agent").c_str(), static_cast<off_t>(size)) == 0);
+    CHECK_FALSE(w.append(numbered_range(10, 20)));
+    CHECK(w.failed());
+    const auto errors = logs.at(xtel::log_level::error);
+    REQUIRE(errors.size() == 1);
+    CHECK_THAT(errors[0], Catch::Contains("its header is gone"));
 }
 
 TEST_CASE("a second writer for a live name throws naming the live writer and leaves its file") {

@@ -128,6 +128,12 @@ bool writer::file_intact() noexcept {
         give_up("was deleted or replaced by another file under this writer");
         return false;
     }
+    if (!xtel::detail::magic_intact(fd_, magic, sizeof magic)) {
+        give_up(
+            "was truncated under this writer and grown again by its writes: its header is "
+            "gone");
+        return false;
+    }
     return true;
 }
 
