@@ -96,28 +96,6 @@ void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals) {
     out.append(frac.data(), frac.size());
 }
 
-/// A bucket bound as `le` shows it: divided by 10^decimals like the sum, since bounds are kept
-/// in the unit of the observations. Exact for whole bounds (1000 with 6 decimals is 0.001),
-/// otherwise the shortest form of the quotient.
-std::string format_bound(double b, std::uint8_t decimals) {
-    if (b == std::floor(b) && b >= 0 && b < 1e15) {
-        std::string out;
-        append_scaled(out, static_cast<std::uint64_t>(b), decimals);
-        if (decimals > 0) {
-            out.erase(out.find_last_not_of('0') + 1);
-            if (out.back() == '.') {
-                out.pop_back();
-            }
-        }
-        return out;
-    }
-    double scale = 1;
-    for (std::uint8_t i = 0; i < decimals; ++i) {
-        scale *= 10;
-    }
-    return fmt::format("{}", b / scale);
-}
-
 /// `name="value",...` for a snapshot's own labels, escaped.
 std::string render_labels(std::span<const metrics::label> labels) {
     std::string out;
@@ -348,6 +326,41 @@ void append_family(std::string& out,
 }
 
 }  // namespace
+
+std::string format_bound(double b, std::uint8_t decimals) {
+    if (b == std::floor(b) && b >= 0 && b < 1e15) {
+        std::string out;
+        append_scaled(out, static_cast<std::uint64_t>(b), decimals);
+        if (decimals > 0) {
+            out.erase(out.find_last_not_of('0') + 1);
+            if (out.back() == '.') {
+                out.pop_back();
+            }
+        }
+        return out;
+    }
+    double scale = 1;
+    for (std::uint8_t i = 0; i < decimals; ++i) {
+        scale *= 10;
+    }
+    return fmt::format("{}", b / scale);
+}
+
+std::string to_valid_utf8(std::string_view in) {
+    std::string out;
+    out.reserve(in.size());
+    while (!in.empty()) {
+        const std::size_t n = utf8_sequence(in);
+        if (n == 0) {
+            out += "\xEF\xBF\xBD";
+            in.remove_prefix(1);
+        } else {
+            out.append(in.data(), n);
+            in.remove_prefix(n);
+        }
+    }
+    return out;
+}
 
 std::string escape_label_value(std::string_view value) {
     std::string out;

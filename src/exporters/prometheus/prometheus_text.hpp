@@ -26,6 +26,15 @@ std::string escape_label_value(std::string_view value);
 /// Escapes HELP text of the text format: backslash and line feed.
 std::string escape_help(std::string_view text);
 
+/// A histogram bucket bound as `le` shows it: divided by 10^decimals like the sum, since bounds
+/// are kept in the unit of the observations. Exact for whole bounds (1000 with 6 decimals is
+/// 0.001), otherwise the shortest form of the quotient. Other senders of the same series
+/// (remote write) use it too, so that both name one series.
+std::string format_bound(double bound, std::uint8_t decimals);
+/// `in` with each byte that does not start a valid UTF-8 sequence replaced by U+FFFD, as label
+/// values are shown.
+std::string to_valid_utf8(std::string_view in);
+
 /// Renders snapshots (of several agents) in `format`, appended to `out`: each family once with
 /// its descriptors (the first snapshot's that has it), then every snapshot's series of it in
 /// the order given, each snapshot's labels first. A snapshot whose family of the same name has

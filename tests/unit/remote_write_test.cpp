@@ -1,0 +1,261 @@
+// The remote-write client: requests decoded back with the messages of proto/ and snappy, and
+// the sender's behaviour against a local HTTP server that answers as told.
+
+#include <httplib.h>
+#include <snappy.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "node/remote_write.hpp"
+#include "prometheus_remote_write.pb.h"
+
+using namespace xtel;
+using namespace std::chrono_literals;
+
+namespace {
+
+using label_set = std::vector<std::pair<std::string, std::string>>;
+
+struct decoded_series {
+    label_set labels;
+    double value = 0;
+    std::int64_t timestamp = 0;
+};
+
+std::vector<decoded_series> decode(const std::string& body) {
+    std::string serialized;
+    REQUIRE(snappy::Uncompress(body.data(), body.size(), &serialized));
+    xtel::prompb::WriteRequest request;
+    REQUIRE(request.ParseFromString(serialized));
+    std::vector<decoded_series> out;
+    for (const auto& ts : request.timeseries()) {
+        decoded_series d;
+        for (const auto& l : ts.labels()) {
+            d.labels.emplace_back(l.name(), l.value());
+        }
+        REQUIRE(ts.samples_size() == 1);
+        d.value = ts.samples(0).value();
+        d.timestamp = ts.samples(0).timestamp();
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
+metrics::series series_of(std::vector<std::string> label_values, std::uint64_t value) {
+    metrics::series s;
+    s.label_values = std::move(label_values);
+    s.value = value;
+    return s;
+}
+
+/// An agent's snapshot: a counter with labels, a gauge kept in microseconds (decimals 6), and a
+/// histogram kept in milliseconds (decimals 3) with 3 bounds.
+std::shared_ptr<const metrics::snapshot> small_snapshot() {
+    auto snap = std::make_shared<metrics::snapshot>();
+    snap->labels = {{"agent_name", "a"}};
+    metrics::family_snapshot counter;
+    counter.spec = {"xfer_bytes_total", "Bytes.", metrics::metric_type::counter, {"peer", "op"}};
+    counter.series = {series_of({"p1", "write"}, 42)};
+    metrics::family_snapshot gauge;
+    gauge.spec = {"queue_wait_seconds", "Wait.", metrics::metric_type::gauge, {}, 6};
+    gauge.series = {series_of({}, 450)};
+    metrics::family_snapshot histogram;
+    histogram.spec = {"latency_seconds", "Latency.", metrics::metric_type::histogram, {"op"}, 3,
+                      {1, 10, 100}};
+    metrics::series h = series_of({"read"}, 0);
+    h.buckets = {1, 2, 3};  // one per bound, not cumulative; one more above every bound
+    h.count = 7;
+    h.sum = 12345;
+    histogram.series = {h};
+    snap->families = {histogram, gauge, counter};
+    return snap;
+}
+
+}  // namespace
+
+TEST_CASE("a write request holds every series with sorted labels and values as scraped",
+          "[remote_write]") {
+    const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{small_snapshot()};
+    const auto series = decode(node::encode_write_request(snaps, 1'700'000'000'123));
+    REQUIRE(series.size() == 8);
+    for (const auto& s : series) {
+        CHECK(s.timestamp == 1'700'000'000'123);
+        CHECK(std::is_sorted(s.labels.begin(), s.labels.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; }));
+    }
+    const auto bucket = [](std::string le) {
+        return label_set{{"__name__", "latency_seconds_bucket"},
+                         {"agent_name", "a"},
+                         {"le", std::move(le)},
+                         {"op", "read"}};
+    };
+    // Bounds 1, 10, 100 ms shown in seconds, as the text exposition writes them; cumulative.
+    CHECK(series[0].labels == bucket("0.001"));
+    CHECK(series[0].value == 1);
+    CHECK(series[1].labels == bucket("0.01"));
+    CHECK(series[1].value == 3);
+    CHECK(series[2].labels == bucket("0.1"));
+    CHECK(series[2].value == 6);
+    CHECK(series[3].labels == bucket("+Inf"));
+    CHECK(series[3].value == 7);
+    CHECK(series[4].labels ==
+          label_set{{"__name__", "latency_seconds_sum"}, {"agent_name", "a"}, {"op", "read"}});
+    CHECK(series[4].value == 12.345);
+    CHECK(series[5].labels ==
+          label_set{{"__name__", "latency_seconds_count"}, {"agent_name", "a"}, {"op", "read"}});
+    CHECK(series[5].value == 7);
+    CHECK(series[6].labels == label_set{{"__name__", "queue_wait_seconds"}, {"agent_name", "a"}});
+    CHECK(series[6].value == 0.00045);
+    CHECK(series[7].labels == label_set{{"__name__", "xfer_bytes_total"},
+                                        {"agent_name", "a"},
+                                        {"op", "write"},
+                                        {"peer", "p1"}});
+    CHECK(series[7].value == 42);
+}
+
+TEST_CASE("a family an earlier snapshot gave another type is left out, as a scrape leaves it",
+          "[remote_write]") {
+    auto other = std::make_shared<metrics::snapshot>();
+    other->labels = {{"agent_name", "b"}};
+    metrics::family_snapshot gauge;
+    gauge.spec = {"xfer_bytes_total", "Bytes.", metrics::metric_type::gauge, {"peer", "op"}};
+    gauge.series = {series_of({"p1", "write"}, 1)};
+    other->families = {gauge};
+    const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{small_snapshot(), other};
+    const auto series = decode(node::encode_write_request(snaps, 1));
+    CHECK(series.size() == 8);
+    for (const auto& s : series) {
+        CHECK(s.labels[1] == std::pair<std::string, std::string>{"agent_name", "a"});
+    }
+}
+
+namespace {
+
+/// A local HTTP server answering each POST to /api/v1/write with the next status of `statuses`
+/// (the last one from then on), keeping the requests it got.
+struct fake_receiver {
+    explicit fake_receiver(std::vector<int> statuses) : statuses_(std::move(statuses)) {
+        server.Post("/api/v1/write", [this](const httplib::Request& req, httplib::Response& res) {
+            const std::lock_guard lock(mutex);
+            requests.push_back(req);
+            res.status = statuses_[std::min(requests.size(), statuses_.size()) - 1];
+        });
+        port = server.bind_to_any_port("127.0.0.1");
+        thread = std::thread([this] { server.listen_after_bind(); });
+        while (!server.is_running()) {
+            std::this_thread::sleep_for(1ms);
+        }
+    }
+    ~fake_receiver() {
+        server.stop();
+        thread.join();
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/api/v1/write"; }
+    std::size_t received() {
+        const std::lock_guard lock(mutex);
+        return requests.size();
+    }
+
+    httplib::Server server;
+    std::mutex mutex;
+    std::vector<httplib::Request> requests;
+    int port = 0;
+    std::thread thread;
+
+  private:
+    std::vector<int> statuses_;
+};
+
+template <class Done>
+bool eventually(Done&& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(10ms);
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("a remote writer posts the body with the remote-write headers", "[remote_write]") {
+    fake_receiver receiver({204});
+    node::remote_writer writer(receiver.url());
+    writer.push("body-1");
+    REQUIRE(eventually([&] { return writer.sent() == 1; }));
+    const std::lock_guard lock(receiver.mutex);
+    REQUIRE(receiver.requests.size() == 1);
+    const httplib::Request& r = receiver.requests[0];
+    CHECK(r.body == "body-1");
+    CHECK(r.get_header_value("Content-Encoding") == "snappy");
+    CHECK(r.get_header_value("Content-Type") == "application/x-protobuf");
+    CHECK(r.get_header_value("X-Prometheus-Remote-Write-Version") == "0.1.0");
+    CHECK(r.get_header_value("User-Agent").starts_with("xtel-exporter/"));
+}
+
+TEST_CASE("a remote writer retries 5xx and 429 answers, in order, until taken", "[remote_write]") {
+    fake_receiver receiver({503, 429, 200});
+    node::remote_writer writer(receiver.url());
+    writer.push("first");
+    writer.push("second");
+    REQUIRE(eventually([&] { return writer.sent() == 2; }));
+    CHECK(writer.failed_attempts() == 2);
+    CHECK(writer.rejected() == 0);
+    CHECK(writer.dropped() == 0);
+    const std::lock_guard lock(receiver.mutex);
+    REQUIRE(receiver.requests.size() == 4);
+    CHECK(receiver.requests[0].body == "first");
+    CHECK(receiver.requests[1].body == "first");
+    CHECK(receiver.requests[2].body == "first");
+    CHECK(receiver.requests[3].body == "second");
+}
+
+TEST_CASE("a remote writer drops a body the receiver refuses with a 4xx", "[remote_write]") {
+    fake_receiver receiver({400, 200});
+    node::remote_writer writer(receiver.url());
+    writer.push("bad");
+    writer.push("good");
+    REQUIRE(eventually([&] { return writer.sent() == 1; }));
+    CHECK(writer.rejected() == 1);
+    CHECK(writer.failed_attempts() == 0);
+    CHECK(receiver.received() == 2);
+}
+
+TEST_CASE("a remote writer whose queue is full drops the oldest body", "[remote_write]") {
+    // Nobody listens on port 1: every attempt fails and the bodies stay queued.
+    node::remote_writer writer("http://127.0.0.1:1/api/v1/write", {.queue_capacity = 2});
+    writer.push("1");
+    writer.push("2");
+    writer.push("3");
+    CHECK(writer.dropped() == 1);
+    CHECK(writer.queued() == 2);
+    CHECK(writer.sent() == 0);
+}
+
+TEST_CASE("a remote writer stops promptly while the receiver is down", "[remote_write]") {
+    const auto start = std::chrono::steady_clock::now();
+    {
+        node::remote_writer writer("http://127.0.0.1:1/api/v1/write", {.timeout = 2s});
+        writer.push("1");
+        REQUIRE(eventually([&] { return writer.failed_attempts() >= 2; }));
+    }
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+}
+
+TEST_CASE("a remote writer refuses a URL that is not http", "[remote_write]") {
+    CHECK_THROWS_AS(node::remote_writer("ftp://example/x"), node::remote_write_error);
+    CHECK_THROWS_AS(node::remote_writer("http://127.0.0.1:1/", {.queue_capacity = 0}),
+                    node::remote_write_error);
+}
