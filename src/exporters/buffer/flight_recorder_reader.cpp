@@ -26,22 +26,7 @@ using detail::fd_guard;
 constexpr std::uint64_t chunk_slots = 1024;
 
 /// Reads exactly `size` bytes at `offset`; false when the file ends first (it was truncated).
-bool pread_all(int fd, void* buf, std::size_t size, std::uint64_t offset) {
-    auto* p = static_cast<char*>(buf);
-    while (size > 0) {
-        const ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return false;
-        }
-        p += n;
-        size -= static_cast<std::size_t>(n);
-        offset += static_cast<std::uint64_t>(n);
-    }
-    return true;
-}
+using xtel::detail::pread_all;
 
 }  // namespace
 
