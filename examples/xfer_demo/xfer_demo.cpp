@@ -12,6 +12,9 @@
 // agents (to their flight recorders, say) while data keeps moving and is checked on every pass.
 // --linger keeps the agents (and so their telemetry, a Prometheus endpoint say) up for that long
 // after the data is verified, or until SIGINT/SIGTERM; telemetry is flushed first.
+// --name NAME names the agents NAME-initiator and NAME-target, so that several demos can share
+// one telemetry directory (NIXL_TELEMETRY_EXPORTER=node: one file per agent name there);
+// --initiator-name and --target-name, wherever they are, override it.
 // Exit status: 0 verified, 1 a transfer or verification failed, 2 bad usage or set-up.
 
 #include <fmt/format.h>
@@ -51,6 +54,7 @@ struct options {
     int timeout_s = 60;
     std::string target_name = "xfer_target";
     std::string initiator_name = "xfer_initiator";
+    std::string name;  ///< --name: the agents' names unless given on their own
     std::string request_id_prefix = "req-";
     bool allocate_target = true;
     int linger_s = 0;
@@ -70,8 +74,12 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
   --timeout SECONDS             how long to wait for the other process (default 60)
   --duration SECONDS            repeat passes, each verified, until this long has passed
                                 (default 0: one pass)
-  --target-name NAME            the target agent's name (default xfer_target)
-  --initiator-name NAME         the initiator agent's name (default xfer_initiator)
+  --name NAME                   name the agents NAME-initiator and NAME-target, so that
+                                several demos can share one telemetry directory
+  --target-name NAME            the target agent's name (default xfer_target, or
+                                NAME-target with --name)
+  --initiator-name NAME         the initiator agent's name (default xfer_initiator, or
+                                NAME-initiator with --name)
   --request-id-prefix PREFIX    tags the n-th transfer the initiator creates (from 0) with the
                                 request id PREFIX<n>, shown as exemplars (default req-)
   --target-memory allocated|registered
@@ -134,6 +142,8 @@ std::uint64_t parse_count(std::string_view flag,
 
 options parse(int argc, char** argv) {
     options o;
+    bool target_named = false;
+    bool initiator_named = false;
     for (int i = 1; i < argc; i += 2) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -170,10 +180,17 @@ options parse(int argc, char** argv) {
             o.linger_s = static_cast<int>(parse_count(a, v, 0, 86400));
         } else if (a == "--duration") {
             o.duration_s = static_cast<int>(parse_count(a, v, 0, 86400));
+        } else if (a == "--name") {
+            if (v.empty()) {
+                usage("--name '' is invalid: expected a name for the pair of agents");
+            }
+            o.name = v;
         } else if (a == "--target-name") {
             o.target_name = v;
+            target_named = true;
         } else if (a == "--initiator-name") {
             o.initiator_name = v;
+            initiator_named = true;
         } else if (a == "--request-id-prefix") {
             o.request_id_prefix = v;
         } else if (a == "--target-memory") {
@@ -186,6 +203,14 @@ options parse(int argc, char** argv) {
             o.allocate_target = v == "allocated";
         } else {
             usage(fmt::format("unknown option '{}'", a));
+        }
+    }
+    if (!o.name.empty()) {
+        if (!target_named) {
+            o.target_name = o.name + "-target";
+        }
+        if (!initiator_named) {
+            o.initiator_name = o.name + "-initiator";
         }
     }
     if (o.role != "both" && o.metadata.empty()) {

@@ -11,86 +11,14 @@
 
 #include "prometheus_support.hpp"
 
-using prom_it::child_process;
-using prom_it::spawn_options;
+using prom_it::first_value;
+using prom_it::percent_encode;
+using prom_it::prometheus_server;
 using xtel_test::temp_dir;
 
 namespace {
 
 using namespace std::chrono_literals;
-
-/// The sample value of the first series in a /api/v1/query answer; empty when there is none.
-std::string first_value(const std::string& json) {
-    const auto at = json.find("\"value\":[");
-    if (at == std::string::npos) {
-        return {};
-    }
-    const auto open = json.find('"', json.find(',', at));
-    const auto close = json.find('"', open + 1);
-    return open == std::string::npos || close == std::string::npos
-               ? std::string()
-               : json.substr(open + 1, close - open - 1);
-}
-
-std::string percent_encode(std::string_view s) {
-    std::string out;
-    for (const unsigned char c : s) {
-        if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
-            out += static_cast<char>(c);
-        } else {
-            out += fmt::format("%{:02X}", c);
-        }
-    }
-    return out;
-}
-
-/// A Prometheus server on a free loopback port scraping `target` every second, with `flags`
-/// added; its log and data in `dir`.
-struct prometheus_server {
-    prometheus_server(const std::filesystem::path& dir,
-                      const std::string& target,
-                      std::vector<std::string> flags = {})
-        : port(prom_it::free_port()), log(dir / "prometheus.log") {
-        prom_it::write_file(dir / "prometheus.yml", fmt::format("global:\n"
-                                                                "  scrape_interval: 1s\n"
-                                                                "  scrape_timeout: 1s\n"
-                                                                "scrape_configs:\n"
-                                                                "  - job_name: xtel\n"
-                                                                "    static_configs:\n"
-                                                                "      - targets: ['{}']\n",
-                                                                target));
-        std::vector<std::string> argv = {
-            XTEL_PROMETHEUS, "--config.file=" + (dir / "prometheus.yml").string(),
-            "--storage.tsdb.path=" + (dir / "data").string(),
-            fmt::format("--web.listen-address=127.0.0.1:{}", port), "--log.level=warn"};
-        argv.insert(argv.end(), flags.begin(), flags.end());
-        server.emplace(spawn_options{argv, {}, {}, log});
-    }
-
-    /// Asks `path` until `done(body)` or 60 s pass; the last body.
-    template <class Done>
-    std::string poll(const std::string& path, Done&& done) {
-        httplib::Client api("127.0.0.1", port);
-        api.set_connection_timeout(1);
-        api.set_read_timeout(5);
-        std::string last;
-        const auto deadline = std::chrono::steady_clock::now() + 60s;
-        while (std::chrono::steady_clock::now() < deadline && !server->exited()) {
-            if (const auto res = api.Get(path); res && res->status == 200) {
-                last = res->body;
-                if (done(last)) {
-                    break;
-                }
-            }
-            std::this_thread::sleep_for(250ms);
-        }
-        return last;
-    }
-
-    std::uint16_t port;
-    std::filesystem::path log;
-    std::optional<child_process> server;
-};
 
 /// One exemplar of a /api/v1/query_exemplars answer: its series' le, its request id, value.
 struct exemplar_seen {

@@ -1,6 +1,7 @@
 #pragma once
-// Child processes that run alongside a test, and the scrape-target workload, for the
-// Prometheus integration tests.
+// Child processes that run alongside a test, the scrape-target workload, and real Prometheus
+// servers (scraping, federating, receiving remote writes) to ask, for the Prometheus
+// integration tests.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,8 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <httplib.h>
+
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +29,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -267,5 +275,189 @@ inline std::string served_address(const std::string& line) {
     const auto end = line.find("/metrics", start);
     return end == std::string::npos ? std::string() : line.substr(start, end - start);
 }
+
+/// The port of the "serving http://HOST:PORT/metrics" line `p` writes within `timeout` (xtel's
+/// agents and xtel-exporter write one when they listen); 0 when none came.
+inline int served_port(child_process& p,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    const auto line = p.read_line("serving http://", timeout);
+    const auto address = line ? served_address(*line) : std::string();
+    return address.empty() ? 0 : std::stoi(address.substr(address.rfind(':') + 1));
+}
+
+/// The body of GET /metrics on a loopback port; empty when it did not answer 200.
+inline std::string scrape(int port) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10);
+    const auto res = c.Get("/metrics");
+    return res && res->status == 200 ? res->body : std::string();
+}
+
+/// Scrapes a loopback port until `done(body)` holds or `timeout` passes; the last body.
+template <class Done>
+std::string scrape_until(int port,
+                         Done&& done,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string body = scrape(port);
+    while (!done(body) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        body = scrape(port);
+    }
+    return body;
+}
+
+/// The value of the first line of an exposition `body` that starts with `prefix`.
+inline std::optional<std::string> value_of(const std::string& body, std::string_view prefix) {
+    for (std::size_t at = 0; at < body.size();) {
+        const auto nl = body.find('\n', at);
+        const std::string_view line(body.data() + at,
+                                    (nl == std::string::npos ? body.size() : nl) - at);
+        if (line.starts_with(prefix)) {
+            return std::string(line.substr(line.rfind(' ') + 1));
+        }
+        at = nl == std::string::npos ? body.size() : nl + 1;
+    }
+    return std::nullopt;
+}
+
+/// `s` as a URL query value.
+inline std::string percent_encode(std::string_view s) {
+    std::string out;
+    for (const unsigned char c : s) {
+        if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
+            out += static_cast<char>(c);
+        } else {
+            out += fmt::format("%{:02X}", c);
+        }
+    }
+    return out;
+}
+
+/// The sample value of the first series in a /api/v1/query answer; empty when there is none.
+inline std::string first_value(const std::string& json) {
+    const auto at = json.find("\"value\":[");
+    if (at == std::string::npos) {
+        return {};
+    }
+    const auto open = json.find('"', json.find(',', at));
+    const auto close = json.find('"', open + 1);
+    return open == std::string::npos || close == std::string::npos
+               ? std::string()
+               : json.substr(open + 1, close - open - 1);
+}
+
+/// One scrape job of a test Prometheus, every second. With `match`, a federation job: it asks
+/// each target's /federate for the series these selectors match and keeps the labels the
+/// federated server gave them (honor_labels), as a global Prometheus does.
+struct scrape_job {
+    std::string name{};
+    std::vector<std::string> targets{};  ///< host:port each
+    std::vector<std::string> match{};    ///< the match[] selectors; empty: scrape /metrics
+};
+
+struct prometheus_options {
+    std::vector<scrape_job> jobs{};
+    /// Takes remote writes at /api/v1/write (--web.enable-remote-write-receiver).
+    bool remote_write_receiver = false;
+    std::vector<std::string> flags{};  ///< added to the command line
+    std::uint16_t port = 0;            ///< 0: a loopback port that is free now
+};
+
+/// A real Prometheus server (the Debian package's) on a loopback port; its configuration, log
+/// and data in a directory of its own. Stopped when this goes.
+class prometheus_server {
+  public:
+    prometheus_server(const std::filesystem::path& dir, const prometheus_options& o)
+        : port(o.port != 0 ? o.port : free_port()), log(dir / "prometheus.log") {
+        std::filesystem::create_directories(dir);
+        std::string config =
+            "global:\n"
+            "  scrape_interval: 1s\n"
+            "  scrape_timeout: 1s\n"
+            "scrape_configs:";
+        config += o.jobs.empty() ? " []\n" : "\n";
+        for (const auto& job : o.jobs) {
+            config += fmt::format("  - job_name: '{}'\n", job.name);
+            if (!job.match.empty()) {
+                config += "    honor_labels: true\n    metrics_path: /federate\n";
+                config += "    params:\n      'match[]':\n";
+                for (const auto& m : job.match) {
+                    config += fmt::format("        - '{}'\n", m);
+                }
+            }
+            config += "    static_configs:\n      - targets:\n";
+            for (const auto& t : job.targets) {
+                config += fmt::format("          - '{}'\n", t);
+            }
+        }
+        write_file(dir / "prometheus.yml", config);
+        std::vector<std::string> argv = {
+            XTEL_PROMETHEUS, "--config.file=" + (dir / "prometheus.yml").string(),
+            "--storage.tsdb.path=" + (dir / "data").string(),
+            fmt::format("--web.listen-address={}", address()), "--log.level=warn"};
+        if (o.remote_write_receiver) {
+            argv.emplace_back("--web.enable-remote-write-receiver");
+        }
+        argv.insert(argv.end(), o.flags.begin(), o.flags.end());
+        server.emplace(spawn_options{argv, {}, {}, log});
+    }
+
+    /// Scraping `target` (host:port) alone, as job `xtel`.
+    prometheus_server(const std::filesystem::path& dir,
+                      const std::string& target,
+                      std::vector<std::string> flags = {})
+        : prometheus_server(dir,
+                            prometheus_options{.jobs = {{.name = "xtel", .targets = {target}}},
+                                               .flags = std::move(flags)}) {}
+
+    /// host:port of its web API (and /federate).
+    std::string address() const { return fmt::format("127.0.0.1:{}", port); }
+
+    /// Where a remote writer sends to it.
+    std::string write_url() const { return fmt::format("http://{}/api/v1/write", address()); }
+
+    /// Asks `path` until `done(body)` or `timeout` passes (or the server ends); the last body.
+    template <class Done>
+    std::string poll(const std::string& path,
+                     Done&& done,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+        httplib::Client api("127.0.0.1", port);
+        api.set_connection_timeout(1);
+        api.set_read_timeout(5);
+        std::string last;
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline && !server->exited()) {
+            if (const auto res = api.Get(path); res && res->status == 200) {
+                last = res->body;
+                if (done(last)) {
+                    break;
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+        return last;
+    }
+
+    /// The value of the first series the instant query `promql` answers, asked until it is
+    /// `expected` or `timeout` passes; the last value (empty: no series).
+    std::string value_until(std::string_view promql,
+                            std::string_view expected,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+        return first_value(poll(
+            "/api/v1/query?query=" + percent_encode(promql),
+            [&](const std::string& body) { return first_value(body) == expected; }, timeout));
+    }
+
+    /// The value of the first series the instant query `promql` answers now; empty: none.
+    std::string value(std::string_view promql) {
+        return first_value(poll("/api/v1/query?query=" + percent_encode(promql),
+                                [](const std::string&) { return true; }));
+    }
+
+    std::uint16_t port;
+    std::filesystem::path log;
+    std::optional<child_process> server;
+};
 
 }  // namespace prom_it

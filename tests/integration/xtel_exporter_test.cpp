@@ -23,7 +23,11 @@
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
+using prom_it::scrape;
+using prom_it::scrape_until;
+using prom_it::served_port;
 using prom_it::spawn_options;
+using prom_it::value_of;
 using xtel_test::temp_dir;
 
 namespace {
@@ -63,56 +67,9 @@ child_process start_exporter(const temp_dir& dir, std::vector<std::string> extra
     return child_process(o);
 }
 
-/// The port out of the exporter's "serving" line; 0 when it did not come.
-int served_port(child_process& exporter) {
-    const auto line =
-        exporter.read_line("xtel-exporter: serving http://", std::chrono::seconds(30));
-    if (!line) {
-        return 0;
-    }
-    const auto address = prom_it::served_address(*line);
-    return std::stoi(address.substr(address.rfind(':') + 1));
-}
-
-std::string scrape(int port) {
-    httplib::Client c("127.0.0.1", port);
-    const auto res = c.Get("/metrics");
-    REQUIRE(res);
-    REQUIRE(res->status == 200);
-    return res->body;
-}
-
-/// The value of the first line of `body` that starts with `prefix`.
-std::optional<std::string> value_of(const std::string& body, std::string_view prefix) {
-    for (std::size_t at = 0; at < body.size();) {
-        const auto nl = body.find('\n', at);
-        const std::string_view line(body.data() + at,
-                                    (nl == std::string::npos ? body.size() : nl) - at);
-        if (line.starts_with(prefix)) {
-            return std::string(line.substr(line.rfind(' ') + 1));
-        }
-        at = nl == std::string::npos ? body.size() : nl + 1;
-    }
-    return std::nullopt;
-}
-
 /// The prefix of agent `name`'s agent_tx_bytes_total line, written by process `pid`.
 std::string tx_bytes(std::string_view name, pid_t pid) {
     return fmt::format(R"(agent_tx_bytes_total{{agent_name="{}",pid="{}",hostname=")", name, pid);
-}
-
-/// Scrapes until `done(body)` holds or `timeout` passes; returns the last body.
-template <class Pred>
-std::string scrape_until(int port,
-                         Pred done,
-                         std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string body = scrape(port);
-    while (!done(body) && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        body = scrape(port);
-    }
-    return body;
 }
 
 std::size_t count_of(std::string_view text, std::string_view part) {
