@@ -455,3 +455,39 @@ TEST_CASE("xtel-exporter refuses --user naming no account and a lone --remote-wr
         CHECK(bad.output().find(args[args.size() - 2]) != std::string::npos);
     }
 }
+
+TEST_CASE("xtel-exporter not started as root refuses --user unless it names its own user",
+          "[exporter]") {
+    constexpr const char* setpriv = "/usr/bin/setpriv";
+    if (::geteuid() != 0 || ::access(setpriv, X_OK) != 0) {
+        WARN("SKIPPED: needs root and setpriv (util-linux) to start it as nobody");
+        return;
+    }
+    const passwd* nobody = ::getpwnam("nobody");
+    REQUIRE(nobody != nullptr);
+    const std::vector<std::string> as_nobody{setpriv,
+                                             fmt::format("--reuid={}", nobody->pw_uid),
+                                             fmt::format("--regid={}", nobody->pw_gid),
+                                             "--clear-groups",
+                                             XTEL_EXPORTER,
+                                             "--listen",
+                                             "127.0.0.1:0"};
+    {
+        auto argv = as_nobody;
+        argv.insert(argv.end(), {"--user", "root"});
+        child_process refused(spawn_options{argv, {}, {}, {}});
+        refused.read_line("no such line", std::chrono::seconds(10));
+        INFO(refused.output());
+        CHECK(refused.wait(std::chrono::seconds(10)) == 64);
+        CHECK(refused.output().find("--user='root' needs root") != std::string::npos);
+    }
+    {
+        auto argv = as_nobody;
+        argv.insert(argv.end(), {"--user", "nobody"});
+        child_process itself(spawn_options{argv, {}, {}, {}});
+        const int port = served_port(itself);
+        INFO(itself.output());
+        REQUIRE(port > 0);
+        CHECK(value_of(scrape(port), "xtel_exporter_agents ") == "0");
+    }
+}
