@@ -90,8 +90,12 @@ class pusher {
         if (!active() || now < next_) {
             return;
         }
-        // On the interval's grid, unless a push ran so late that the next is due already.
-        next_ = std::max(next_ + interval_, now);
+        // On the interval's grid, unless this push ran so late that the next would be due
+        // already: then an interval from now.
+        next_ += interval_;
+        if (next_ <= now) {
+            next_ = now + interval_;
+        }
 #if XTEL_HAVE_REMOTE_WRITE
         const auto all = source.snapshots(true);
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
