@@ -73,6 +73,8 @@ struct spawn_options {
     std::filesystem::path stdin_path;
     /// Empty: stdout and stderr go to a pipe that read_line() reads.
     std::filesystem::path output_path;
+    /// Left out of the child's environment (unless set in `env`).
+    std::vector<std::string> unset;
 };
 
 /// A child process, stopped (SIGTERM, then SIGKILL) when this goes.
@@ -109,7 +111,8 @@ class child_process {
             const std::string_view kv(*e);
             const auto name = kv.substr(0, kv.find('='));
             const bool replaced = std::any_of(o.env.begin(), o.env.end(),
-                                              [&](const auto& p) { return p.first == name; });
+                                              [&](const auto& p) { return p.first == name; }) ||
+                                  std::find(o.unset.begin(), o.unset.end(), name) != o.unset.end();
             if (!replaced) {
                 env_strings.emplace_back(kv);
             }

@@ -3,7 +3,10 @@
 // read and, after --stale-ttl, what a dead writer left.
 
 #include <httplib.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -18,8 +21,10 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "prometheus_receiver.hpp"
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
@@ -35,9 +40,18 @@ namespace {
 constexpr std::uint64_t transfers = 50;
 constexpr std::uint64_t block = 65536;
 
+/// The variables that name a rank (xtel/rank.hpp): a demo gets only those a test gives it, so
+/// that a test run under a launcher (Slurm, mpirun) sees the labels it expects.
+const std::vector<std::string> rank_variables = {
+    "RANK",         "LOCAL_RANK",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_PROCID", "SLURM_LOCALID"};
+
 /// xfer_demo moving transfers x block bytes as agent `name` (its target is `name`_target) with
-/// the node exporter writing into `dir`; staying up `linger_s` seconds after.
-child_process start_demo(const temp_dir& dir, const std::string& name, int linger_s) {
+/// the node exporter writing into `dir`; staying up `linger_s` seconds after; with `env` set.
+child_process start_demo(const temp_dir& dir,
+                         const std::string& name,
+                         int linger_s,
+                         std::vector<std::pair<std::string, std::string>> env = {}) {
     spawn_options o;
     o.argv = {XTEL_XFER_DEMO,
               "--op",
@@ -56,6 +70,8 @@ child_process start_demo(const temp_dir& dir, const std::string& name, int linge
              {"NIXL_TELEMETRY_EXPORTER", "node"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
              {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};
+    o.env.insert(o.env.end(), env.begin(), env.end());
+    o.unset = rank_variables;
     return child_process(o);
 }
 
@@ -202,6 +218,9 @@ TEST_CASE("xtel-exporter --help prints its usage, and a bad --listen exits 64", 
         CHECK(help.wait(std::chrono::seconds(10)) == 0);
         CHECK(help.output().find("Usage: xtel-exporter") != std::string::npos);
         CHECK(help.output().find("--stale-ttl") != std::string::npos);
+        CHECK(help.output().find("--remote-write-interval SECONDS") != std::string::npos);
+        CHECK(help.output().find("--user NAME") != std::string::npos);
+        CHECK(help.output().find("LOCAL_RANK") != std::string::npos);
     }
     {
         child_process bad(
@@ -211,5 +230,221 @@ TEST_CASE("xtel-exporter --help prints its usage, and a bad --listen exits 64", 
         INFO(bad.output());
         CHECK(bad.output().find("--listen='localhost:99999' is invalid") != std::string::npos);
         CHECK(std::count(bad.output().begin(), bad.output().end(), '\n') == 1);
+    }
+}
+
+TEST_CASE("xtel-exporter labels the series of an agent started with RANK and LOCAL_RANK",
+          "[exporter]") {
+    const temp_dir dir;
+    auto demo = start_demo(dir, "exp-rank", 120, {{"RANK", "3"}, {"LOCAL_RANK", "1"}});
+    auto exporter = start_exporter(dir);
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    const auto line = fmt::format(
+        R"(agent_tx_bytes_total{{agent_name="exp-rank",rank="3",local_rank="1",pid="{}",hostname=")",
+        demo.pid());
+    const auto expected = std::to_string(transfers * block);
+    const auto body =
+        scrape_until(port, [&](const std::string& s) { return value_of(s, line) == expected; });
+    INFO(body);
+    CHECK(value_of(body, line) == expected);
+    // The target agent of the same process carries the same rank; no series of the demo lacks it.
+    CHECK(value_of(body, R"(agent_tx_bytes_total{agent_name="exp-rank_target",rank="3",)") == "0");
+    CHECK(count_of(body, R"({agent_name="exp-rank")") ==
+          count_of(body, R"({agent_name="exp-rank",rank="3",local_rank="1",pid=")"));
+}
+
+namespace {
+
+/// The exporter's health line `name` (a family without labels) in `body`, as a number; -1 when
+/// absent.
+double health(const std::string& body, const std::string& name) {
+    const auto v = value_of(body, name + " ");
+    return v ? std::stod(*v) : -1;
+}
+
+bool remote_write_built() {
+#if XTEL_HAVE_REMOTE_WRITE
+    return true;
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("xtel-exporter pushes an agent's exact byte count to a real Prometheus by remote-write",
+          "[exporter]") {
+    if (std::string_view(XTEL_PROMETHEUS).empty() || !remote_write_built()) {
+        WARN("SKIPPED: needs prometheus (Debian package) and XTEL_REMOTE_WRITE");
+        return;
+    }
+    const temp_dir dir;
+    const temp_dir prometheus_dir;
+    prom_it::prometheus_receiver prom(prometheus_dir.path(), prom_it::free_port());
+    auto demo = start_demo(dir, "exp-rw", 120);
+    auto exporter =
+        start_exporter(dir, {"--remote-write", prom.url(), "--remote-write-interval", "1"});
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    const auto expected = std::to_string(transfers * block);
+    const auto query =
+        fmt::format(R"(agent_tx_bytes_total{{agent_name="exp-rw",pid="{}"}})", demo.pid());
+    const auto value = prom.query_until(query, expected);
+    INFO("prometheus log:\n" << prom_it::read_file(prom.log));
+    CHECK(value == expected);
+    // The exporter's own health travels with the agents' series.
+    CHECK(prom.query_until("xtel_exporter_agents", "2") == "2");
+
+    const auto body = scrape_until(port, [](const std::string& s) {
+        return health(s, "xtel_exporter_remote_write_requests_sent_total") >= 2;
+    });
+    INFO(body);
+    CHECK(health(body, "xtel_exporter_remote_write_requests_sent_total") >= 2);
+    CHECK(health(body, "xtel_exporter_remote_write_requests_rejected_total") == 0);
+    CHECK(health(body, "xtel_exporter_remote_write_requests_dropped_total") == 0);
+    CHECK(health(body, "xtel_exporter_remote_write_requests_queued") >= 0);
+}
+
+TEST_CASE(
+    "xtel-exporter counts failed remote-write attempts while the receiver is down and keeps "
+    "serving",
+    "[exporter]") {
+    if (!remote_write_built()) {
+        WARN("SKIPPED: xtel-exporter was built without XTEL_REMOTE_WRITE");
+        return;
+    }
+    const temp_dir dir;
+    const auto url = fmt::format("http://127.0.0.1:{}/api/v1/write", prom_it::free_port());
+    auto exporter = start_exporter(dir, {"--remote-write", url, "--remote-write-interval", "1"});
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    // Every family is there from the first scrape, nothing sent.
+    const auto first = scrape(port);
+    INFO(first);
+    CHECK(health(first, "xtel_exporter_remote_write_requests_sent_total") == 0);
+    CHECK(health(first, "xtel_exporter_remote_write_requests_rejected_total") == 0);
+    CHECK(health(first, "xtel_exporter_remote_write_requests_dropped_total") == 0);
+    CHECK(health(first, "xtel_exporter_remote_write_failed_attempts_total") >= 0);
+    CHECK(health(first, "xtel_exporter_remote_write_requests_queued") >= 0);
+
+    const auto body = scrape_until(port, [](const std::string& s) {
+        return health(s, "xtel_exporter_remote_write_failed_attempts_total") >= 2 &&
+               health(s, "xtel_exporter_remote_write_requests_queued") >= 2;
+    });
+    INFO(body);
+    CHECK(health(body, "xtel_exporter_remote_write_failed_attempts_total") >= 2);
+    // Pushed every second, none taken: they wait in the queue.
+    CHECK(health(body, "xtel_exporter_remote_write_requests_queued") >= 2);
+    CHECK(health(body, "xtel_exporter_remote_write_requests_sent_total") == 0);
+    CHECK(health(body, "xtel_exporter_agents") == 0);
+    CHECK(exporter.exited() == std::nullopt);
+    // It says so once, not at every attempt.
+    exporter.read_line("no such line", std::chrono::milliseconds(300));
+    CHECK(count_of(exporter.output(), "failed (") == 1);
+}
+
+TEST_CASE("xtel-exporter notices through its watch an agent killed while nobody scrapes",
+          "[exporter]") {
+    const temp_dir dir;
+    auto demo = start_demo(dir, "exp-watch", 120);
+    const pid_t pid = demo.pid();
+    auto exporter = start_exporter(dir, {"--stale-ttl", "1"});
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    const auto line = tx_bytes("exp-watch", pid);
+    const auto expected = std::to_string(transfers * block);
+    auto body =
+        scrape_until(port, [&](const std::string& s) { return value_of(s, line) == expected; });
+    REQUIRE(value_of(body, line) == expected);
+    // The periodic rescan is 5 s apart; the kill is seen at once, so the TTL runs from it.
+    ::kill(pid, SIGKILL);
+    REQUIRE(demo.wait(std::chrono::seconds(10)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    body = scrape(port);
+    INFO(body);
+    CHECK_FALSE(value_of(body, line).has_value());
+    CHECK(value_of(body, "xtel_exporter_agents ") == "0");
+}
+
+TEST_CASE("xtel-exporter started as root with --user nobody runs as nobody and serves",
+          "[exporter]") {
+    if (::geteuid() != 0) {
+        WARN("SKIPPED: --user needs the test to run as root");
+        return;
+    }
+    const passwd* nobody = ::getpwnam("nobody");
+    REQUIRE(nobody != nullptr);
+    const auto uid = std::to_string(nobody->pw_uid);
+    const auto gid = std::to_string(nobody->pw_gid);
+    const temp_dir dir;
+    ::chmod(dir.path().c_str(), 0755);  // nobody lists it
+    auto exporter = start_exporter(dir, {"--user", "nobody"});
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    const auto status = prom_it::read_file(fmt::format("/proc/{}/status", exporter.pid()));
+    INFO(status);
+    // Real, effective, saved and file-system ids.
+    CHECK(status.find(fmt::format("\nUid:\t{0}\t{0}\t{0}\t{0}\n", uid)) != std::string::npos);
+    CHECK(status.find(fmt::format("\nGid:\t{0}\t{0}\t{0}\t{0}\n", gid)) != std::string::npos);
+    const auto body = scrape(port);
+    INFO(body);
+    CHECK(value_of(body, "xtel_exporter_agents ") == "0");
+    CHECK(value_of(body, "xtel_exporter_snapshot_read_errors_total ") == "0");
+    ::kill(exporter.pid(), SIGTERM);
+    CHECK(exporter.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("xtel-exporter refuses --user naming no account and a lone --remote-write-interval",
+          "[exporter]") {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--user", "xtel-no-such-user"},
+             {"--remote-write-interval", "5"},
+             {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-interval", "0"},
+             {"--remote-write", "ftp://127.0.0.1/w"}}) {
+        std::vector<std::string> argv{XTEL_EXPORTER};
+        argv.insert(argv.end(), args.begin(), args.end());
+        child_process bad(spawn_options{argv, {}, {}, {}});
+        bad.read_line("no such line", std::chrono::seconds(10));
+        INFO(bad.output());
+        CHECK(bad.wait(std::chrono::seconds(10)) == 64);
+        CHECK(std::count(bad.output().begin(), bad.output().end(), '\n') == 1);
+        CHECK(bad.output().find(args[args.size() - 2]) != std::string::npos);
+    }
+}
+
+TEST_CASE("xtel-exporter not started as root refuses --user unless it names its own user",
+          "[exporter]") {
+    constexpr const char* setpriv = "/usr/bin/setpriv";
+    if (::geteuid() != 0 || ::access(setpriv, X_OK) != 0) {
+        WARN("SKIPPED: needs root and setpriv (util-linux) to start it as nobody");
+        return;
+    }
+    const passwd* nobody = ::getpwnam("nobody");
+    REQUIRE(nobody != nullptr);
+    const std::vector<std::string> as_nobody{setpriv,
+                                             fmt::format("--reuid={}", nobody->pw_uid),
+                                             fmt::format("--regid={}", nobody->pw_gid),
+                                             "--clear-groups",
+                                             XTEL_EXPORTER,
+                                             "--listen",
+                                             "127.0.0.1:0"};
+    {
+        auto argv = as_nobody;
+        argv.insert(argv.end(), {"--user", "root"});
+        child_process refused(spawn_options{argv, {}, {}, {}});
+        refused.read_line("no such line", std::chrono::seconds(10));
+        INFO(refused.output());
+        CHECK(refused.wait(std::chrono::seconds(10)) == 64);
+        CHECK(refused.output().find("--user='root' needs root") != std::string::npos);
+    }
+    {
+        auto argv = as_nobody;
+        argv.insert(argv.end(), {"--user", "nobody"});
+        child_process itself(spawn_options{argv, {}, {}, {}});
+        const int port = served_port(itself);
+        INFO(itself.output());
+        REQUIRE(port > 0);
+        CHECK(value_of(scrape(port), "xtel_exporter_agents ") == "0");
     }
 }

@@ -11,6 +11,7 @@
 #include "xtel/config.hpp"
 #include "xtel/host_port.hpp"
 #include "xtel/output_path.hpp"
+#include "xtel/rank.hpp"
 
 namespace xtel {
 
@@ -61,13 +62,16 @@ struct prometheus_settings {
     std::vector<std::string> builders = default_builders();
     /// Series per family of the builders before new label sets fold into "other".
     std::size_t max_series = default_max_series;
+    /// The process's rank (RANK, LOCAL_RANK and the like): the rank and local_rank labels of
+    /// every series of the agent, when the environment names them.
+    process_rank rank;
 
     /// Reads NIXL_TELEMETRY_PROMETHEUS_ADDRESS, else NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when
     /// this exporter takes it (takes_output_path: not when an exporter that takes it as a
     /// directory is named), else keeps 127.0.0.1:9464; NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US (else
     /// NIXL_TELEMETRY_PROMETHEUS_BUCKETS),
-    /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS and NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES.
-    /// Throws config_error.
+    /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS and NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES; the rank
+    /// variables (process_rank::from_env, which never throws). Throws config_error.
     static prometheus_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
 
     /// Parses a list of bucket bounds as NIXL_TELEMETRY_PROMETHEUS_BUCKETS takes it; throws

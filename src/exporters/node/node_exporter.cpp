@@ -27,7 +27,8 @@ node_exporter::node_exporter(const exporter_context& ctx, const node_settings& s
                                                         settings.metrics.hostname,
                                                         settings.metrics.buckets,
                                                         settings.metrics.builders,
-                                                        settings.metrics.max_series)) {
+                                                        settings.metrics.max_series,
+                                                        settings.metrics.rank)) {
     try {
         writer_ = std::make_unique<node_file::writer>(settings.directory, ctx.agent_name);
         path_ = writer_->path();

@@ -75,6 +75,18 @@ std::string ucx_version_text() {
     return fmt::format("{}.{}.{}", major, minor, release);
 }
 
+/// The labels every series of the agent carries: its name, then its rank when it has one.
+std::vector<metrics::label> agent_labels(const std::string& agent_name, const process_rank& rank) {
+    std::vector<metrics::label> out{{"agent_name", agent_name}};
+    if (rank.rank) {
+        out.push_back({"rank", std::to_string(*rank.rank)});
+    }
+    if (rank.local_rank) {
+        out.push_back({"local_rank", std::to_string(*rank.local_rank)});
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string_view prometheus_agent::nixl_status_of(status_code code) noexcept {
@@ -119,13 +131,16 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                                    std::string_view hostname,
                                    std::vector<double> bounds,
                                    const std::vector<std::string>& builders,
-                                   std::size_t max_series)
+                                   std::size_t max_series,
+                                   const process_rank& rank)
     : agent_name_(std::move(agent_name)),
       hostname_(hostname),
-      labels_{{"agent_name", agent_name_}} {
+      labels_(agent_labels(agent_name_, rank)) {
     metrics::processor_options opts;
     opts.max_series = max_series;
-    opts.reserved_labels = {"agent_name"};
+    for (const metrics::label& l : labels_) {
+        opts.reserved_labels.push_back(l.name);
+    }
     opts.check = [this](const family_spec& spec) { reserve_name(spec); };
     opts.builders = builders;
     processor_ = std::make_unique<transfer_processor>(metrics::context{agent_name_, hostname_},

@@ -21,6 +21,7 @@
 #include "xtel/metrics/builders/time.hpp"
 #include "xtel/metrics/processor.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/rank.hpp"
 #include "xtel/status.hpp"
 #include "xtel/transfer_record.hpp"
 
@@ -37,13 +38,15 @@ class prometheus_agent {
     using transfer_processor = metrics::
         processor<metrics::legacy_builder, metrics::comprehensive_builder, metrics::time_builder>;
 
-    /// `bounds`: the latency histograms' bucket bounds in microseconds. Throws
+    /// `bounds`: the latency histograms' bucket bounds in microseconds. Every series carries
+    /// agent_name, then rank and local_rank when `rank` has them. Throws
     /// metrics::metrics_error for a builder name the processor lacks.
     prometheus_agent(std::string agent_name,
                      std::string_view hostname,
                      std::vector<double> bounds,
                      const std::vector<std::string>& builders = {"legacy", "comprehensive", "time"},
-                     std::size_t max_series = metrics::metric_store::default_max_series);
+                     std::size_t max_series = metrics::metric_store::default_max_series,
+                     const process_rank& rank = {});
 
     prometheus_agent(const prometheus_agent&) = delete;
     prometheus_agent& operator=(const prometheus_agent&) = delete;

@@ -27,7 +27,8 @@ prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
                                                         settings.hostname,
                                                         settings.buckets,
                                                         settings.builders,
-                                                        settings.max_series)) {
+                                                        settings.max_series,
+                                                        settings.rank)) {
     std::shared_ptr<detail::prometheus_endpoint> endpoint;
     try {
         endpoint = detail::prometheus_endpoint::acquire(settings.address);

@@ -99,6 +99,7 @@ prometheus_settings prometheus_settings::from_env(const config& cfg, const env_l
     if (const auto v = lookup(env::prometheus_max_series)) {
         s.max_series = parse::unsigned_integer(env::prometheus_max_series, *v, 1, max_max_series);
     }
+    s.rank = process_rank::from_env(lookup);
     return s;
 }
 

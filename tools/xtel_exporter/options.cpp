@@ -1,0 +1,128 @@
+#include "options.hpp"
+
+#include <fmt/format.h>
+
+#include "xtel/parse.hpp"
+
+namespace xtel::exporter_program {
+
+namespace {
+
+constexpr std::string_view usage_text =
+    "Usage: xtel-exporter [--dir DIR] [--listen HOST:PORT] [--stale-ttl SECONDS]\n"
+    "                     [--remote-write URL [--remote-write-interval SECONDS]] [--user NAME]\n"
+    "\n"
+    "Serves on one /metrics the metrics every agent of this node publishes into\n"
+    "DIR/<agent name>.metrics (NIXL_TELEMETRY_EXPORTER=node), and its own health. Each series\n"
+    "carries agent_name and the writer's pid, and rank and local_rank when the agent's\n"
+    "environment names them (RANK, LOCAL_RANK; else OMPI_COMM_WORLD_RANK,\n"
+    "OMPI_COMM_WORLD_LOCAL_RANK; else SLURM_PROCID, SLURM_LOCALID). DIR is watched (inotify)\n"
+    "and listed again every few seconds.\n"
+    "\n"
+    "  --dir DIR             the agents' NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH (default /dev/shm)\n"
+    "  --listen HOST:PORT    where to serve /metrics (default 127.0.0.1:9465; port 0 picks one)\n"
+    "  --stale-ttl SECONDS   how long an agent that has stopped is still served (default 60)\n"
+    "  --remote-write URL    also push the same series to a Prometheus remote-write receiver\n"
+    "                        (e.g. http://prometheus:9090/api/v1/write), retrying while it is\n"
+    "                        down; xtel_exporter_remote_write_* count how it goes"
+#if !XTEL_HAVE_REMOTE_WRITE
+    "\n                        (not in this build: XTEL_REMOTE_WRITE was off)"
+#endif
+    "\n"
+    "  --remote-write-interval SECONDS\n"
+    "                        how often to push (default 15, 1 to 3600)\n"
+    "  --user NAME           started as root: run as NAME once the port is bound. NAME must\n"
+    "                        be able to read the agents' files (mode 0600: the agents' user)\n"
+    "  --help                this text\n";
+
+constexpr std::string_view option_names[] = {
+    "--dir", "--listen", "--stale-ttl", "--remote-write", "--remote-write-interval", "--user"};
+
+bool is_option(std::string_view arg) {
+    for (const auto name : option_names) {
+        if (arg == name) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void set(options& o, std::string_view arg, std::string_view value) {
+    if (arg == "--dir") {
+        o.dir = parse::existing_directory("--dir", value);
+    } else if (arg == "--listen") {
+        o.listen = host_port::parse("--listen", value);
+    } else if (arg == "--stale-ttl") {
+        o.stale_ttl_s = parse::unsigned_integer("--stale-ttl", value, 0, 365 * 86400);
+    } else if (arg == "--remote-write") {
+        if (!have_remote_write) {
+            throw usage_error(
+                "--remote-write is not in this build of xtel-exporter: it was built with "
+                "XTEL_REMOTE_WRITE=OFF (protobuf, snappy and libcurl are needed for it)");
+        }
+        if (!value.starts_with("http://") && !value.starts_with("https://")) {
+            parse::fail("--remote-write", value,
+                        "expected an http:// or https:// URL (for example "
+                        "http://prometheus:9090/api/v1/write)");
+        }
+        o.remote_write_url = value;
+    } else if (arg == "--remote-write-interval") {
+        o.remote_write_interval = std::chrono::seconds(parse::unsigned_integer(
+            "--remote-write-interval", value, 1,
+            static_cast<std::uint64_t>(options::max_remote_write_interval.count())));
+    } else {
+        if (value.empty()) {
+            parse::fail("--user", value, "expected the name of an account");
+        }
+        o.user = value;
+    }
+}
+
+}  // namespace
+
+std::string_view usage() noexcept {
+    return usage_text;
+}
+
+options parse_options(int argc, char** argv) {
+    options o;
+    bool interval_given = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            o.help = true;
+            continue;
+        }
+        std::string_view value;
+        bool has_value = false;
+        if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+            value = arg.substr(eq + 1);
+            arg = arg.substr(0, eq);
+            has_value = true;
+        }
+        if (!is_option(arg)) {
+            throw usage_error(
+                fmt::format("'{}' is not an option: expected --dir, --listen, --stale-ttl, "
+                            "--remote-write, --remote-write-interval, --user or --help",
+                            arg));
+        }
+        if (!has_value) {
+            if (i + 1 >= argc) {
+                throw usage_error(fmt::format("{} needs a value", arg));
+            }
+            value = argv[++i];
+        }
+        interval_given = interval_given || arg == "--remote-write-interval";
+        try {
+            set(o, arg, value);
+        } catch (const config_error& e) {
+            throw usage_error(e.what());
+        }
+    }
+    if (interval_given && o.remote_write_url.empty() && !o.help) {
+        throw usage_error("--remote-write-interval is given without --remote-write URL");
+    }
+    return o;
+}
+
+}  // namespace xtel::exporter_program

@@ -1,0 +1,52 @@
+#pragma once
+// xtel-exporter's command line: the options, their defaults and the usage text.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "xtel/error.hpp"
+#include "xtel/host_port.hpp"
+
+namespace xtel::exporter_program {
+
+/// sysexits.h: the command was used incorrectly.
+inline constexpr int exit_usage = 64;
+
+/// A command line that cannot be run; what() names the option, the value and what is accepted.
+class usage_error : public error {
+  public:
+    using error::error;
+};
+
+/// Whether this build has the remote-write client (CMake option XTEL_REMOTE_WRITE).
+#if XTEL_HAVE_REMOTE_WRITE
+inline constexpr bool have_remote_write = true;
+#else
+inline constexpr bool have_remote_write = false;
+#endif
+
+struct options {
+    static constexpr std::chrono::seconds default_remote_write_interval{15};
+    static constexpr std::chrono::seconds max_remote_write_interval{3600};
+
+    std::filesystem::path dir = "/dev/shm";
+    host_port listen = host_port::parse("--listen", "127.0.0.1:9465");
+    std::uint64_t stale_ttl_s = 60;
+    /// Where to push the series; empty: nowhere.
+    std::string remote_write_url;
+    std::chrono::seconds remote_write_interval = default_remote_write_interval;
+    /// The account to run as once the port is bound; empty: the one it was started as.
+    std::string user;
+    bool help = false;
+};
+
+/// The text --help prints.
+std::string_view usage() noexcept;
+
+/// Throws usage_error.
+options parse_options(int argc, char** argv);
+
+}  // namespace xtel::exporter_program
