@@ -54,6 +54,20 @@ std::size_t utf8_sequence(std::string_view s) {
 /// since Prometheus rejects a whole scrape over one invalid label value.
 void append_escaped(std::string& out, std::string_view in, bool quote) {
     while (!in.empty()) {
+        // Most values are plain ASCII with nothing to escape: copied in one append per run.
+        std::size_t plain = 0;
+        while (plain < in.size()) {
+            const auto c = static_cast<unsigned char>(in[plain]);
+            if (c >= 0x80 || c == '\\' || c == '\n' || (c == '"' && quote)) {
+                break;
+            }
+            ++plain;
+        }
+        out.append(in.data(), plain);
+        in.remove_prefix(plain);
+        if (in.empty()) {
+            break;
+        }
         const std::size_t n = utf8_sequence(in);
         if (n == 0) {
             out += "\xEF\xBF\xBD";
@@ -111,22 +125,14 @@ std::string render_labels(std::span<const metrics::label> labels) {
     return out;
 }
 
-/// Writes one sample line's name and labels up to the closing brace and the space after it.
-/// `extra` is a last label already rendered (a histogram's `le="..."`), or empty.
-void append_head(std::string& out,
-                 const family_snapshot& f,
-                 std::string_view suffix,
-                 const std::string& common,
-                 const metrics::series& s,
-                 std::string_view extra) {
-    out += f.spec.name;
-    out += suffix;
-    if (common.empty() && f.spec.label_names.empty() && extra.empty()) {
-        out += ' ';  // a series without labels: no braces, as every client library writes it
-        return;
-    }
-    out += '{';
-    out += common;
+/// A series' labels as its sample lines show them between the braces (the snapshot's, then the
+/// family's), escaped, into `out` (replaced): rendered once per series, not once per line, since
+/// a histogram's series shows the same labels on every bucket, _sum and _count line.
+void render_series_labels(std::string& out,
+                          const family_snapshot& f,
+                          const std::string& common,
+                          const metrics::series& s) {
+    out = common;
     bool first = common.empty();
     const auto& names = f.spec.label_names;
     for (std::size_t i = 0; i < names.size() && i < s.label_values.size(); ++i) {
@@ -139,8 +145,26 @@ void append_head(std::string& out,
         append_escaped(out, s.label_values[i], true);
         out += '"';
     }
+}
+
+/// Writes one sample line's name and labels up to the closing brace and the space after it.
+/// `labels` is render_series_labels'; `extra` is a last label already rendered (a histogram's
+/// `le="..."`), or empty.
+void append_head(std::string& out,
+                 const family_snapshot& f,
+                 std::string_view suffix,
+                 const std::string& labels,
+                 std::string_view extra) {
+    out += f.spec.name;
+    out += suffix;
+    if (labels.empty() && extra.empty()) {
+        out += ' ';  // a series without labels: no braces, as every client library writes it
+        return;
+    }
+    out += '{';
+    out += labels;
     if (!extra.empty()) {
-        if (!first) {
+        if (!labels.empty()) {
             out += ',';
         }
         out += extra;
@@ -286,11 +310,13 @@ void append_family(std::string& out,
                    std::span<const std::string> le,
                    exposition format) {
     const bool exemplars = format == exposition::openmetrics;
+    std::string labels;
     for (const metrics::series& s : f.series) {
+        render_series_labels(labels, f, common, s);
         switch (f.spec.type) {
             case metric_type::counter:
             case metric_type::gauge:
-                append_head(out, f, "", common, s, {});
+                append_head(out, f, "", labels, {});
                 append_scaled(out, s.value, f.spec.decimals);
                 out += '\n';
                 break;
@@ -298,14 +324,14 @@ void append_family(std::string& out,
                 std::uint64_t cumulative = 0;
                 for (std::size_t i = 0; i < le.size() && i < s.buckets.size(); ++i) {
                     cumulative += s.buckets[i];
-                    append_head(out, f, "_bucket", common, s, le[i]);
+                    append_head(out, f, "_bucket", labels, le[i]);
                     append_number(out, cumulative);
                     if (exemplars) {
                         append_exemplar(out, s, i, f.spec.decimals);
                     }
                     out += '\n';
                 }
-                append_head(out, f, "_bucket", common, s, "le=\"+Inf\"");
+                append_head(out, f, "_bucket", labels, "le=\"+Inf\"");
                 append_number(out, s.count);
                 if (exemplars) {
                     append_exemplar(out, s, f.spec.bounds.size(), f.spec.decimals);
@@ -314,10 +340,10 @@ void append_family(std::string& out,
                 [[fallthrough]];
             }
             case metric_type::summary:
-                append_head(out, f, "_sum", common, s, {});
+                append_head(out, f, "_sum", labels, {});
                 append_scaled(out, s.sum, f.spec.decimals);
                 out += '\n';
-                append_head(out, f, "_count", common, s, {});
+                append_head(out, f, "_count", labels, {});
                 append_number(out, s.count);
                 out += '\n';
                 break;

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# xtel-exporter on a full node (docs/performance.md, "The node exporter and xtel-exporter"):
+# AGENTS node files of SERIES series each (xtel_node_files, republished every second as agents
+# flushing), the real xtel-exporter serving them on a loopback port, SCRAPES scrapes of /metrics
+# with curl (plain, then gzip), and the exporter's resident memory from /proc.
+#   bench/node_scale.sh BUILD_DIR [AGENTS [SERIES [SCRAPES [model]]]]
+# BUILD_DIR holds a Release build of the targets xtel-exporter and xtel_node_files. SERIES are
+# time series (sample lines of a scrape), or series of the metric model with `model` (a
+# histogram one: about six and a half times as many sample lines with the default buckets).
+set -euo pipefail
+build=${1:?usage: bench/node_scale.sh BUILD_DIR [AGENTS [SERIES [SCRAPES [model]]]]}
+agents=${2:-64}
+series=${3:-1000}
+scrapes=${4:-11}
+unit=${5:-}
+exporter=$build/tools/xtel_exporter/xtel-exporter
+generator=$build/bench/xtel_node_files
+for b in "$exporter" "$generator"; do
+    [[ -x $b ]] || { echo "node_scale.sh: $b not built" >&2; exit 2; }
+done
+
+base=/dev/shm
+[[ -d $base ]] || base=${TMPDIR:-/tmp}
+dir=$(mktemp -d "$base/xtel-node-scale-XXXXXX")
+gen_pid=
+exp_pid=
+cleanup() {
+    [[ -n $exp_pid ]] && kill "$exp_pid" 2>/dev/null && wait "$exp_pid" 2>/dev/null
+    [[ -n $gen_pid ]] && kill "$gen_pid" 2>/dev/null && wait "$gen_pid" 2>/dev/null
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# Waits (up to 60 s) for a line matching $2 in file $1, and prints it.
+wait_for() {
+    local i
+    for ((i = 0; i < 600; ++i)); do
+        if grep -m1 -E "$2" "$1" 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "node_scale.sh: timed out waiting for '$2' in $1" >&2
+    cat "$1" >&2
+    return 1
+}
+
+"$generator" "$dir" "$agents" "$series" 1000 $unit >"$dir/.generator.out" 2>&1 &
+gen_pid=$!
+read -r _ files per_file payload < <(wait_for "$dir/.generator.out" '^ready ')
+
+"$exporter" --dir "$dir" --listen 127.0.0.1:0 2>"$dir/.exporter.err" &
+exp_pid=$!
+url=$(wait_for "$dir/.exporter.err" 'serving http://' | sed -E 's/.*serving (http:[^ ]*).*/\1/')
+
+median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+# A scrape later than 200 ms after the last refresh reads every file that changed; the exporter
+# also refreshes every second by itself, so some scrapes find the files read already.
+scrape() {  # $1: extra curl arguments; prints "seconds bytes" per scrape
+    local i
+    for ((i = 0; i < scrapes; ++i)); do
+        sleep 0.3
+        curl -sS -o /dev/null $1 -w '%{time_total} %{size_download}\n' "$url"
+    done
+}
+plain=$(scrape "")
+zipped=$(scrape "-H Accept-Encoding:gzip")
+lines=$(curl -sS "$url" | grep -vc '^#')
+status=/proc/$exp_pid/status
+rss_kb=$(awk '/^VmRSS:/ {print $2}' "$status")
+hwm_kb=$(awk '/^VmHWM:/ {print $2}' "$status")
+# The exporter's own account of its scrapes (reading the files and rendering, server side).
+own=$(curl -sS "$url" | awk '/^xtel_exporter_scrape_duration_seconds_(sum|count)/ {print $2}' |
+    paste -sd' ')
+
+echo "agents: $files, ${unit:-time} series per agent: $per_file, payload bytes (all files): $payload"
+echo "sample lines per scrape: $lines"
+echo "scrape, text (curl time_total, median of $scrapes): $(cut -d' ' -f1 <<<"$plain" | median) s," \
+    "$(cut -d' ' -f2 <<<"$plain" | median) bytes"
+echo "scrape, text + gzip (median of $scrapes): $(cut -d' ' -f1 <<<"$zipped" | median) s," \
+    "$(cut -d' ' -f2 <<<"$zipped" | median) bytes"
+read -r sum count <<<"$own"
+echo "exporter's own mean scrape duration: $(awk -v s="$sum" -v c="$count" 'BEGIN {printf "%.4f", s / c}') s over $count scrapes"
+echo "xtel-exporter VmRSS: $((rss_kb / 1024)) MiB ($rss_kb kB), VmHWM: $((hwm_kb / 1024)) MiB ($hwm_kb kB)"
