@@ -41,10 +41,13 @@ double scaled(std::uint64_t v, std::uint8_t decimals) {
 /// Builds one series' labels, sorted by name as remote write requires.
 class series_builder {
   public:
-    series_builder(prompb::WriteRequest& request, std::int64_t timestamp_ms)
-        : request_(request), timestamp_ms_(timestamp_ms) {}
+    series_builder(prompb::WriteRequest& request,
+                   std::int64_t timestamp_ms,
+                   std::span<const metrics::label> external)
+        : request_(request), timestamp_ms_(timestamp_ms), external_(external) {}
 
-    /// The labels every series of `f` in snapshot `snap` has, but __name__ and le.
+    /// The labels every series of `f` in snapshot `snap` has, but __name__ and le, sorted once
+    /// for all the lines of the series.
     void start(const metrics::snapshot& snap,
                const metrics::family_snapshot& f,
                const metrics::series& s) {
@@ -56,22 +59,45 @@ class series_builder {
         for (std::size_t i = 0; i < names.size() && i < s.label_values.size(); ++i) {
             base_.emplace_back(names[i], detail::to_valid_utf8(s.label_values[i]));
         }
+        const std::size_t own = base_.size();
+        for (const metrics::label& l : external_) {
+            const auto mine = base_.begin() + static_cast<std::ptrdiff_t>(own);
+            if (std::none_of(base_.begin(), mine,
+                             [&](const auto& b) { return b.first == l.name; })) {
+                base_.emplace_back(l.name, l.value);
+            }
+        }
+        std::sort(base_.begin(), base_.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
     }
 
     /// Adds the series `name` (with `le` when not empty) with one sample.
     void add(const std::string& name, const std::string& le, double value) {
-        labels_.assign(base_.begin(), base_.end());
-        labels_.emplace_back("__name__", name);
-        if (!le.empty()) {
-            labels_.emplace_back("le", le);
-        }
-        std::sort(labels_.begin(), labels_.end(),
-                  [](const auto& a, const auto& b) { return a.first < b.first; });
         prompb::TimeSeries& ts = *request_.add_timeseries();
-        for (auto& [n, v] : labels_) {
+        // base_ is sorted: __name__ and le go in where they sort, in one pass.
+        bool name_added = false;
+        bool le_added = le.empty();
+        const auto put = [&ts](const std::string& n, const std::string& v) {
             prompb::Label& l = *ts.add_labels();
-            l.set_name(std::move(n));
-            l.set_value(std::move(v));
+            l.set_name(n);
+            l.set_value(v);
+        };
+        for (const auto& [n, v] : base_) {
+            if (!name_added && std::string_view("__name__") < n) {
+                put("__name__", name);
+                name_added = true;
+            }
+            if (!le_added && std::string_view("le") < n) {
+                put("le", le);
+                le_added = true;
+            }
+            put(n, v);
+        }
+        if (!name_added) {
+            put("__name__", name);
+        }
+        if (!le_added) {
+            put("le", le);
         }
         prompb::Sample& sample = *ts.add_samples();
         sample.set_value(value);
@@ -81,8 +107,8 @@ class series_builder {
   private:
     prompb::WriteRequest& request_;
     std::int64_t timestamp_ms_;
+    std::span<const metrics::label> external_;
     std::vector<std::pair<std::string, std::string>> base_;
-    std::vector<std::pair<std::string, std::string>> labels_;
 };
 
 void add_family(series_builder& out,
@@ -125,9 +151,10 @@ void add_family(series_builder& out,
 
 std::string encode_write_request(
     std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
-    std::int64_t timestamp_ms) {
+    std::int64_t timestamp_ms,
+    std::span<const metrics::label> external_labels) {
     prompb::WriteRequest request;
-    series_builder out(request, timestamp_ms);
+    series_builder out(request, timestamp_ms, external_labels);
     // A name is one family of one type: the first snapshot's that has it, as a scrape shows.
     std::unordered_map<std::string_view, metric_type> types;
     for (const auto& snap : snapshots) {

@@ -30,13 +30,16 @@ class remote_write_error : public error {
 
 /// The snapshots as one snappy-compressed (block format) WriteRequest, every sample at
 /// `timestamp_ms` (ms since the Unix epoch). Each series' labels are `__name__`, the
-/// snapshot's labels, the family's, and `le` for buckets, sorted by name as remote write
-/// requires. Counters and gauges: one sample, divided by 10^decimals. Histograms: the classic
-/// series `<name>_bucket` (cumulative, `le` as scraped, +Inf the count), `<name>_sum`,
+/// snapshot's labels, the family's, `external_labels` (those of its names that the series
+/// has not already: Prometheus's external_labels rule) and `le` for buckets, sorted by name as
+/// remote write requires. Counters and gauges: one sample, divided by 10^decimals. Histograms: the
+/// classic series `<name>_bucket` (cumulative, `le` as scraped, +Inf the count), `<name>_sum`,
 /// `<name>_count`; summaries `<name>_sum` and `<name>_count`. A family whose name an earlier
 /// snapshot gave another type is left out of that snapshot, as a scrape leaves it out.
 std::string encode_write_request(
-    std::span<const std::shared_ptr<const metrics::snapshot>> snapshots, std::int64_t timestamp_ms);
+    std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
+    std::int64_t timestamp_ms,
+    std::span<const metrics::label> external_labels = {});
 
 struct remote_write_options {
     /// Bodies waiting to be sent, the one being sent among them; a push to a full queue drops

@@ -395,13 +395,17 @@ TEST_CASE("xtel-exporter started as root with --user nobody runs as nobody and s
     CHECK(exporter.wait(std::chrono::seconds(10)) == 0);
 }
 
-TEST_CASE("xtel-exporter refuses --user naming no account and a lone --remote-write-interval",
+TEST_CASE("xtel-exporter refuses --user naming no account and remote-write options it cannot use",
           "[exporter]") {
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"--user", "xtel-no-such-user"},
              {"--remote-write-interval", "5"},
              {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-interval", "0"},
-             {"--remote-write", "ftp://127.0.0.1/w"}}) {
+             {"--remote-write", "ftp://127.0.0.1/w"},
+             {"--remote-write-label", "zone=b"},
+             {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-label", "le=1"},
+             {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-label", "__name__=x"},
+             {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-label", "zone"}}) {
         std::vector<std::string> argv{XTEL_EXPORTER};
         argv.insert(argv.end(), args.begin(), args.end());
         child_process bad(spawn_options{argv, {}, {}, {}});

@@ -123,6 +123,38 @@ TEST_CASE("a write request holds every series with sorted labels and values as s
     CHECK(series[7].value == 42);
 }
 
+TEST_CASE("external labels join every series in sorted place and a series' own label wins",
+          "[remote_write]") {
+    auto snap = std::make_shared<metrics::snapshot>(*small_snapshot());
+    snap->families[2].series.push_back(series_of({"p2", "read"}, 5));
+    snap->families[2].spec.label_names = {"peer", "instance"};  // a label the push also adds
+    const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{snap};
+    const std::vector<metrics::label> external{{"instance", "node-7:9465"}, {"zone", "b"}};
+    const auto series = decode(node::encode_write_request(snaps, 1, external));
+    REQUIRE(series.size() == 9);
+    CHECK(series[0].labels == label_set{{"__name__", "latency_seconds_bucket"},
+                                        {"agent_name", "a"},
+                                        {"instance", "node-7:9465"},
+                                        {"le", "0.001"},
+                                        {"op", "read"},
+                                        {"zone", "b"}});
+    CHECK(series[6].labels == label_set{{"__name__", "queue_wait_seconds"},
+                                        {"agent_name", "a"},
+                                        {"instance", "node-7:9465"},
+                                        {"zone", "b"}});
+    // The family's own instance label: kept, not replaced and not doubled.
+    CHECK(series[7].labels == label_set{{"__name__", "xfer_bytes_total"},
+                                        {"agent_name", "a"},
+                                        {"instance", "write"},
+                                        {"peer", "p1"},
+                                        {"zone", "b"}});
+    CHECK(series[8].labels == label_set{{"__name__", "xfer_bytes_total"},
+                                        {"agent_name", "a"},
+                                        {"instance", "read"},
+                                        {"peer", "p2"},
+                                        {"zone", "b"}});
+}
+
 TEST_CASE("a family an earlier snapshot gave another type is left out, as a scrape leaves it",
           "[remote_write]") {
     auto other = std::make_shared<metrics::snapshot>();

@@ -9,6 +9,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -80,6 +82,25 @@ class pusher {
         return {};
     }
 
+    /// Sets the labels every pushed series gets: --remote-write-label's, and instance as
+    /// <host name>:<port of `bound`> unless given; a label given with an empty value is left
+    /// out. Called once the port is bound.
+    void label(const options& o, const host_port& bound) {
+        labels_.clear();
+        bool instance = false;
+        for (const auto& [name, value] : o.remote_write_labels) {
+            instance = instance || name == "instance";
+            if (!value.empty()) {
+                labels_.push_back(metrics::label{name, value});
+            }
+        }
+        if (!instance) {
+            char host[256] = {};
+            ::gethostname(host, sizeof host - 1);
+            labels_.push_back(metrics::label{"instance", fmt::format("{}:{}", host, bound.port)});
+        }
+    }
+
     /// When the next push is due; nullopt when not active.
     std::optional<clock_type::time_point> due() const noexcept {
         return active() ? std::optional(next_) : std::nullopt;
@@ -101,13 +122,14 @@ class pusher {
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-        writer_->push(node::encode_write_request(all, ms));
+        writer_->push(node::encode_write_request(all, ms, labels_));
 #else
         (void)source;
 #endif
     }
 
   private:
+    std::vector<metrics::label> labels_;
     std::chrono::seconds interval_;
     clock_type::time_point next_ = clock_type::now();
 #if XTEL_HAVE_REMOTE_WRITE
@@ -150,6 +172,7 @@ int serve(const options& o, const std::optional<account>& user) {
     if (user) {
         run_as(*user);
     }
+    push.label(o, server.bound());
     node.start();
     dir_watch watch(o.dir);
     std::fprintf(stderr, "xtel-exporter: serving http://%s/metrics\n",

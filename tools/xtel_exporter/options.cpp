@@ -10,7 +10,8 @@ namespace {
 
 constexpr std::string_view usage_text =
     "Usage: xtel-exporter [--dir DIR] [--listen HOST:PORT] [--stale-ttl SECONDS]\n"
-    "                     [--remote-write URL [--remote-write-interval SECONDS]] [--user NAME]\n"
+    "                     [--remote-write URL [--remote-write-interval SECONDS]\n"
+    "                      [--remote-write-label NAME=VALUE]...] [--user NAME]\n"
     "\n"
     "Serves on one /metrics the metrics every agent of this node publishes into\n"
     "DIR/<agent name>.metrics (NIXL_TELEMETRY_EXPORTER=node), and its own health. Each series\n"
@@ -31,12 +32,37 @@ constexpr std::string_view usage_text =
     "\n"
     "  --remote-write-interval SECONDS\n"
     "                        how often to push (default 15, 1 to 3600)\n"
+    "  --remote-write-label NAME=VALUE\n"
+    "                        a label for every series pushed (repeatable), as Prometheus's\n"
+    "                        external_labels: a series' own label of that name wins.\n"
+    "                        instance=<host name>:<port> unless given (instance= drops it)\n"
     "  --user NAME           started as root: run as NAME once the port is bound. NAME must\n"
     "                        be able to read the agents' files (mode 0600: the agents' user)\n"
     "  --help                this text\n";
 
-constexpr std::string_view option_names[] = {
-    "--dir", "--listen", "--stale-ttl", "--remote-write", "--remote-write-interval", "--user"};
+constexpr std::string_view option_names[] = {"--dir",
+                                             "--listen",
+                                             "--stale-ttl",
+                                             "--remote-write",
+                                             "--remote-write-interval",
+                                             "--remote-write-label",
+                                             "--user"};
+
+/// A Prometheus label name a push may add: [a-zA-Z_][a-zA-Z0-9_]*, not reserved (__*) and not
+/// one the series' form gives (le).
+bool valid_label_name(std::string_view n) {
+    if (n.empty() || n.starts_with("__") || n == "le") {
+        return false;
+    }
+    for (std::size_t i = 0; i < n.size(); ++i) {
+        const char c = n[i];
+        const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (!letter && (i == 0 || c < '0' || c > '9')) {
+            return false;
+        }
+    }
+    return true;
+}
 
 bool is_option(std::string_view arg) {
     for (const auto name : option_names) {
@@ -66,6 +92,16 @@ void set(options& o, std::string_view arg, std::string_view value) {
                         "http://prometheus:9090/api/v1/write)");
         }
         o.remote_write_url = value;
+    } else if (arg == "--remote-write-label") {
+        const auto eq = value.find('=');
+        if (eq == std::string_view::npos || !valid_label_name(value.substr(0, eq))) {
+            parse::fail("--remote-write-label", value,
+                        "expected NAME=VALUE, NAME a label name ([a-zA-Z_][a-zA-Z0-9_]*, not "
+                        "starting __, not le)");
+        }
+        const std::string name(value.substr(0, eq));
+        std::erase_if(o.remote_write_labels, [&](const auto& l) { return l.first == name; });
+        o.remote_write_labels.emplace_back(name, value.substr(eq + 1));
     } else if (arg == "--remote-write-interval") {
         o.remote_write_interval = std::chrono::seconds(parse::unsigned_integer(
             "--remote-write-interval", value, 1,
@@ -103,7 +139,8 @@ options parse_options(int argc, char** argv) {
         if (!is_option(arg)) {
             throw usage_error(
                 fmt::format("'{}' is not an option: expected --dir, --listen, --stale-ttl, "
-                            "--remote-write, --remote-write-interval, --user or --help",
+                            "--remote-write, --remote-write-interval, --remote-write-label, "
+                            "--user or --help",
                             arg));
         }
         if (!has_value) {
@@ -112,7 +149,8 @@ options parse_options(int argc, char** argv) {
             }
             value = argv[++i];
         }
-        interval_given = interval_given || arg == "--remote-write-interval";
+        interval_given =
+            interval_given || arg == "--remote-write-interval" || arg == "--remote-write-label";
         try {
             set(o, arg, value);
         } catch (const config_error& e) {
@@ -120,7 +158,8 @@ options parse_options(int argc, char** argv) {
         }
     }
     if (interval_given && o.remote_write_url.empty() && !o.help) {
-        throw usage_error("--remote-write-interval is given without --remote-write URL");
+        throw usage_error(
+            "--remote-write-interval and --remote-write-label need --remote-write URL");
     }
     return o;
 }

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "xtel/error.hpp"
 #include "xtel/host_port.hpp"
@@ -38,6 +40,9 @@ struct options {
     /// Where to push the series; empty: nowhere.
     std::string remote_write_url;
     std::chrono::seconds remote_write_interval = default_remote_write_interval;
+    /// --remote-write-label NAME=VALUE, in the order given (a later one replaces an earlier of
+    /// the same name); `instance` is added as <host name>:<port> unless given.
+    std::vector<std::pair<std::string, std::string>> remote_write_labels;
     /// The account to run as once the port is bound; empty: the one it was started as.
     std::string user;
     bool help = false;
