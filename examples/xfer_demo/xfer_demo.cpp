@@ -1,6 +1,7 @@
 // Moves data between two xtel agents over UCX, verifies it, and prints throughput as it goes.
 // The agents' telemetry pipeline comes from NIXL_TELEMETRY_* (see xtel/agent.hpp).
-// `xfer_demo --help` prints the options (the text is `usage_text` below) and the exit statuses.
+// `xfer_demo --help` prints the options (the text is `usage_text` below), the variables it reads
+// and the exit statuses.
 //
 // --role both (the default) runs both agents in this process. In two processes, start
 // `--role target --metadata FILE` first: it registers its buffer, writes its metadata to FILE,
@@ -61,7 +62,7 @@ struct options {
     int duration_s = 0;
 };
 
-constexpr std::string_view usage_text = R"(usage: xfer_demo [OPTION VALUE]...
+constexpr std::string_view usage_text = R"(Usage: xfer_demo [OPTION VALUE]...
 Moves data between two agents over UCX and verifies it. Telemetry comes from NIXL_TELEMETRY_*.
 
   --role both|target|initiator  both agents here (default), or one of two processes
@@ -84,14 +85,32 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
                                 request id PREFIX<n>, shown as exemplars (default req-)
   --target-memory allocated|registered
                                 how the target's buffer is made (default allocated)
-  --linger SECONDS              stay up this long after verifying (default 0)
-  --help                        print this and exit
+  --linger SECONDS              stay up this long after verifying, or until SIGINT/SIGTERM
+                                (default 0)
+  --help, -h                    print this and exit, whatever else is given
+
+With --role target, start it first: it serves until FILE.done appears, which the initiator
+(--role initiator --metadata FILE) creates once it has transferred and verified.
+
+Environment (read when the agents are built; all of them: docs/configuration.md):
+  NIXL_TELEMETRY_ENABLE=y       turns telemetry on (off when unset)
+  NIXL_TELEMETRY_EXPORTER       buffer (default), prometheus, node, a plugin, or a list
+  NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH
+                                the flight recorder's and node files' directory (default
+                                /dev/shm; one file per agent name), or prometheus's host:port
+  NIXL_TELEMETRY_BUFFER_SIZE    events each flight recorder holds (default 4096)
+  NIXL_TELEMETRY_RUN_INTERVAL   milliseconds between flushes to the exporters (default 100)
+  NIXL_TELEMETRY_PROMETHEUS_ADDRESS
+                                where prometheus serves /metrics beside buffer or node
+                                (default 127.0.0.1:9464)
+  XTEL_LOG_LEVEL                error, warning, info (default) or debug: what xtel logs
 
 Exit status: 0 data verified, 1 a transfer or a verification failed, 2 bad usage or set-up.
 )";
 
+/// Bad usage: one line that names the option and the value, on stderr, and exit status 2.
 [[noreturn]] void usage(std::string_view why) {
-    fmt::print(stderr, "xfer_demo: {}\n{}", why, usage_text);
+    fmt::print(stderr, "xfer_demo: {} (--help lists the options)\n", why);
     std::exit(2);
 }
 
@@ -144,12 +163,17 @@ options parse(int argc, char** argv) {
     options o;
     bool target_named = false;
     bool initiator_named = false;
-    for (int i = 1; i < argc; i += 2) {
+    // --help wins wherever it is, even where an option expects its value: whoever typed it
+    // wants the usage, not an error about the rest of the line.
+    for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
             fmt::print("{}", usage_text);
             std::exit(0);
         }
+    }
+    for (int i = 1; i < argc; i += 2) {
+        const std::string_view a = argv[i];
         if (i + 1 >= argc) {
             usage(fmt::format("{} needs a value", a));
         }

@@ -1,0 +1,226 @@
+// Every program and script a user runs answers --help with its usage on stdout and exit status
+// 0, and a script does so without installing or building anything; bad usage is one line on
+// stderr and the documented usage status.
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using xtel_test::run_result;
+using xtel_test::temp_dir;
+
+const fs::path source_dir = XTEL_SOURCE_DIR;
+
+std::size_t lines_in(const std::string& s) {
+    return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+/// Where a script runs: a PATH whose apt-get, sudo, dpkg-query, cmake, ninja and ctest only
+/// record that they were called, and build directories that do not exist yet. A script that
+/// installs or builds anything leaves a trace in `calls` or creates `build`.
+class script_sandbox {
+  public:
+    script_sandbox() {
+        fs::create_directories(dir_ / "bin");
+        for (const char* tool : {"apt-get", "sudo", "dpkg-query", "cmake", "ninja", "ctest"}) {
+            const auto path = dir_ / "bin" / tool;
+            std::ofstream(path) << "#!/bin/sh\necho \"" << tool << " $*\" >>'" << calls().string()
+                                << "'\n";
+            fs::permissions(path, fs::perms::owner_all);
+        }
+    }
+
+    fs::path calls() const { return dir_ / "calls"; }
+    fs::path build() const { return dir_ / "build"; }
+
+    /// Runs `script` (a path under scripts/) with `args`; also how long it took.
+    run_result run(const fs::path& script,
+                   const std::vector<std::string>& args,
+                   std::chrono::duration<double>& took) const {
+        const char* path = std::getenv("PATH");
+        std::vector<std::string> argv = {
+            "env",
+            "PATH=" + (dir_ / "bin").string() + ":" + (path != nullptr ? path : "/usr/bin:/bin"),
+            "XTEL_BUILD_DIR=" + build().string(), "XTEL_BENCH_BUILD_DIR=" + build().string(),
+            script.string()};
+        argv.insert(argv.end(), args.begin(), args.end());
+        const auto started = std::chrono::steady_clock::now();
+        auto r = xtel_test::run(argv);
+        took = std::chrono::steady_clock::now() - started;
+        return r;
+    }
+
+  private:
+    temp_dir dir_;
+};
+
+/// The executables under scripts/: what a user runs.
+std::vector<std::string> script_names() {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(source_dir / "scripts")) {
+        if (e.is_regular_file() &&
+            (e.status().permissions() & fs::perms::owner_exec) != fs::perms::none) {
+            names.push_back(e.path().filename().string());
+        }
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+/// What each script's usage must name: its arguments and the environment it reads.
+std::vector<std::string_view> words_for(std::string_view script) {
+    if (script == "test") {
+        return {"CTEST ARGUMENT", "XTEL_TEST_QUICK", "XTEL_STRESS_SECONDS", "XTEL_BUILD_DIR",
+                "Exit status"};
+    }
+    if (script == "demo") {
+        // xfer_demo's options, read from its source.
+        return {"XTEL_BUILD_DIR", "NIXL_TELEMETRY_BUFFER_SIZE", "--total SIZE",
+                "--block SIZE",   "--linger SECONDS",           "Exit status"};
+    }
+    if (script == "bench") {
+        return {"--repetitions N", "--filter REGEX", "--out FILE", "XTEL_BENCH_BUILD_DIR"};
+    }
+    if (script == "fuzz") {
+        return {"SECONDS", "TARGET", "XTEL_BUILD_DIR", "64 bad usage"};
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("xfer_demo prints its usage on stdout and exits 0 wherever help is asked", "[cli]") {
+    const auto args = GENERATE(std::vector<std::string>{"--help"}, std::vector<std::string>{"-h"},
+                               std::vector<std::string>{"--role", "--help"},
+                               std::vector<std::string>{"--total", "1", "--help", "--bogus"},
+                               std::vector<std::string>{"--depth", "0", "-h"});
+    std::vector<std::string> argv = {XTEL_XFER_DEMO};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = xtel_test::run(argv);
+    INFO(args.back() << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.starts_with("Usage: xfer_demo"));
+    for (const char* word : {"--role",
+                             "--metadata",
+                             "--total",
+                             "--block",
+                             "--op",
+                             "--depth",
+                             "--seed",
+                             "--timeout",
+                             "--duration",
+                             "--name",
+                             "--target-name",
+                             "--initiator-name",
+                             "--request-id-prefix",
+                             "--target-memory",
+                             "--linger",
+                             "--help",
+                             "NIXL_TELEMETRY_ENABLE",
+                             "NIXL_TELEMETRY_EXPORTER",
+                             "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH",
+                             "NIXL_TELEMETRY_BUFFER_SIZE",
+                             "Exit status: 0",
+                             "2 bad usage"}) {
+        CHECK(r.out.find(word) != std::string::npos);
+    }
+}
+
+TEST_CASE("xfer_demo answers bad usage with one stderr line and exit status 2", "[cli]") {
+    const auto [args, names] = GENERATE(
+        std::pair<std::vector<std::string>, std::string>{{"--depth", "0"}, "--depth '0'"},
+        std::pair<std::vector<std::string>, std::string>{{"--bogus", "1"}, "'--bogus'"},
+        std::pair<std::vector<std::string>, std::string>{{"--role"}, "--role needs a value"},
+        std::pair<std::vector<std::string>, std::string>{{"--total", "1x"}, "--total '1x'"});
+    std::vector<std::string> argv = {XTEL_XFER_DEMO};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = xtel_test::run(argv);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(lines_in(r.err) == 1);
+    CHECK(r.err.find(names) != std::string::npos);
+    CHECK(r.err.find("--help lists the options") != std::string::npos);
+}
+
+TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cli]") {
+    const auto flag = GENERATE("--help", "-h");
+    const auto r = xtel_test::run({XTEL_EXPORTER, flag});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.starts_with("Usage: xtel-exporter"));
+    CHECK(r.out.find("--listen HOST:PORT") != std::string::npos);
+}
+
+TEST_CASE("every script prints its usage on stdout without installing or building", "[cli]") {
+    const auto names = script_names();
+    REQUIRE(std::find(names.begin(), names.end(), "test") != names.end());
+    REQUIRE(std::find(names.begin(), names.end(), "fuzz") != names.end());
+    for (const auto& name : names) {
+        for (const char* flag : {"--help", "-h"}) {
+            const script_sandbox box;
+            std::chrono::duration<double> took{};
+            const auto r = box.run(source_dir / "scripts" / name, {flag}, took);
+            INFO("scripts/" << name << " " << flag << "\n" << r.out << r.err);
+            CHECK(r.exit_code == 0);
+            CHECK(r.err.empty());
+            CHECK(r.out.starts_with("Usage: scripts/" + name));
+            for (const auto word : words_for(name)) {
+                CHECK(r.out.find(word) != std::string::npos);
+            }
+            CHECK(took.count() < 3.0);
+            CHECK(xtel_test::read_file(box.calls()).empty());
+            CHECK_FALSE(fs::exists(box.build()));
+        }
+    }
+}
+
+TEST_CASE("scripts answer help given after their other arguments", "[cli]") {
+    const auto [name, args] = GENERATE(
+        std::pair<std::string, std::vector<std::string>>{"fuzz", {"10", "config", "-h"}},
+        std::pair<std::string, std::vector<std::string>>{"test", {"-R", "x", "--help"}},
+        std::pair<std::string, std::vector<std::string>>{"demo", {"--total", "1G", "-h"}},
+        std::pair<std::string, std::vector<std::string>>{"bench", {"--filter", "x", "-h"}});
+    const script_sandbox box;
+    std::chrono::duration<double> took{};
+    const auto r = box.run(source_dir / "scripts" / name, args, took);
+    INFO("scripts/" << name << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.starts_with("Usage: scripts/" + name));
+    CHECK(xtel_test::read_file(box.calls()).empty());
+    CHECK_FALSE(fs::exists(box.build()));
+}
+
+TEST_CASE("scripts/fuzz refuses a bad argument with one stderr line and exit status 64", "[cli]") {
+    const auto [args, names] = GENERATE(
+        std::pair<std::vector<std::string>, std::string>{{"abc"}, "SECONDS 'abc'"},
+        std::pair<std::vector<std::string>, std::string>{{"--seconds", "5"}, "SECONDS '--seconds'"},
+        std::pair<std::vector<std::string>, std::string>{{"5", "no_such"}, "TARGET 'no_such'"});
+    const script_sandbox box;
+    std::chrono::duration<double> took{};
+    const auto r = box.run(source_dir / "scripts" / "fuzz", args, took);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 64);
+    CHECK(r.out.empty());
+    CHECK(lines_in(r.err) == 1);
+    CHECK(r.err.find(names) != std::string::npos);
+    CHECK(r.err.find("--help lists the arguments") != std::string::npos);
+    CHECK(xtel_test::read_file(box.calls()).empty());
+    CHECK_FALSE(fs::exists(box.build()));
+}
