@@ -335,11 +335,12 @@ class printer {
   public:
     printer(bool json, const event_filter& filter) : json_(json), filter_(filter) {}
 
-    /// One event the reader delivered, after the missed ones before it.
+    /// One event the reader delivered. One the filters keep is printed after the run of
+    /// missed events before it, if any.
     void delivered(const xtel::event& e, const fr::reader& r) {
-        missed(r);
         ++read_;
         if (filter_.keeps(e)) {
+            missed(r);
             event(e);
         }
     }

@@ -77,8 +77,13 @@ STEP = 4096
 HEADER = struct.Struct("<8sIIIIQQQII64sQ")
 STATE_OPEN = 1
 STATE_CLOSED = 2
-# seq, timestamp_us, value, category, kind, name
-SLOT = struct.Struct("<QQQBB38s")
+# seq, timestamp_us, value, tag: the category byte, the kind byte and the 38-byte name field,
+# kept whole as one bytes object, a dictionary key for what depends on category and name
+SLOT = struct.Struct("<QQQ40s")
+TAG_NAME = 2  # where the name field starts in a tag
+LITTLE_ENDIAN = sys.byteorder == "little"  # the file's order: its words can be cast in place
+
+EVENT = struct.Struct("<8xQQ40s")  # a slot less its seq: timestamp_us, value, tag
 CATEGORIES = ["MEMORY", "TRANSFER", "CONNECTION", "BACKEND", "ERROR", "PERFORMANCE", "SYSTEM",
               "CUSTOM"]
 
@@ -201,10 +206,10 @@ class Reader:
         return raw, self.header()[11]  # claim_seq only now, after the slots were read
 
     def poll(self, max_events):
-        """Yields, a chunk at a time, lists of the next events (up to max_events in all), each
-        (missed, ts, cat, name_field, value): missed is self.missed as it stood before that
-        event, so that runs of missed events can be reported where they happened. name_field
-        is the slot's raw 38-byte name (see event_name)."""
+        """Yields the next events (up to max_events in all) in runs: (missed, events), missed
+        being self.missed as it stood before the run's first event (so that missed events are
+        reported where they happened), events a list of (ts, value, tag), tag as in SLOT (see
+        tag_category and tag_name)."""
         self.refresh()
         while self.next < self.published and max_events > 0:
             raw, claimed = self.read_chunk(max_events)
@@ -212,20 +217,33 @@ class Reader:
             n = len(raw) // SLOT_SIZE
             # Slots of events below claimed - capacity were claimed for newer ones: all missed.
             stale = min(max(claimed - self.capacity - first, 0), n)
-            missed = self.missed + stale
-            seq = first + stale
-            events = []
-            append = events.append
-            for s, ts, value, cat, _kind, name in SLOT.iter_unpack(memoryview(raw)[stale * SLOT_SIZE:]):
-                seq += 1
-                if s == seq:
-                    append((missed, ts, cat, name, value))
-                else:
-                    missed += 1  # overwritten, being overwritten, or never written
-            self.missed = missed
+            self.missed += stale
+            slots = memoryview(raw)[stale * SLOT_SIZE:]
+            if LITTLE_ENDIAN and slots.cast("Q")[::SLOT_SIZE // 8].tolist() == list(
+                    range(first + stale + 1, first + n + 1)):
+                # The usual case, every slot holds its event: unpacked without a Python loop.
+                yield self.missed, list(EVENT.iter_unpack(slots))
+            else:
+                yield from self.runs(slots, first + stale)
             self.next = first + n
             max_events -= n
-            yield events
+
+    def runs(self, slots, seq):
+        """The runs of published events among slots whose first holds event number seq."""
+        missed = self.missed
+        events = []
+        for s, ts, value, tag in SLOT.iter_unpack(slots):
+            seq += 1
+            if s == seq:
+                events.append((ts, value, tag))
+            else:
+                if events:
+                    yield missed, events
+                    events = []
+                self.missed += 1  # overwritten, being overwritten, or never written
+                missed = self.missed
+        if events:
+            yield missed, events
 
     def backlog(self):
         return self.published - self.next
@@ -268,9 +286,14 @@ def category_name(cat):
     return CATEGORIES[cat] if cat < len(CATEGORIES) else "UNKNOWN"
 
 
-def event_name(field):
+def tag_name(tag):
     """The name's bytes: those before the first NUL among the first MAX_NAME of the field."""
-    return field[:MAX_NAME].split(b"\x00", 1)[0]
+    return tag[TAG_NAME:TAG_NAME + MAX_NAME].split(b"\x00", 1)[0]
+
+
+def tag_category(tag):
+    """The category number, 8 for every out-of-range one (all printed UNKNOWN)."""
+    return min(tag[0], len(CATEGORIES))
 
 
 def escape_name(raw):
@@ -346,27 +369,30 @@ def glob_one(pattern, p, c):
 
 
 class Filter:
-    """--category and --name: which events to keep. Decisions are kept per distinct name field,
-    since a file holds few distinct names."""
+    """--category and --name: which events to keep, decided once per distinct tag (category,
+    kind and name field; a file holds few)."""
 
     def __init__(self, categories, glob):
         self.categories = categories
         self.glob = glob
-        self.names = {}
+        self.decided = {}
 
-    def keeps(self, cat, field):
-        if self.categories is not None and cat not in self.categories:
-            return False
-        if self.glob is None:
-            return True
-        kept = self.names.get(field)
+    def keeps(self, tag):
+        kept = self.decided.get(tag)
         if kept is None:
-            kept = self.names[field] = glob_match(self.glob, event_name(field))
+            kept = self.decided[tag] = (
+                (self.categories is None or tag[0] in self.categories) and
+                (self.glob is None or glob_match(self.glob, tag_name(tag))))
         return kept
+
+    def apply(self, events):
+        keeps = self.keeps
+        return [e for e in events if keeps(e[2])]  # (ts, value, tag)
 
 
 class Printer:
-    """Prints events and runs of missed events, across every file a --retry run follows."""
+    """Prints events and runs of missed events, across every file a --retry run follows. A
+    run of missed events is reported before the next event printed, and at the end of a step."""
 
     def __init__(self, as_json, out, keep):
         self.as_json = as_json
@@ -375,44 +401,51 @@ class Printer:
         self.read = 0
         self.reported = 0
         self.missed_total = 0
-        self.names = {}  # raw name field -> printed text
+        self.middles = {}  # tag -> Printer.middle
         self.second = None  # the last whole second formatted, and its text
         self.second_text = ""
 
-    def events(self, events):
-        """Prints a chunk from Reader.poll. The hot loop: each name is escaped once and each
-        second formatted once."""
+    def events(self, missed, events):
+        """Prints a run from Reader.poll, after the missed events before it. The hot loop:
+        the text between the timestamp and the value is made once per tag, and each second is
+        formatted once."""
+        self.read += len(events)
+        if self.keep is not None:
+            events = self.keep.apply(events)
+        if not events:
+            return  # missed events are reported before the next one printed
         parts = []
         add = parts.append
-        names = self.names
-        keep = self.keep
+        if missed != self.reported:
+            add(self.missed_text(missed - self.reported))
+            self.missed_total += missed - self.reported
+            self.reported = missed
+        middles = self.middles
         as_json = self.as_json
-        for missed, ts, cat, field, value in events:
-            if missed != self.reported:
-                add(self.missed_text(missed - self.reported))
-                self.missed_total += missed - self.reported
-                self.reported = missed
-            if keep is not None and not keep.keeps(cat, field):
-                continue
-            text = names.get(field)
-            if text is None:
-                text = escape_name(event_name(field))
-                names[field] = json_escape(text) if as_json else text
-                text = names[field]
-            second = ts // 1_000_000
-            if second != self.second:
-                self.second = second
-                self.second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-            stamp = f"{self.second_text}.{ts % 1_000_000:06d}"
-            category = CATEGORIES[cat] if cat < 8 else "UNKNOWN"
+        second, second_text = self.second, self.second_text
+        for ts, value, tag in events:
+            middle = middles.get(tag)
+            if middle is None:
+                middle = middles[tag] = self.middle(tag)
+            if ts // 1_000_000 != second:
+                second = ts // 1_000_000
+                second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
             if as_json:
-                add(f'{{"timestamp_us":{ts},"timestamp":"{stamp}","category":"{category}",'
-                    f'"event":"{text}","value":{value}}}\n')
+                add(f'{{"timestamp_us":{ts},"timestamp":"{second_text}.{ts % 1_000_000:06d}'
+                    f'{middle}{value}}}\n')
             else:
-                add(f"=== NIXL Telemetry Event ===\nTimestamp: {stamp}\nCategory: {category}\n"
-                    f"Event: {text}\nValue: {value}\n===========================\n\n")
-        self.read += len(events)
+                add(f"=== NIXL Telemetry Event ===\nTimestamp: {second_text}."
+                    f"{ts % 1_000_000:06d}{middle}{value}\n===========================\n\n")
+        self.second, self.second_text = second, second_text
         self.out.write("".join(parts))
+
+    def middle(self, tag):
+        """What an event prints between its timestamp and its value."""
+        category = category_name(tag[0])
+        text = escape_name(tag_name(tag))
+        if self.as_json:
+            return f'","category":"{category}","event":"{json_escape(text)}","value":'
+        return f"\nCategory: {category}\nEvent: {text}\nValue: "
 
     def missed_text(self, n):
         if self.as_json:
@@ -438,21 +471,20 @@ class Summary:
         self.keep = keep
         self.rows = {}  # (category, 8 for UNKNOWN; name) -> [count, sum, min, max, last,
         #                                                   min timestamp, max timestamp]
-        self.names = {}  # raw name field -> name
+        self.keys = {}  # tag -> its key in rows
         self.read = 0
         self.missed_total = 0
 
-    def events(self, events):
+    def events(self, _missed, events):
+        self.read += len(events)
+        if self.keep is not None:
+            events = self.keep.apply(events)
         rows = self.rows
-        keep = self.keep
-        names = self.names
-        for _missed, ts, cat, field, value in events:
-            if keep is not None and not keep.keeps(cat, field):
-                continue
-            name = names.get(field)
-            if name is None:
-                name = names[field] = event_name(field)
-            key = (cat if cat < 8 else 8, name)
+        keys = self.keys
+        for ts, value, tag in events:
+            key = keys.get(tag)
+            if key is None:
+                key = keys[tag] = (tag_category(tag), tag_name(tag))
             row = rows.get(key)
             if row is None:
                 rows[key] = [1, value, value, value, value, ts, ts]
@@ -468,7 +500,6 @@ class Summary:
                 row[5] = ts
             if ts > row[6]:
                 row[6] = ts
-        self.read += len(events)
 
     def missed(self, reader):
         self.missed_total = reader.missed
@@ -542,8 +573,8 @@ def drain(reader, out):
     """Hands everything published so far to out (a Printer or a Summary), a bounded step at a
     time."""
     while True:
-        for events in reader.poll(STEP):
-            out.events(events)
+        for missed, events in reader.poll(STEP):
+            out.events(missed, events)
         out.missed(reader)
         if isinstance(out, Printer):
             out.out.flush()
