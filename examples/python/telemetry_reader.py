@@ -15,22 +15,40 @@ import struct
 import sys
 import time
 
-HELP = r"""usage: telemetry_reader.py --telemetry_path <path> [--follow [--retry]] [--json]
-                          [--interval-ms N]
-       telemetry_reader.py [options] <path>
+HELP = r"""usage: telemetry_reader.py [options] <path>
+       telemetry_reader.py [options] --telemetry_path <path>
 
 Prints the events of an xtel flight recorder file, oldest first, then one line on stderr
 saying how many it read and how many it missed (overwritten before it could read them).
 
 options:
-  -h, --help          print this help and exit
-  -f, --follow        keep printing new events as the writer publishes them; stops when the
-                      writer closes the file, when the writer dies without closing it (its lock
-                      is free), or, without --retry, when the path is replaced or removed
-  -F, --retry         with --follow: when the path is replaced or removed, say so on stderr,
-                      wait for a new file at the path and follow it from its beginning
-  --json              one JSON object per event (and per run of missed events)
-  --interval-ms N     how often --follow looks for new events (default 100)
+  -h, --help              print this help and exit
+  --telemetry_path PATH   the file to read; PATH alone, without the option, does the same
+  -f, --follow            keep printing new events as the writer publishes them; stops when the
+                          writer closes the file, when the writer dies without closing it (its
+                          lock is free), or, without --retry, when the path is replaced or removed
+  -F, --retry             with --follow: when the path is replaced or removed, say so on stderr,
+                          wait for a new file at the path and follow it from its beginning
+  --json                  JSON objects, one a line: per event (and per run of missed events),
+                          per --summary row, or one for --header
+  --interval-ms N         how often --follow looks for new events (default 100)
+  --category NAME         only events of category NAME: MEMORY, TRANSFER, CONNECTION, BACKEND,
+                          ERROR, PERFORMANCE, SYSTEM or CUSTOM, in any case; repeat the option
+                          to keep several categories
+  --name GLOB             only events whose whole name matches GLOB, byte by byte and case
+                          sensitive: * any bytes, ? one byte, [abc] [a-z] one byte of a set,
+                          [!abc] one byte not in it (a [ without its ] is itself)
+  --summary               instead of the events, one row per category and event name, sorted by
+                          both: count, sum, min, max and last value, and rate_per_s, which is
+                          (count - 1) / seconds from the row's earliest to its latest timestamp,
+                          truncated to 3 decimals ("-", or null in JSON, for a single event or a
+                          zero span). Sums are exact integers, never rounded
+  --header                instead of the events, the file's header and what a read found:
+                          format version, agent, capacity, writer pid, state (alive; closed;
+                          crashed: marked open but no writer holds its lock; or unknown N),
+                          creation time, written (events published), read, missed (overwritten
+                          before they could be read); with --summary, the summary follows it
+--summary and --header read the file once: they do not go with --follow.
 
 Event names are bytes: the bytes before the first NUL among the first 37. A printable ASCII
 byte is printed as itself, except a backslash, printed as \\; any other byte is printed as
@@ -40,7 +58,7 @@ exit status:
   0    done: the file was read, or the followed writer closed it, died, or it was replaced
   2    the file is not a flight recorder this reader can read, or was damaged while being read
        (truncated, write sequence gone backwards); one line on stderr says why
-  64   bad command line
+  64   bad command line (one line on stderr says why)
   130  interrupted by SIGINT
   143  terminated by SIGTERM
 """
@@ -57,9 +75,15 @@ STEP = 4096
 # magic, version, header_size, slot_size, event_size, capacity, write_seq, created_us, pid,
 # state, agent_name, claim_seq
 HEADER = struct.Struct("<8sIIIIQQQII64sQ")
+STATE_OPEN = 1
 STATE_CLOSED = 2
-# seq, timestamp_us, value, category, kind, name
-SLOT = struct.Struct("<QQQBB38s")
+# seq, timestamp_us, value, tag: the category byte, the kind byte and the 38-byte name field,
+# kept whole as one bytes object, a dictionary key for what depends on category and name
+SLOT = struct.Struct("<QQQ40s")
+TAG_NAME = 2  # where the name field starts in a tag
+LITTLE_ENDIAN = sys.byteorder == "little"  # the file's order: its words can be cast in place
+
+EVENT = struct.Struct("<8xQQ40s")  # a slot less its seq: timestamp_us, value, tag
 CATEGORIES = ["MEMORY", "TRANSFER", "CONNECTION", "BACKEND", "ERROR", "PERFORMANCE", "SYSTEM",
               "CUSTOM"]
 
@@ -171,35 +195,55 @@ class Reader:
             self.next = w - self.capacity
 
     def read_chunk(self, max_events):
-        """Slots of the next events, each (seq, ts, value, cat, kind, name); a slot the writer
-        claimed for a newer event before the read finished comes back with seq 0."""
+        """The raw slots of the next events (at most max_events, up to the wrap) and, read
+        after them, claim_seq: the slot of event n was rewritten meanwhile if
+        n + capacity < claim_seq."""
         index = self.next % self.capacity
         n = min(self.published - self.next, max_events, self.capacity - index, CHUNK_SLOTS)
         raw = pread_all(self.fd, n * SLOT_SIZE, HEADER_SIZE + index * SLOT_SIZE)
         if raw is None:
             raise FormatError(f"{self.path}: damaged: truncated while being read")
-        claimed = self.header()[11]  # only now, after the slots were read
-        slots = []
-        for i in range(n):
-            s = SLOT.unpack_from(raw, i * SLOT_SIZE)
-            if self.next + i + self.capacity < claimed:
-                s = (0,) + s[1:]
-            slots.append(s)
-        return slots
+        return raw, self.header()[11]  # claim_seq only now, after the slots were read
 
     def poll(self, max_events):
-        """Yields (ts, cat, name, value) for up to max_events of the events not yet read."""
+        """Yields the next events (up to max_events in all) in runs: (missed, events), missed
+        being self.missed as it stood before the run's first event (so that missed events are
+        reported where they happened), events a list of (ts, value, tag), tag as in SLOT (see
+        tag_category and tag_name)."""
         self.refresh()
         while self.next < self.published and max_events > 0:
-            chunk = self.read_chunk(max_events)
-            for seq, ts, value, cat, _kind, name in chunk:
-                n = self.next
-                self.next += 1
-                if seq == n + 1:
-                    yield ts, cat, name[:MAX_NAME].split(b"\x00", 1)[0], value
-                else:
-                    self.missed += 1  # overwritten, being overwritten, or never written
-            max_events -= len(chunk)
+            raw, claimed = self.read_chunk(max_events)
+            first = self.next
+            n = len(raw) // SLOT_SIZE
+            # Slots of events below claimed - capacity were claimed for newer ones: all missed.
+            stale = min(max(claimed - self.capacity - first, 0), n)
+            self.missed += stale
+            slots = memoryview(raw)[stale * SLOT_SIZE:]
+            if LITTLE_ENDIAN and slots.cast("Q")[::SLOT_SIZE // 8].tolist() == list(
+                    range(first + stale + 1, first + n + 1)):
+                # The usual case, every slot holds its event: unpacked without a Python loop.
+                yield self.missed, list(EVENT.iter_unpack(slots))
+            else:
+                yield from self.runs(slots, first + stale)
+            self.next = first + n
+            max_events -= n
+
+    def runs(self, slots, seq):
+        """The runs of published events among slots whose first holds event number seq."""
+        missed = self.missed
+        events = []
+        for s, ts, value, tag in SLOT.iter_unpack(slots):
+            seq += 1
+            if s == seq:
+                events.append((ts, value, tag))
+            else:
+                if events:
+                    yield missed, events
+                    events = []
+                self.missed += 1  # overwritten, being overwritten, or never written
+                missed = self.missed
+        if events:
+            yield missed, events
 
     def backlog(self):
         return self.published - self.next
@@ -212,8 +256,11 @@ class Reader:
 
     def writer_gone(self):
         """The file is still marked open but no writer holds its lock: the writer died."""
-        if self.writer_closed():
-            return False
+        return not self.writer_closed() and self.lock_free()
+
+    def lock_free(self):
+        """No writer holds the file's lock (taken and released at once, so that a new writer
+        is never kept waiting)."""
         try:
             fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
@@ -239,6 +286,16 @@ def category_name(cat):
     return CATEGORIES[cat] if cat < len(CATEGORIES) else "UNKNOWN"
 
 
+def tag_name(tag):
+    """The name's bytes: those before the first NUL among the first MAX_NAME of the field."""
+    return tag[TAG_NAME:TAG_NAME + MAX_NAME].split(b"\x00", 1)[0]
+
+
+def tag_category(tag):
+    """The category number, 8 for every out-of-range one (all printed UNKNOWN)."""
+    return min(tag[0], len(CATEGORIES))
+
+
 def escape_name(raw):
     """Printable ASCII that tells every byte sequence apart (see HELP)."""
     out = []
@@ -256,55 +313,271 @@ def json_escape(text):
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-class Printer:
-    """Prints events and runs of missed events, across every file a --retry run follows."""
+def glob_match(pattern, name):
+    """Whether the bytes `name` match the glob `pattern` (bytes) as a whole (see HELP --name);
+    the C++ reader's glob_match is the same algorithm."""
+    p = n = 0
+    star_p = star_n = -1
+    while n < len(name):
+        if p < len(pattern) and pattern[p] == 0x2A:  # *
+            star_p, star_n = p, n
+            p += 1
+            continue
+        if p < len(pattern):
+            matched, width = glob_one(pattern, p, name[n])
+            if matched:
+                p += width
+                n += 1
+                continue
+        if star_p < 0:
+            return False
+        star_n += 1  # the last * takes one more byte
+        p, n = star_p + 1, star_n
+    while p < len(pattern) and pattern[p] == 0x2A:
+        p += 1
+    return p == len(pattern)
 
-    def __init__(self, as_json, out):
+
+def glob_one(pattern, p, c):
+    """Whether byte c matches the pattern element at p, and how many pattern bytes it spans."""
+    first = pattern[p]
+    if first == 0x3F:  # ?
+        return True, 1
+    if first != 0x5B:  # not [
+        return first == c, 1
+    i = p + 1
+    negate = i < len(pattern) and pattern[i] == 0x21  # !
+    if negate:
+        i += 1
+    start = i
+    if i < len(pattern) and pattern[i] == 0x5D:  # a ] first is a member
+        i += 1
+    while i < len(pattern) and pattern[i] != 0x5D:
+        i += 1
+    if i >= len(pattern):
+        return c == 0x5B, 1  # no closing ]: a plain [
+    found = False
+    j = start
+    while j < i:
+        if j + 2 < i and pattern[j + 1] == 0x2D:  # a-z
+            found = found or pattern[j] <= c <= pattern[j + 2]
+            j += 3
+        else:
+            found = found or pattern[j] == c
+            j += 1
+    return found != negate, i + 1 - p
+
+
+class Filter:
+    """--category and --name: which events to keep, decided once per distinct tag (category,
+    kind and name field; a file holds few)."""
+
+    def __init__(self, categories, glob):
+        self.categories = categories
+        self.glob = glob
+        self.decided = {}
+
+    def keeps(self, tag):
+        kept = self.decided.get(tag)
+        if kept is None:
+            kept = self.decided[tag] = (
+                (self.categories is None or tag[0] in self.categories) and
+                (self.glob is None or glob_match(self.glob, tag_name(tag))))
+        return kept
+
+    def apply(self, events):
+        keeps = self.keeps
+        return [e for e in events if keeps(e[2])]  # (ts, value, tag)
+
+
+class Printer:
+    """Prints events and runs of missed events, across every file a --retry run follows. A
+    run of missed events is reported before the next event printed, and at the end of a step."""
+
+    def __init__(self, as_json, out, keep):
         self.as_json = as_json
         self.out = out
+        self.keep = keep
         self.read = 0
         self.reported = 0
         self.missed_total = 0
+        self.middles = {}  # tag -> Printer.middle
+        self.second = None  # the last whole second formatted, and its text
+        self.second_text = ""
 
-    def event(self, ts, cat, name, value):
-        stamp = format_timestamp(ts)
-        text = escape_name(name)
+    def events(self, missed, events):
+        """Prints a run from Reader.poll, after the missed events before it. The hot loop:
+        the text between the timestamp and the value is made once per tag, and each second is
+        formatted once."""
+        self.read += len(events)
+        if self.keep is not None:
+            events = self.keep.apply(events)
+        if not events:
+            return  # missed events are reported before the next one printed
+        parts = []
+        add = parts.append
+        if missed != self.reported:
+            add(self.missed_text(missed - self.reported))
+            self.missed_total += missed - self.reported
+            self.reported = missed
+        middles = self.middles
+        as_json = self.as_json
+        second, second_text = self.second, self.second_text
+        for ts, value, tag in events:
+            middle = middles.get(tag)
+            if middle is None:
+                middle = middles[tag] = self.middle(tag)
+            if ts // 1_000_000 != second:
+                second = ts // 1_000_000
+                second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+            if as_json:
+                add(f'{{"timestamp_us":{ts},"timestamp":"{second_text}.{ts % 1_000_000:06d}'
+                    f'{middle}{value}}}\n')
+            else:
+                add(f"=== NIXL Telemetry Event ===\nTimestamp: {second_text}."
+                    f"{ts % 1_000_000:06d}{middle}{value}\n===========================\n\n")
+        self.second, self.second_text = second, second_text
+        self.out.write("".join(parts))
+
+    def middle(self, tag):
+        """What an event prints between its timestamp and its value."""
+        category = category_name(tag[0])
+        text = escape_name(tag_name(tag))
         if self.as_json:
-            self.out.write(f'{{"timestamp_us":{ts},"timestamp":"{stamp}",'
-                           f'"category":"{category_name(cat)}","event":"{json_escape(text)}",'
-                           f'"value":{value}}}\n')
-        else:
-            self.out.write("=== NIXL Telemetry Event ===\n"
-                           f"Timestamp: {stamp}\n"
-                           f"Category: {category_name(cat)}\n"
-                           f"Event: {text}\n"
-                           f"Value: {value}\n"
-                           "===========================\n\n")
-        self.read += 1
+            return f'","category":"{category}","event":"{json_escape(text)}","value":'
+        return f"\nCategory: {category}\nEvent: {text}\nValue: "
+
+    def missed_text(self, n):
+        if self.as_json:
+            return f'{{"missed":{n}}}\n'
+        return f"=== Missed {n} events (overwritten before they were read) ===\n\n"
 
     def missed(self, reader):
         if reader.missed == self.reported:
             return
-        n = reader.missed - self.reported
-        if self.as_json:
-            self.out.write(f'{{"missed":{n}}}\n')
-        else:
-            self.out.write(f"=== Missed {n} events (overwritten before they were read) ===\n\n")
+        self.out.write(self.missed_text(reader.missed - self.reported))
+        self.missed_total += reader.missed - self.reported
         self.reported = reader.missed
-        self.missed_total += n
 
     def next_file(self):
         self.reported = 0
 
 
+class Summary:
+    """--summary: per (category, name), count, exact sum, min, max, last value and the span
+    of timestamps, printed as the C++ reader prints them."""
+
+    def __init__(self, keep):
+        self.keep = keep
+        self.rows = {}  # (category, 8 for UNKNOWN; name) -> [count, sum, min, max, last,
+        #                                                   min timestamp, max timestamp]
+        self.keys = {}  # tag -> its key in rows
+        self.read = 0
+        self.missed_total = 0
+
+    def events(self, _missed, events):
+        self.read += len(events)
+        if self.keep is not None:
+            events = self.keep.apply(events)
+        rows = self.rows
+        keys = self.keys
+        for ts, value, tag in events:
+            key = keys.get(tag)
+            if key is None:
+                key = keys[tag] = (tag_category(tag), tag_name(tag))
+            row = rows.get(key)
+            if row is None:
+                rows[key] = [1, value, value, value, value, ts, ts]
+                continue
+            row[0] += 1
+            row[1] += value
+            if value < row[2]:
+                row[2] = value
+            if value > row[3]:
+                row[3] = value
+            row[4] = value
+            if ts < row[5]:
+                row[5] = ts
+            if ts > row[6]:
+                row[6] = ts
+
+    def missed(self, reader):
+        self.missed_total = reader.missed
+
+    def print(self, as_json, out):
+        lines = []
+        table = [("category", "event", "count", "sum", "min", "max", "last", "rate_per_s")]
+        # By category number, then by the name's bytes.
+        for (cat, name), (count, total, low, high, last, t0, t1) in sorted(self.rows.items()):
+            category = CATEGORIES[cat] if cat < 8 else "UNKNOWN"
+            text = escape_name(name)
+            rate = rate_text(count, t1 - t0)
+            if as_json:
+                lines.append(f'{{"category":"{category}","event":"{json_escape(text)}",'
+                             f'"count":{count},"sum":{total},"min":{low},"max":{high},'
+                             f'"last":{last},"rate_per_s":{"null" if rate is None else rate},'
+                             f'"min_timestamp_us":{t0},"max_timestamp_us":{t1}}}\n')
+            else:
+                table.append((category, text, str(count), str(total), str(low), str(high),
+                              str(last), "-" if rate is None else rate))
+        if not as_json:
+            widths = [max(len(r[i]) for r in table) for i in range(8)]
+            for r in table:
+                cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])]
+                cells += [r[i].rjust(widths[i]) for i in range(2, 8)]
+                lines.append("  ".join(cells) + "\n")
+        out.write("".join(lines))
+
+
+def rate_text(count, span_us):
+    """(count - 1) events per second of span, truncated to 3 decimals; None when undefined."""
+    if count < 2 or span_us == 0:
+        return None
+    milli = (count - 1) * 1_000_000_000 // span_us
+    return f"{milli // 1000}.{milli % 1000:03d}"
+
+
+def writer_state(reader, state):
+    """What the header's state says, with the lock telling a live writer from a dead one."""
+    if state == STATE_CLOSED:
+        return "closed"
+    if state == STATE_OPEN:
+        return "crashed" if reader.lock_free() else "alive"
+    return f"unknown {state}"
+
+
+def print_header(reader, read, as_json, out):
+    """--header, after a full read: `reader.next` is what the writer had published."""
+    (_magic, version, _hs, _ss, _es, capacity, _w, created_us, pid, state, agent,
+     _claim) = reader.header()
+    agent_text = escape_name(agent.split(b"\x00", 1)[0])
+    state_text = writer_state(reader, state)
+    if as_json:
+        out.write(f'{{"format_version":{version},"agent":"{json_escape(agent_text)}",'
+                  f'"capacity":{capacity},"writer_pid":{pid},"state":"{state_text}",'
+                  f'"created_us":{created_us},"written":{reader.next},"read":{read},'
+                  f'"missed":{reader.missed}}}\n')
+    else:
+        out.write(f"format version: {version}\n"
+                  f"agent: {agent_text}\n"
+                  f"capacity: {capacity} events\n"
+                  f"writer pid: {pid}\n"
+                  f"state: {state_text}\n"
+                  f"created: {format_timestamp(created_us)}\n"
+                  f"written: {reader.next}\n"
+                  f"read: {read}\n"
+                  f"missed: {reader.missed}\n")
+
+
 def drain(reader, out):
-    """Prints everything published so far, a bounded step at a time."""
+    """Hands everything published so far to out (a Printer or a Summary), a bounded step at a
+    time."""
     while True:
-        for ts, cat, name, value in reader.poll(STEP):
-            out.missed(reader)
-            out.event(ts, cat, name, value)
+        for missed, events in reader.poll(STEP):
+            out.events(missed, events)
         out.missed(reader)
-        out.out.flush()
+        if isinstance(out, Printer):
+            out.out.flush()
         if reader.backlog() == 0:
             return
 
@@ -360,11 +633,23 @@ class Args:
     retry = False
     json = False
     interval_ms = 100
+    categories = None  # set of category numbers, or None for all
+    glob = None  # bytes, or None for every name
+    summary = False
+    header = False
 
 
 def usage_error(why):
-    print(f"telemetry_reader: {why}\n(telemetry_reader.py --help says more)", file=sys.stderr)
+    print(f"telemetry_reader: {why} (telemetry_reader.py --help says more)", file=sys.stderr)
     sys.exit(64)
+
+
+def parse_category(text):
+    try:
+        return CATEGORIES.index(text.upper())
+    except ValueError:
+        usage_error(f'--category: unknown category "{text}" (accepted, in any case: '
+                    f'{", ".join(CATEGORIES)})')
 
 
 def parse_args(argv):
@@ -373,23 +658,36 @@ def parse_args(argv):
     i = 0
     while i < len(argv):
         a = argv[i]
-        if a in ("--follow", "-f"):
+        if a in ("--interval-ms", "--telemetry_path", "--category", "--name"):
+            if i + 1 >= len(argv):
+                usage_error(f"{a} needs a value")
+            i += 1
+            value = argv[i]
+            if a == "--interval-ms":
+                # Digits only, as the C++ reader's from_chars reads them, and within an int.
+                ok = value.isascii() and value.isdigit() and 0 < int(value) < 2**31
+                args.interval_ms = int(value) if ok else 0
+                if args.interval_ms <= 0:
+                    usage_error("--interval-ms takes a positive number of milliseconds, "
+                                f'not "{value}"')
+            elif a == "--telemetry_path":
+                if args.path is not None:
+                    usage_error("one path only")
+                args.path = value
+            elif a == "--category":
+                args.categories = (args.categories or set()) | {parse_category(value)}
+            else:
+                args.glob = os.fsencode(value)  # the bytes of the command line
+        elif a in ("--follow", "-f"):
             args.follow = True
         elif a in ("--retry", "-F"):
             args.retry = True
         elif a == "--json":
             args.json = True
-        elif a == "--interval-ms" and i + 1 < len(argv):
-            i += 1
-            try:
-                args.interval_ms = int(argv[i])
-            except ValueError:
-                args.interval_ms = 0
-            if args.interval_ms <= 0:
-                usage_error("--interval-ms takes a positive number of milliseconds")
-        elif a == "--telemetry_path" and i + 1 < len(argv):
-            i += 1
-            args.path = argv[i]
+        elif a == "--summary":
+            args.summary = True
+        elif a == "--header":
+            args.header = True
         elif a in ("--help", "-h"):
             sys.stdout.write(HELP)
             sys.exit(0)
@@ -404,6 +702,8 @@ def parse_args(argv):
         usage_error("missing the path of a telemetry file")
     if args.retry and not args.follow:
         usage_error("--retry goes with --follow")
+    if args.follow and (args.summary or args.header):
+        usage_error("--summary and --header read the file once: they do not go with --follow")
     return args
 
 
@@ -413,9 +713,12 @@ def on_signal(signum, _frame):
 
 def main(argv):
     args = parse_args(argv)
-    out = Printer(args.json, sys.stdout)
+    keep = None
+    if args.categories is not None or args.glob is not None:
+        keep = Filter(args.categories, args.glob)
+    once = args.summary or args.header
+    out = Summary(keep) if once else Printer(args.json, sys.stdout, keep)
     status = 0
-    reader = None
     try:
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
@@ -424,6 +727,10 @@ def main(argv):
             follow(reader, args, out)
         else:
             drain(reader, out)
+        if args.header:
+            print_header(reader, out.read, args.json, sys.stdout)
+        if args.summary:
+            out.print(args.json, sys.stdout)
     except FormatError as e:
         sys.stdout.flush()
         print(f"telemetry_reader: {e}", file=sys.stderr)

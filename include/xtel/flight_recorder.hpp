@@ -161,9 +161,11 @@ class reader {
     const std::filesystem::path& path() const noexcept { return path_; }
     std::string agent_name() const;
     std::uint32_t writer_pid() const;
+    /// The header as the file holds it now (state, writer_pid, write_seq, ...). Throws
+    /// format_error when the file was truncated below it.
+    file_header header() const;
 
   private:
-    file_header read_header() const;
     /// Reads write_seq, fails on a file that shrank or went backwards, skips what was lost.
     void refresh();
     /// Reads the next slots (at most max_events, up to the wrap) and then claim_seq; a slot

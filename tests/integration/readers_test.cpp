@@ -596,8 +596,14 @@ TEST_CASE("both readers print --help on stdout with every option and exit status
         CHECK(r.exit_code == 0);
         CHECK(r.err.empty());
         CHECK(r.out.rfind("usage: ", 0) == 0);
-        for (const char* word : {"--follow", "--retry", "--json", "--interval-ms", "--help",
-                                 "\\xNN", "130", "143", "  2 ", "  64 "}) {
+        for (const char* word : {"--follow",      "--retry",     "--json",
+                                 "--interval-ms", "--help",      "--telemetry_path",
+                                 "--category",    "--name",      "--summary",
+                                 "--header",      "rate_per_s",  "MEMORY",
+                                 "TRANSFER",      "CONNECTION",  "BACKEND",
+                                 "ERROR",         "PERFORMANCE", "SYSTEM",
+                                 "CUSTOM",        "\\xNN",       "130",
+                                 "143",           "  2 ",        "  64 "}) {
             CHECK_THAT(r.out, Catch::Contains(word));
         }
     }
@@ -628,7 +634,7 @@ TEST_CASE("a name is the bytes before the first NUL of 37, other bytes printed a
     }
 }
 
-TEST_CASE("both readers print the same bytes for 64 random files, in text and in JSON") {
+TEST_CASE("both readers print the same bytes for 64 random files in every mode") {
     utc_scope utc;
     xtel_test::temp_dir dir;
     std::mt19937_64 rng(20261123);
@@ -669,12 +675,15 @@ TEST_CASE("both readers print the same bytes for 64 random files, in text and in
         }
         // A few files too short for the ring they declare: refused alike.
         rec.save(path, pick(10) == 0 ? pick(cap) : cap);
-        // The four runs of a file at once: launching Python dominates the test's time.
-        const std::vector<std::string> text{}, json{"--json"};
-        const child runs[] = {
-            spawn(cpp_args(path, text), dir, "c"), spawn(py_args(path, text), dir, "p"),
-            spawn(cpp_args(path, json), dir, "cj"), spawn(py_args(path, json), dir, "pj")};
-        for (int mode = 0; mode < 2; ++mode) {
+        // The runs of a file at once: launching Python dominates the test's time.
+        const std::vector<std::string> modes[] = {
+            {}, {"--json"}, {"--summary"}, {"--header", "--summary", "--json"}};
+        std::vector<child> runs;
+        for (const auto& m : modes) {
+            runs.push_back(spawn(cpp_args(path, m), dir, "c"));
+            runs.push_back(spawn(py_args(path, m), dir, "p"));
+        }
+        for (std::size_t mode = 0; mode < std::size(modes); ++mode) {
             const auto c = wait_for(runs[2 * mode]);
             const auto p = wait_for(runs[2 * mode + 1]);
             CAPTURE(file, mode, c.err, p.err);
@@ -683,6 +692,266 @@ TEST_CASE("both readers print the same bytes for 64 random files, in text and in
             REQUIRE(c.out == p.out);
             REQUIRE(c.err == p.err);
             CHECK((c.exit_code == 0 || c.exit_code == 2));
+        }
+    }
+}
+
+namespace {
+
+/// Runs both readers with the same options; they must agree on stdout, stderr and status.
+xtel_test::run_result read_both(const std::filesystem::path& p,
+                                const std::vector<std::string>& options) {
+    const auto c = xtel_test::run(cpp_args(p, options));
+    const auto py = xtel_test::run(py_args(p, options));
+    CAPTURE(options, c.err, py.err);
+    CHECK(c.exit_code == py.exit_code);
+    CHECK(c.out == py.out);
+    CHECK(c.err == py.err);
+    return c;
+}
+
+constexpr std::uint64_t two_63 = std::uint64_t{1} << 63;
+
+/// Events whose summary is known: "big" sums past 2^64, "small" is in two categories.
+void write_summary_events(const xtel_test::temp_dir& dir) {
+    xtel::buffer_telemetry t(buffer_config(dir, 64), "agent");
+    t.record_at(1'000'000, xtel::category::transfer, "big", two_63 + 1);
+    t.record_at(1'500'000, xtel::category::transfer, "big", two_63 + 3);
+    t.record_at(2'000'000, xtel::category::transfer, "big", two_63);
+    t.record_at(10'000'000, xtel::category::custom, "small", 7);
+    t.record_at(10'250'000, xtel::category::custom, "small", 2);
+    t.record_at(10'500'000, xtel::category::custom, "small", 9);
+    t.record_at(14'000'000, xtel::category::custom, "small", 1);
+    t.record_at(20'000'000, xtel::category::error, "one", 42);
+    t.record_at(30'000'000, xtel::category::memory, "small", 5);
+}
+
+/// Lines of `out` holding `what`.
+std::size_t lines_with(const std::string& out, const std::string& what) {
+    std::size_t n = 0;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        n += line.find(what) != std::string::npos ? 1 : 0;
+    }
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("both readers take the path alone or after --telemetry_path") {
+    utc_scope utc;
+    xtel_test::temp_dir dir;
+    write_known_events(dir);
+    const auto p = (dir / "agent").string();
+    const std::vector<std::string> forms[] = {{cpp_reader, p},
+                                              {cpp_reader, "--telemetry_path", p},
+                                              {python, py_reader, p},
+                                              {python, py_reader, "--telemetry_path", p}};
+    const auto first = xtel_test::run(forms[0]);
+    REQUIRE(first.exit_code == 0);
+    CHECK(count(first.out, "=== NIXL Telemetry Event ===") == 6);
+    for (const auto& form : forms) {
+        const auto r = xtel_test::run(form);
+        CAPTURE(form, r.err);
+        CHECK(r.exit_code == 0);
+        CHECK(r.out == first.out);
+        CHECK(r.err == first.err);
+    }
+    for (const auto& prog : programs) {
+        const auto r = xtel_test::run(prog.args(p, {"--telemetry_path", p}));
+        CAPTURE(prog.name);
+        CHECK(r.exit_code == 64);
+        CHECK_THAT(r.err, Catch::Contains("one path only"));
+    }
+}
+
+TEST_CASE("the summary gives count exact sum min max last and rate per category and name") {
+    xtel_test::temp_dir dir;
+    write_summary_events(dir);
+    const auto text = read_both(dir / "agent", {"--summary"});
+    REQUIRE(text.exit_code == 0);
+    // 3 * 2^63 + 4 does not fit 64 bits; rates are (count - 1) / seconds of span.
+    CHECK(text.out ==
+          "category  event  count                   sum                  min                  max"
+          "                 last  rate_per_s\n"
+          "MEMORY    small      1                     5                    5                    5"
+          "                    5           -\n"
+          "TRANSFER  big        3  27670116110564327428  9223372036854775808  9223372036854775811"
+          "  9223372036854775808       2.000\n"
+          "ERROR     one        1                    42                   42                   42"
+          "                   42           -\n"
+          "CUSTOM    small      4                    19                    1                    9"
+          "                    1       0.750\n");
+    CHECK(text.err == (dir / "agent").string() + ": 9 events read, 0 missed\n");
+    const auto json = read_both(dir / "agent", {"--summary", "--json"});
+    REQUIRE(json.exit_code == 0);
+    CHECK(count(json.out, "\n") == 4);
+    CHECK_THAT(json.out, Catch::Contains("{\"category\":\"TRANSFER\",\"event\":\"big\",\"count\":3,"
+                                         "\"sum\":27670116110564327428,\"min\":9223372036854775808,"
+                                         "\"max\":9223372036854775811,\"last\":9223372036854775808,"
+                                         "\"rate_per_s\":2.000,\"min_timestamp_us\":1000000,"
+                                         "\"max_timestamp_us\":2000000}\n"));
+    CHECK_THAT(json.out, Catch::Contains("\"event\":\"one\",\"count\":1,\"sum\":42,\"min\":42,"
+                                         "\"max\":42,\"last\":42,\"rate_per_s\":null,"));
+}
+
+TEST_CASE("a category filter keeps exactly the events of the categories named in any case") {
+    xtel_test::temp_dir dir;
+    write_summary_events(dir);
+    const auto transfer = read_both(dir / "agent", {"--json", "--category", "transfer"});
+    REQUIRE(transfer.exit_code == 0);
+    CHECK(count(transfer.out, "\n") == 3);
+    CHECK(lines_with(transfer.out, "\"category\":\"TRANSFER\",\"event\":\"big\"") == 3);
+    const auto two =
+        read_both(dir / "agent", {"--json", "--category", "Custom", "--category", "MEMORY"});
+    REQUIRE(two.exit_code == 0);
+    CHECK(count(two.out, "\n") == 5);
+    CHECK(lines_with(two.out, "\"event\":\"small\"") == 5);
+    CHECK(lines_with(two.out, "\"category\":\"MEMORY\"") == 1);
+    // The count on stderr is of the events read, kept or not.
+    CHECK_THAT(two.err, Catch::EndsWith(": 9 events read, 0 missed\n"));
+    const auto summed = read_both(dir / "agent", {"--summary", "--category", "custom"});
+    CHECK(count(summed.out, "\n") == 2);
+    CHECK_THAT(summed.out,
+               Catch::EndsWith("\nCUSTOM    small      4   19    1    9     1       0.750\n"));
+}
+
+TEST_CASE("a name filter keeps exactly the events whose whole name matches the glob") {
+    xtel_test::temp_dir dir;
+    write_summary_events(dir);
+    struct expected {
+        const char* glob;
+        std::size_t big, small, one;
+    };
+    const expected cases[] = {
+        {"big", 3, 0, 0},     {"bi", 0, 0, 0},        {"sm*", 0, 5, 0},    {"?ig", 3, 0, 0},
+        {"*", 3, 5, 1},       {"[!s]*", 3, 0, 1},     {"[a-c]*", 3, 0, 0}, {"*l", 0, 5, 0},
+        {"o[m-o]e", 0, 0, 1}, {"[sb]*[gl]", 3, 5, 0}, {"s*a*l", 0, 5, 0},  {"[", 0, 0, 0},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.glob);
+        const auto r = read_both(dir / "agent", {"--json", "--name", c.glob});
+        REQUIRE(r.exit_code == 0);
+        CHECK(count(r.out, "\n") == c.big + c.small + c.one);
+        CHECK(lines_with(r.out, "\"event\":\"big\"") == c.big);
+        CHECK(lines_with(r.out, "\"event\":\"small\"") == c.small);
+        CHECK(lines_with(r.out, "\"event\":\"one\"") == c.one);
+    }
+    const auto both = read_both(dir / "agent", {"--json", "--name", "s*", "--category", "memory"});
+    CHECK(count(both.out, "\n") == 1);
+    CHECK_THAT(both.out,
+               Catch::Contains("\"category\":\"MEMORY\",\"event\":\"small\",\"value\":5}"));
+}
+
+TEST_CASE("the header mode gives format version capacity writer pid state written and missed") {
+    xtel_test::temp_dir dir;
+    {
+        xtel::buffer_telemetry t(buffer_config(dir, 4), "wrapped");
+        for (std::uint64_t i = 0; i < 10; ++i) {
+            t.record_at(1'000'000 + i, xtel::category::custom, "n", i);
+        }
+    }
+    const auto text = read_both(dir / "wrapped", {"--header"});
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.rfind(fmt::format("format version: 2\nagent: wrapped\ncapacity: 4 events\n"
+                                     "writer pid: {}\nstate: closed\ncreated: ",
+                                     ::getpid()),
+                         0) == 0);
+    CHECK_THAT(text.out, Catch::EndsWith("\nwritten: 10\nread: 4\nmissed: 6\n"));
+    CHECK(count(text.out, "\n") == 9);
+    const auto json = read_both(dir / "wrapped", {"--header", "--json"});
+    CHECK_THAT(json.out, Catch::StartsWith(fmt::format(
+                             "{{\"format_version\":2,\"agent\":\"wrapped\",\"capacity\":4,"
+                             "\"writer_pid\":{},\"state\":\"closed\",\"created_us\":",
+                             ::getpid())));
+    CHECK_THAT(json.out, Catch::EndsWith(",\"written\":10,\"read\":4,\"missed\":6}\n"));
+}
+
+TEST_CASE("the header mode tells a live writer from a crashed one by its lock") {
+    xtel_test::temp_dir dir;
+    const pid_t dead = ::fork();
+    REQUIRE(dead >= 0);
+    if (dead == 0) {
+        auto* w = new xtel::flight_recorder::writer(dir.path(), "crashed", 16);
+        append_named(*w, 3, 7);
+        ::_exit(0);  // no destructor: state stays open, and the lock goes with the process
+    }
+    int status = 0;
+    ::waitpid(dead, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    xtel::flight_recorder::writer live(dir.path(), "live", 16);
+    append_named(live, 2, 1);
+    const auto crashed = read_both(dir / "crashed", {"--header"});
+    CHECK_THAT(crashed.out, Catch::Contains(fmt::format("writer pid: {}\nstate: crashed\n", dead)));
+    CHECK_THAT(crashed.out, Catch::EndsWith("written: 3\nread: 3\nmissed: 0\n"));
+    const auto alive = read_both(dir / "live", {"--header"});
+    CHECK_THAT(alive.out,
+               Catch::Contains(fmt::format("writer pid: {}\nstate: alive\n", ::getpid())));
+    CHECK_THAT(alive.out, Catch::EndsWith("written: 2\nread: 2\nmissed: 0\n"));
+}
+
+TEST_CASE("both readers print the same bytes in every mode for files real writers made") {
+    utc_scope utc;
+    xtel_test::temp_dir dir;
+    write_known_events(dir);
+    {
+        xtel::buffer_telemetry t(buffer_config(dir, 8), "wrapped");
+        for (std::uint64_t i = 0; i < 50; ++i) {
+            t.record_at(5'000'000 + i * 1'000, static_cast<xtel::category>(i % 8),
+                        i % 3 == 0 ? "agent_tx_bytes" : "agent_rx_bytes", i * i);
+        }
+    }
+    xtel_test::temp_dir other;
+    write_summary_events(other);
+    const std::vector<std::string> modes[] = {
+        {},
+        {"--json"},
+        {"--summary"},
+        {"--summary", "--json"},
+        {"--header"},
+        {"--header", "--json"},
+        {"--header", "--summary"},
+        {"--category", "transfer"},
+        {"--category", "Error", "--json"},
+        {"--name", "agent_?x_*"},
+        {"--name", "*[!s]", "--summary", "--category", "transfer", "--category", "performance"},
+    };
+    for (const auto& p : {dir / "agent", dir / "wrapped", other / "agent"}) {
+        for (const auto& m : modes) {
+            CAPTURE(p);
+            const auto r = read_both(p, m);
+            CHECK(r.exit_code == 0);
+        }
+    }
+}
+
+TEST_CASE("both readers answer a bad command line with one line on stderr and status 64") {
+    xtel_test::temp_dir dir;
+    write_known_events(dir);
+    const std::vector<std::string> bad[] = {
+        {"--category", "bogus"},
+        {"--name"},
+        {"--category"},
+        {"--summary", "--follow"},
+        {"--header", "-f"},
+        {"--bogus"},
+        {"--interval-ms", "0"},
+        {"--interval-ms", "10x"},
+        {"--retry"},
+    };
+    for (const auto& prog : programs) {
+        for (const auto& args : bad) {
+            const auto r = xtel_test::run(prog.args(dir / "agent", args));
+            CAPTURE(prog.name, args, r.err);
+            CHECK(r.exit_code == 64);
+            CHECK(r.out.empty());
+            CHECK(count(r.err, "\n") == 1);
+        }
+        const auto r = xtel_test::run(prog.args(dir / "agent", {"--category", "bogus"}));
+        CHECK_THAT(r.err, Catch::Contains("unknown category \"bogus\""));
+        for (const char* c : {"MEMORY", "TRANSFER", "CONNECTION", "BACKEND", "ERROR", "PERFORMANCE",
+                              "SYSTEM", "CUSTOM"}) {
+            CHECK_THAT(r.err, Catch::Contains(c));
         }
     }
 }

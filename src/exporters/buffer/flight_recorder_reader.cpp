@@ -91,7 +91,7 @@ reader::~reader() {
     }
 }
 
-file_header reader::read_header() const {
+file_header reader::header() const {
     file_header h{};
     if (!pread_all(fd_, &h, sizeof h, 0)) {
         throw format_error(fmt::format("{}: damaged: truncated below its {}-byte header",
@@ -108,7 +108,7 @@ void reader::refresh() {
             "{}: damaged: truncated to {} bytes while being read (the header declares {})",
             path_.string(), st.st_size, expected));
     }
-    const std::uint64_t w = read_header().write_seq;
+    const std::uint64_t w = header().write_seq;
     if (w < next_) {
         throw format_error(fmt::format(
             "{}: damaged: write_seq went back from {} to {} (the file was rewritten or damaged)",
@@ -131,7 +131,7 @@ std::span<const slot> reader::read_chunk(std::uint64_t max_events) {
     }
     // Only now, after the slots were read, may claim_seq be read: event m's slot was safe to
     // read only if no newer event had claimed it by then, that is m + capacity >= claim_seq.
-    const std::uint64_t claimed = read_header().claim_seq;
+    const std::uint64_t claimed = header().claim_seq;
     for (std::uint64_t i = 0; i < n; ++i) {
         if (next_ + i + capacity_ < claimed) {
             chunk_[i].seq = 0;
@@ -141,11 +141,11 @@ std::span<const slot> reader::read_chunk(std::uint64_t max_events) {
 }
 
 std::uint64_t reader::published_count() const {
-    return read_header().write_seq;
+    return header().write_seq;
 }
 
 bool reader::writer_closed() const {
-    return read_header().state == static_cast<std::uint32_t>(writer_state::closed);
+    return header().state == static_cast<std::uint32_t>(writer_state::closed);
 }
 
 bool reader::writer_gone() const {
@@ -170,12 +170,12 @@ bool reader::replaced() const {
 }
 
 std::string reader::agent_name() const {
-    const file_header h = read_header();
+    const file_header h = header();
     return std::string(h.agent_name, ::strnlen(h.agent_name, agent_name_size));
 }
 
 std::uint32_t reader::writer_pid() const {
-    return read_header().writer_pid;
+    return header().writer_pid;
 }
 
 }  // namespace xtel::flight_recorder
