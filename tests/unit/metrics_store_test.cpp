@@ -31,7 +31,8 @@ TEST_CASE("a counter adds per label set and a gauge keeps the last level") {
     CHECK(s.find("bytes_by_peer_total")->all_series().size() == 2);
 }
 
-TEST_CASE("adding the same family twice gives the same id; another spec of its name is refused") {
+TEST_CASE(
+    "adding the same family twice gives the same id and another spec of its name is refused") {
     metric_store s;
     const auto a = s.add_family(peers_family());
     CHECK(s.add_family(peers_family()) == a);

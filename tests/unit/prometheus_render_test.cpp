@@ -465,7 +465,7 @@ depth{agent_name="agent_a"} 3
     CHECK(text.find("depth_count") == std::string::npos);
 }
 
-TEST_CASE("timed transfer records fill the histograms; untimed and failed ones do not") {
+TEST_CASE("timed transfer records fill the histograms while untimed and failed ones do not") {
     exporter_under_test t;
     auto round = tx_transfer(10, 2, 30);
     auto untimed = round.transfers[0];
