@@ -6,6 +6,7 @@
 #include <x86intrin.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -19,6 +20,7 @@ namespace {
 using xtel_bench::flush_every;
 using xtel_bench::pin_scope;
 using xtel_bench::record_one_transfer;
+using xtel_bench::split_clock;
 
 // ---------------------------------------------------------------------------------------------
 // Floors: the cheapest things a record could possibly cost.
@@ -76,12 +78,109 @@ BENCHMARK(BM_floor_clock<CLOCK_MONOTONIC>)->Name("BM_floor/clock_monotonic");
 BENCHMARK(BM_floor_clock<CLOCK_MONOTONIC_COARSE>)->Name("BM_floor/clock_monotonic_coarse");
 BENCHMARK(BM_floor_clock<CLOCK_REALTIME>)->Name("BM_floor/clock_realtime");
 
+/// The floor of a per-transfer record: the same four values (plus the timestamp) pushed as one
+/// 32-byte record into a plain per-thread single-producer, single-consumer ring of 4,096 slots,
+/// with one counter per side, and drained as the harness drains xtel's rings (every
+/// flush_every transfers, on the recording thread, timed apart). No registry lookup, no
+/// cache-line slots, no flusher: what is left is the cheapest honest way to hand a transfer to
+/// another thread. A full ring drops and counts, as xtel's does.
+class spsc_floor_ring {
+  public:
+    struct record {
+        std::uint64_t timestamp_us;
+        std::uint64_t bytes;
+        std::uint32_t requests;
+        std::uint32_t post_us;
+        std::uint32_t xfer_us;
+        std::uint32_t direction;
+    };
+    static_assert(sizeof(record) == 32);
+    static constexpr std::uint64_t slots = 4096;
+
+    spsc_floor_ring() : records_(std::make_unique<record[]>(slots)) {}
+
+    /// Producer. The consumer's counter is re-read only when the ring looks full.
+    [[gnu::always_inline]] bool push(const record& r) noexcept {
+        const std::uint64_t head = head_.load(std::memory_order_relaxed);  // only writer
+        if (head - cached_tail_ == slots) [[unlikely]] {
+            // Acquire: the consumer has finished reading the slots it freed.
+            cached_tail_ = tail_.load(std::memory_order_acquire);
+            if (head - cached_tail_ == slots) {
+                ++dropped_;
+                return false;
+            }
+        }
+        records_[head & (slots - 1)] = r;
+        // Release: the record is written before the consumer can see the new head.
+        head_.store(head + 1, std::memory_order_release);
+        return true;
+    }
+
+    /// Consumer: reads every published record, then frees their slots.
+    template <class F>
+    std::size_t drain(F&& f) {
+        const std::uint64_t tail = tail_.load(std::memory_order_relaxed);  // only writer
+        const std::uint64_t head = head_.load(std::memory_order_acquire);
+        for (std::uint64_t i = tail; i != head; ++i) {
+            f(records_[i & (slots - 1)]);
+        }
+        tail_.store(head, std::memory_order_release);
+        return static_cast<std::size_t>(head - tail);
+    }
+
+    std::uint64_t dropped() const noexcept { return dropped_; }
+
+  private:
+    // Producer's line.
+    alignas(64) std::atomic<std::uint64_t> head_{0};
+    std::uint64_t cached_tail_ = 0;
+    std::uint64_t dropped_ = 0;
+    // Consumer's line.
+    alignas(64) std::atomic<std::uint64_t> tail_{0};
+    std::unique_ptr<record[]> records_;
+};
+
+void BM_floor_spsc_ring(benchmark::State& state) {
+    spsc_floor_ring ring;  // one per benchmark thread
+    split_clock clock(state);
+    std::uint64_t sum = 0;
+    {
+        const pin_scope pin(state.thread_index());
+        std::uint64_t i = 0;
+        clock.start();
+        for (auto _ : state) {
+            ++i;
+            ring.push({.timestamp_us = 1'700'000'000'000'000 + i,
+                       .bytes = 65536,
+                       .requests = 1,
+                       .post_us = static_cast<std::uint32_t>(i & 7),
+                       .xfer_us = static_cast<std::uint32_t>(i & 63),
+                       .direction = 0});
+            if ((i & (flush_every - 1)) == 0) [[unlikely]] {
+                clock.flush([&] {
+                    ring.drain([&](const spsc_floor_ring::record& r) {
+                        sum += r.timestamp_us + r.bytes + r.requests + r.post_us + r.xfer_us;
+                    });
+                });
+            }
+        }
+        clock.stop();
+    }
+    benchmark::DoNotOptimize(sum);
+    state.counters["dropped"] =
+        benchmark::Counter(static_cast<double>(ring.dropped()), benchmark::Counter::kAvgThreads);
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring");
+BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring")->Threads(2);
+
 // ---------------------------------------------------------------------------------------------
 // Baselines, written here from their published designs.
 
-/// (a) NIXL's agent today: each event is pushed into a vector under a mutex; a flush thread
-/// swaps the vector out under the same mutex.
-class mutex_staging {
+/// (a) NIXL's agent before it batched a transfer's events (nixl #1844): each event is pushed
+/// into a vector under a mutex, four locks per transfer; a flush thread swaps the vector out
+/// under the same mutex.
+class mutex_staging_v1 {
   public:
     void add(xtel::category cat, const char* name, std::uint64_t value, std::uint64_t ts) {
         xtel::event e;
@@ -105,6 +204,64 @@ class mutex_staging {
   private:
     std::mutex mutex_;
     std::vector<xtel::event> events_;
+};
+
+/// (a') NIXL's agent today, after nixl #1844: an event as NIXL lays it out (timestamp,
+/// category, a 32-byte name copied with strncpy, value: 56 bytes), and a transfer's four events
+/// appended to a vector under one lock, all four or none when the vector is at its cap. A flush
+/// thread swaps the vector out under the same mutex.
+struct nixl_shape_event {
+    std::uint64_t timestamp_us;
+    int category;
+    char name[32];
+    std::uint64_t value;
+
+    nixl_shape_event(std::uint64_t ts, int cat, const char* event_name, std::uint64_t v) noexcept
+        : timestamp_us(ts), category(cat), value(v) {
+        std::strncpy(name, event_name, sizeof name - 1);
+        name[sizeof name - 1] = '\0';
+    }
+};
+static_assert(sizeof(nixl_shape_event) == 56);
+
+class mutex_staging {
+  public:
+    explicit mutex_staging(std::size_t max_events) : max_events_(max_events) {
+        events_.reserve(max_events_);
+    }
+    void add_transfer(std::uint64_t ts,
+                      std::uint64_t bytes,
+                      std::uint64_t requests,
+                      std::uint64_t post_us,
+                      std::uint64_t xfer_us) {
+        constexpr int transfer = 1;
+        constexpr int performance = 5;
+        const std::lock_guard lock(mutex_);
+        if (events_.size() + 4 > max_events_) {
+            ++dropped_;
+            return;
+        }
+        events_.emplace_back(ts, performance, "agent_xfer_time", xfer_us);
+        events_.emplace_back(ts, transfer, "agent_tx_bytes", bytes);
+        events_.emplace_back(ts, transfer, "agent_tx_requests_num", requests);
+        events_.emplace_back(ts, performance, "agent_xfer_post_time", post_us);
+    }
+    std::size_t swap_out() {
+        std::vector<nixl_shape_event> out;
+        out.reserve(max_events_);
+        {
+            const std::lock_guard lock(mutex_);
+            out.swap(events_);
+        }
+        return out.size();
+    }
+    std::uint64_t dropped() const noexcept { return dropped_; }
+
+  private:
+    std::mutex mutex_;
+    std::vector<nixl_shape_event> events_;
+    const std::size_t max_events_;
+    std::uint64_t dropped_ = 0;
 };
 
 /// (b) A virtual exporter call per event, into a ring the exporter owns.
@@ -146,17 +303,18 @@ void emit_virtual(virtual_exporter& ex,
 /// One event, for the single-event cases: (a) and (b) per event.
 void BM_baseline_mutex_staging_event(benchmark::State& state) {
     const pin_scope pin(state.thread_index());
-    mutex_staging staging;
+    mutex_staging_v1 staging;
+    split_clock clock(state);
     std::uint64_t i = 0;
+    clock.start();
     for (auto _ : state) {
         ++i;
         staging.add(xtel::category::custom, "agent_xfer_time", i, 1'700'000'000'000'000 + i);
         if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-            state.PauseTiming();
-            staging.swap_out();
-            state.ResumeTiming();
+            clock.flush([&] { staging.swap_out(); });
         }
     }
+    clock.stop();
 }
 BENCHMARK(BM_baseline_mutex_staging_event)->Name("BM_baseline/mutex_staging_event");
 
@@ -241,8 +399,29 @@ BENCHMARK(BM_transfer_tax_buffer)->Name("BM_transfer_tax/buffer")->Threads(2);
 
 void BM_transfer_tax_mutex_staging(benchmark::State& state) {
     const pin_scope pin(state.thread_index());
-    mutex_staging staging;
+    mutex_staging staging(4 * flush_every);
+    split_clock clock(state);
     std::uint64_t i = 0;
+    clock.start();
+    for (auto _ : state) {
+        ++i;
+        staging.add_transfer(1'700'000'000'000'000 + i, 65536, 1, i & 7, i & 63);
+        if ((i & (flush_every - 1)) == 0) [[unlikely]] {
+            clock.flush([&] { staging.swap_out(); });
+        }
+    }
+    clock.stop();
+    state.counters["dropped"] = static_cast<double>(staging.dropped());
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_transfer_tax_mutex_staging)->Name("BM_transfer_tax/mutex_staging");
+
+void BM_transfer_tax_mutex_staging_v1(benchmark::State& state) {
+    const pin_scope pin(state.thread_index());
+    mutex_staging_v1 staging;
+    split_clock clock(state);
+    std::uint64_t i = 0;
+    clock.start();
     for (auto _ : state) {
         ++i;
         const std::uint64_t ts = 1'700'000'000'000'000 + i;
@@ -251,14 +430,13 @@ void BM_transfer_tax_mutex_staging(benchmark::State& state) {
         staging.add(xtel::category::performance, "agent_xfer_time", i & 63, ts);
         staging.add(xtel::category::performance, "agent_xfer_post_time", i & 7, ts);
         if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-            state.PauseTiming();
-            staging.swap_out();
-            state.ResumeTiming();
+            clock.flush([&] { staging.swap_out(); });
         }
     }
+    clock.stop();
     state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_transfer_tax_mutex_staging)->Name("BM_transfer_tax/mutex_staging");
+BENCHMARK(BM_transfer_tax_mutex_staging_v1)->Name("BM_transfer_tax/mutex_staging_v1");
 
 void BM_transfer_tax_virtual_exporter(benchmark::State& state) {
     const pin_scope pin(state.thread_index());
@@ -276,21 +454,36 @@ void BM_transfer_tax_virtual_exporter(benchmark::State& state) {
 }
 BENCHMARK(BM_transfer_tax_virtual_exporter)->Name("BM_transfer_tax/virtual_exporter");
 
+/// Issue 17's question: does the staging ring's size (16,384 x 64 B = 1 MiB per thread by
+/// default, twice this machine's L2 per core) set the record's cost? The buffer pipeline with
+/// the ring sized by the argument, flushed every flush_every transfers on the recording
+/// thread, with no flusher thread (so that a ring half full at a flush wakes nothing).
+void BM_ring_size_buffer(benchmark::State& state) {
+    buffer_env env;
+    auto t = std::make_unique<xtel::buffer_telemetry>(
+        env.cfg, "bench",
+        xtel::telemetry_options{.staging_capacity = static_cast<std::size_t>(state.range(0)),
+                                .start_flusher = false});
+    xtel_bench::transfer_tax_loop(state, t);
+}
+BENCHMARK(BM_ring_size_buffer)->Name("BM_ring_size/buffer")->Arg(4096)->Arg(8192)->Arg(16384);
+
 // Single operations on the buffer pipeline.
 template <class Op>
 void run_buffer_op(benchmark::State& state, Op op) {
     buffer_env env;
     xtel::buffer_telemetry t(env.cfg, "bench");
     const pin_scope pin(state.thread_index());
+    split_clock clock(state);
     std::uint64_t i = 0;
+    clock.start();
     for (auto _ : state) {
         op(t, ++i);
         if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-            state.PauseTiming();
-            t.flush();
-            state.ResumeTiming();
+            clock.flush([&] { t.flush(); });
         }
     }
+    clock.stop();
     state.counters["dropped"] = static_cast<double>(t.stats().records_dropped);
 }
 
