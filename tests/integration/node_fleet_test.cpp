@@ -28,6 +28,7 @@
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
+using prom_it::count_of;
 using prom_it::prometheus_options;
 using prom_it::prometheus_server;
 using prom_it::scrape_job;
@@ -282,14 +283,6 @@ void drop_file(const std::filesystem::path& dir,
     const auto tmp = dir / (name + ".part");
     prom_it::write_file(tmp, content);
     std::filesystem::rename(tmp, dir / name);
-}
-
-std::size_t count_of(std::string_view text, std::string_view part) {
-    std::size_t n = 0;
-    for (auto at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) {
-        ++n;
-    }
-    return n;
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ struct prometheus_receiver {
         while (std::chrono::steady_clock::now() < deadline && !server->exited()) {
             if (const auto res = api.Get("/api/v1/query?query=" + url_encoded(query));
                 res && res->status == 200) {
-                last = first_value(res->body);
+                last = prom_it::first_value(res->body);
                 if (last == expected) {
                     break;
                 }
@@ -65,19 +65,6 @@ struct prometheus_receiver {
             std::this_thread::sleep_for(std::chrono::milliseconds(250));
         }
         return last;
-    }
-
-    /// The sample value of the first series in a /api/v1/query answer; empty when none.
-    static std::string first_value(const std::string& json) {
-        const auto at = json.find("\"value\":[");
-        if (at == std::string::npos) {
-            return {};
-        }
-        const auto open = json.find('"', json.find(',', at));
-        const auto close = json.find('"', open + 1);
-        return open == std::string::npos || close == std::string::npos
-                   ? std::string()
-                   : json.substr(open + 1, close - open - 1);
     }
 
     std::string url() const { return fmt::format("http://127.0.0.1:{}/api/v1/write", port); }

@@ -28,6 +28,7 @@
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
+using prom_it::count_of;
 using prom_it::scrape;
 using prom_it::scrape_until;
 using prom_it::served_port;
@@ -86,14 +87,6 @@ child_process start_exporter(const temp_dir& dir, std::vector<std::string> extra
 /// The prefix of agent `name`'s agent_tx_bytes_total line, written by process `pid`.
 std::string tx_bytes(std::string_view name, pid_t pid) {
     return fmt::format(R"(agent_tx_bytes_total{{agent_name="{}",pid="{}",hostname=")", name, pid);
-}
-
-std::size_t count_of(std::string_view text, std::string_view part) {
-    std::size_t n = 0;
-    for (auto at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) {
-        ++n;
-    }
-    return n;
 }
 
 }  // namespace
