@@ -28,11 +28,8 @@ double scaled(std::uint64_t v, std::uint8_t decimals) {
     if (decimals == 0) {
         return static_cast<double>(v);
     }
-    std::uint64_t scale = 1;
-    for (std::uint8_t i = 0; i < decimals; ++i) {
-        scale *= 10;
-    }
-    const std::string text = fmt::format("{}.{:0{}}", v / scale, v % scale, decimals);
+    std::string text;
+    detail::append_scaled(text, v, decimals);
     double out = 0;
     std::from_chars(text.data(), text.data() + text.size(), out);
     return out;

@@ -93,7 +93,8 @@ void append_number(std::string& out, std::uint64_t v) {
     out.append(f.data(), f.size());
 }
 
-/// v / 10^decimals, exactly: 450 with 6 decimals is 0.000450.
+}  // namespace
+
 void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals) {
     if (decimals == 0) {
         append_number(out, v);
@@ -109,6 +110,8 @@ void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals) {
     out.append(decimals - frac.size(), '0');
     out.append(frac.data(), frac.size());
 }
+
+namespace {
 
 /// `name="value",...` for a snapshot's own labels, escaped.
 std::string render_labels(std::span<const metrics::label> labels) {

@@ -26,6 +26,9 @@ std::string escape_label_value(std::string_view value);
 /// Escapes HELP text of the text format: backslash and line feed.
 std::string escape_help(std::string_view text);
 
+/// Appends v / 10^decimals exactly, as a sample value shows it: 450 with 6 decimals is
+/// 0.000450.
+void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals);
 /// A histogram bucket bound as `le` shows it: divided by 10^decimals like the sum, since bounds
 /// are kept in the unit of the observations. Exact for whole bounds (1000 with 6 decimals is
 /// 0.001), otherwise the shortest form of the quotient. Other senders of the same series
