@@ -89,6 +89,28 @@ std::string tx_bytes(std::string_view name, pid_t pid) {
     return fmt::format(R"(agent_tx_bytes_total{{agent_name="{}",pid="{}",hostname=")", name, pid);
 }
 
+/// A demo staying up as agent `name` in `dir`, and an exporter over `dir` with `--stale-ttl`
+/// `ttl_s`, once it serves the demo's exact byte count: how the tests that kill it begin.
+struct served_demo {
+    child_process demo;
+    child_process exporter;
+    pid_t pid = demo.pid();
+    int port = served_port(exporter);
+    std::string line;      ///< the start of its agent_tx_bytes_total line
+    std::string expected;  ///< the bytes it wrote
+
+    served_demo(const temp_dir& dir, const std::string& name, const std::string& ttl_s)
+        : demo(start_demo(dir, name, 120)),
+          exporter(start_exporter(dir, {"--stale-ttl", ttl_s})),
+          line(tx_bytes(name, pid)),
+          expected(std::to_string(transfers * block)) {
+        REQUIRE(port > 0);
+        const auto body =
+            scrape_until(port, [&](const std::string& b) { return value_of(b, line) == expected; });
+        REQUIRE(value_of(body, line) == expected);
+    }
+};
+
 }  // namespace
 
 TEST_CASE("xtel-exporter serves every agent of the directory with its pid and exact byte counts",
@@ -175,23 +197,16 @@ TEST_CASE("xtel-exporter skips a foreign and a truncated file, logging each once
 
 TEST_CASE("xtel-exporter serves a killed agent for --stale-ttl, then drops it", "[exporter]") {
     const temp_dir dir;
-    auto demo = start_demo(dir, "exp-dead", 120);
-    const pid_t pid = demo.pid();
-    auto exporter = start_exporter(dir, {"--stale-ttl", "2"});
-    const int port = served_port(exporter);
-    REQUIRE(port > 0);
-    const auto line = tx_bytes("exp-dead", pid);
-    const auto expected = std::to_string(transfers * block);
-    auto body =
-        scrape_until(port, [&](const std::string& s) { return value_of(s, line) == expected; });
-    REQUIRE(value_of(body, line) == expected);
+    served_demo served(dir, "exp-dead", "2");
+    const int port = served.port;
+    const auto& line = served.line;
 
-    ::kill(pid, SIGKILL);
-    REQUIRE(demo.wait(std::chrono::seconds(10)));
+    ::kill(served.pid, SIGKILL);
+    REQUIRE(served.demo.wait(std::chrono::seconds(10)));
     const auto killed = std::chrono::steady_clock::now();
     // Still served right after: its last state, from the file the dead writer left.
-    CHECK(value_of(scrape(port), line) == expected);
-    body = scrape_until(
+    CHECK(value_of(scrape(port), line) == served.expected);
+    const auto body = scrape_until(
         port, [&](const std::string& s) { return !value_of(s, line).has_value(); },
         std::chrono::seconds(15));
     const auto gone_after = std::chrono::steady_clock::now() - killed;
@@ -340,23 +355,14 @@ TEST_CASE(
 TEST_CASE("xtel-exporter notices through its watch an agent killed while nobody scrapes",
           "[exporter]") {
     const temp_dir dir;
-    auto demo = start_demo(dir, "exp-watch", 120);
-    const pid_t pid = demo.pid();
-    auto exporter = start_exporter(dir, {"--stale-ttl", "1"});
-    const int port = served_port(exporter);
-    REQUIRE(port > 0);
-    const auto line = tx_bytes("exp-watch", pid);
-    const auto expected = std::to_string(transfers * block);
-    auto body =
-        scrape_until(port, [&](const std::string& s) { return value_of(s, line) == expected; });
-    REQUIRE(value_of(body, line) == expected);
+    served_demo served(dir, "exp-watch", "1");
     // The periodic rescan is 5 s apart; the kill is seen at once, so the TTL runs from it.
-    ::kill(pid, SIGKILL);
-    REQUIRE(demo.wait(std::chrono::seconds(10)));
+    ::kill(served.pid, SIGKILL);
+    REQUIRE(served.demo.wait(std::chrono::seconds(10)));
     std::this_thread::sleep_for(std::chrono::milliseconds(2000));
-    body = scrape(port);
+    const auto body = scrape(served.port);
     INFO(body);
-    CHECK_FALSE(value_of(body, line).has_value());
+    CHECK_FALSE(value_of(body, served.line).has_value());
     CHECK(value_of(body, "xtel_exporter_agents ") == "0");
 }
 
