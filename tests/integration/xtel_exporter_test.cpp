@@ -206,8 +206,14 @@ TEST_CASE("xtel-exporter serves a killed agent for --stale-ttl, then drops it", 
     const auto killed = std::chrono::steady_clock::now();
     // Still served right after: its last state, from the file the dead writer left.
     CHECK(value_of(scrape(port), line) == served.expected);
+    // Both agents of the process go, each its TTL after the exporter saw its writer gone: the
+    // two files' locks are dropped one after the other as the process ends, and a refresh
+    // between them (the watch wakes on the first close) sees one writer dead before the other.
     const auto body = scrape_until(
-        port, [&](const std::string& s) { return !value_of(s, line).has_value(); },
+        port,
+        [&](const std::string& s) {
+            return !value_of(s, line).has_value() && value_of(s, "xtel_exporter_agents ") == "0";
+        },
         std::chrono::seconds(15));
     const auto gone_after = std::chrono::steady_clock::now() - killed;
     INFO(body);
