@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "fake_receiver.hpp"
 #include "node/remote_write.hpp"
 #include "prometheus_remote_write.pb.h"
 
@@ -171,59 +172,10 @@ TEST_CASE("a family an earlier snapshot gave another type is left out, as a scra
     }
 }
 
-namespace {
-
-/// A local HTTP server answering each POST to /api/v1/write with the next status of `statuses`
-/// (the last one from then on), keeping the requests it got.
-struct fake_receiver {
-    explicit fake_receiver(std::vector<int> statuses) : statuses_(std::move(statuses)) {
-        server.Post("/api/v1/write", [this](const httplib::Request& req, httplib::Response& res) {
-            const std::lock_guard lock(mutex);
-            requests.push_back(req);
-            res.status = statuses_[std::min(requests.size(), statuses_.size()) - 1];
-        });
-        port = server.bind_to_any_port("127.0.0.1");
-        thread = std::thread([this] { server.listen_after_bind(); });
-        while (!server.is_running()) {
-            std::this_thread::sleep_for(1ms);
-        }
-    }
-    ~fake_receiver() {
-        server.stop();
-        thread.join();
-    }
-    std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/api/v1/write"; }
-    std::size_t received() {
-        const std::lock_guard lock(mutex);
-        return requests.size();
-    }
-
-    httplib::Server server;
-    std::mutex mutex;
-    std::vector<httplib::Request> requests;
-    int port = 0;
-    std::thread thread;
-
-  private:
-    std::vector<int> statuses_;
-};
-
-template <class Done>
-bool eventually(Done&& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (!done()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(10ms);
-    }
-    return true;
-}
-
-}  // namespace
+using xtel_test::eventually;
 
 TEST_CASE("a remote writer posts the body with the remote-write headers", "[remote_write]") {
-    fake_receiver receiver({204});
+    xtel_test::fake_receiver receiver("/api/v1/write", {204});
     node::remote_writer writer(receiver.url());
     writer.push("body-1");
     REQUIRE(eventually([&] { return writer.sent() == 1; }));
@@ -238,7 +190,7 @@ TEST_CASE("a remote writer posts the body with the remote-write headers", "[remo
 }
 
 TEST_CASE("a remote writer retries 5xx and 429 answers, in order, until taken", "[remote_write]") {
-    fake_receiver receiver({503, 429, 200});
+    xtel_test::fake_receiver receiver("/api/v1/write", {503, 429, 200});
     node::remote_writer writer(receiver.url());
     writer.push("first");
     writer.push("second");
@@ -255,7 +207,7 @@ TEST_CASE("a remote writer retries 5xx and 429 answers, in order, until taken", 
 }
 
 TEST_CASE("a remote writer drops a body the receiver refuses with a 4xx", "[remote_write]") {
-    fake_receiver receiver({400, 200});
+    xtel_test::fake_receiver receiver("/api/v1/write", {400, 200});
     node::remote_writer writer(receiver.url());
     writer.push("bad");
     writer.push("good");
