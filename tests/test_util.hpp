@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -194,6 +195,15 @@ inline run_result run(const std::vector<std::string>& argv) {
     r.out = read_file(out_path);
     r.err = read_file(err_path);
     return r;
+}
+
+/// How many times `part` occurs in `text` (overlapping ones included): log lines, series.
+inline std::size_t count_of(std::string_view text, std::string_view part) {
+    std::size_t n = 0;
+    for (auto at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) {
+        ++n;
+    }
+    return n;
 }
 
 }  // namespace xtel_test

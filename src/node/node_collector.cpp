@@ -127,6 +127,7 @@ void node_collector::read(const std::string& name, source& s, clock::time_point 
         if (p && p->number != 0 && p->number != s.number) {
             auto snap = metrics::decode_snapshot(p->payload);
             add_pid_label(snap, s.reader->writer_pid());
+            snap.start_time_us = s.reader->created_us();
             if (!s.latest) {
                 ++seen_total_;
             }

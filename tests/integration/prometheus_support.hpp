@@ -337,15 +337,6 @@ inline std::string percent_encode(std::string_view s) {
     return out;
 }
 
-/// How many times `part` occurs in `text` (overlapping ones included): log lines, series.
-inline std::size_t count_of(std::string_view text, std::string_view part) {
-    std::size_t n = 0;
-    for (auto at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) {
-        ++n;
-    }
-    return n;
-}
-
 /// The sample value of the first series in a /api/v1/query answer; empty when there is none.
 inline std::string first_value(const std::string& json) {
     const auto at = json.find("\"value\":[");

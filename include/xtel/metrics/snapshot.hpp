@@ -6,6 +6,7 @@
 /// of readers on any thread read it without a lock. docs/metrics-processor.md describes each
 /// field.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct snapshot {
     std::vector<label> labels;
     /// Families that have at least one series, sorted by name; names are unique.
     std::vector<family_snapshot> families;
+    /// When the producer started counting (its cumulative values' start), microseconds since
+    /// the epoch; 0 when not known. Not encoded in a node file's payload: the file's header
+    /// has it (xtel-exporter sets it from there).
+    std::uint64_t start_time_us = 0;
 
     friend bool operator==(const snapshot&, const snapshot&) = default;
 };
