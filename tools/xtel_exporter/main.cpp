@@ -25,6 +25,7 @@
 #include "exporters/prometheus/negotiate.hpp"
 #include "http/request.hpp"
 #include "http/server.hpp"
+#include "node/otlp_config.hpp"
 #include "node_metrics.hpp"
 #include "options.hpp"
 #include "run_as.hpp"
@@ -49,41 +50,86 @@ constexpr auto rescan_interval_unwatched = std::chrono::seconds(1);
 /// tells that the writer is gone.
 constexpr auto follow_up = std::chrono::milliseconds(250);
 
-/// The remote writer and when it pushes next; nothing when --remote-write is not given.
-class pusher {
+/// When a push on an interval is next due.
+class schedule {
   public:
-    explicit pusher(const options& o) : interval_(o.remote_write_interval) {
+    explicit schedule(clock_type::duration interval) : interval_(interval) {}
+
+    clock_type::time_point due() const noexcept { return next_; }
+
+    /// Whether a push is due at `now`; if so, moves on to the next.
+    bool take(clock_type::time_point now) noexcept {
+        if (now < next_) {
+            return false;
+        }
+        // On the interval's grid, unless this push ran so late that the next would be due
+        // already: then an interval from now.
+        next_ += interval_;
+        if (next_ <= now) {
+            next_ = now + interval_;
+        }
+        return true;
+    }
+
+  private:
+    clock_type::duration interval_;
+    clock_type::time_point next_ = clock_type::now();
+};
+
+std::uint64_t epoch_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
+std::string host_name() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+}
+
+/// The pushers --remote-write and OTLP ask for, and when each pushes next.
+class pushers {
+  public:
+    pushers(const options& o, std::optional<node::otlp_options> otlp)
+        : remote_write_schedule_(o.remote_write_interval),
+          otlp_schedule_(otlp ? otlp->interval : std::chrono::seconds(1)) {
 #if XTEL_HAVE_REMOTE_WRITE
         if (!o.remote_write_url.empty()) {
-            writer_ = std::make_unique<node::remote_writer>(o.remote_write_url);
+            remote_write_ = std::make_unique<node::remote_writer>(o.remote_write_url);
         }
-#endif
-    }
-
-    bool active() const noexcept {
-#if XTEL_HAVE_REMOTE_WRITE
-        return writer_ != nullptr;
+        if (otlp) {
+            otlp_ = std::make_unique<node::otlp_exporter>(std::move(*otlp));
+        }
 #else
-        return false;
+        (void)otlp;
 #endif
     }
 
-    /// The writer's counters, for the health families; empty when not active.
-    remote_write_probe probe() const {
+    /// Their counters, for the health families.
+    std::vector<push_health> health() const {
+        std::vector<push_health> out;
 #if XTEL_HAVE_REMOTE_WRITE
-        if (writer_) {
-            const node::remote_writer* w = writer_.get();
-            return [w] {
-                return remote_write_counts{w->sent(), w->failed_attempts(), w->dropped(),
-                                           w->rejected(), w->queued()};
-            };
+        if (remote_write_) {
+            const node::http_pusher* w = remote_write_.get();
+            out.push_back({"remote_write", "Remote-write", [w] { return counts(*w); }, false});
+        }
+        if (otlp_) {
+            const node::otlp_exporter* e = otlp_.get();
+            out.push_back({"otlp", "OTLP",
+                           [e] {
+                               push_counts c = counts(e->sender());
+                               c.rejected_points = e->rejected_points();
+                               return c;
+                           },
+                           true});
         }
 #endif
-        return {};
+        return out;
     }
 
-    /// Sets the labels every pushed series gets: --remote-write-label's, and instance as
-    /// <host name>:<port of `bound`> unless given; a label given with an empty value is left
+    /// Sets the labels every remote-written series gets: --remote-write-label's, and instance
+    /// as <host name>:<port of `bound`> unless given; a label given with an empty value is left
     /// out. Called once the port is bound.
     void label(const options& o, const host_port& bound) {
         labels_.clear();
@@ -95,47 +141,81 @@ class pusher {
             }
         }
         if (!instance) {
-            char host[256] = {};
-            ::gethostname(host, sizeof host - 1);
-            labels_.push_back(metrics::label{"instance", fmt::format("{}:{}", host, bound.port)});
+            labels_.push_back(
+                metrics::label{"instance", fmt::format("{}:{}", host_name(), bound.port)});
         }
     }
 
-    /// When the next push is due; nullopt when not active.
+    /// When the next push is due; nullopt when there is nothing to push.
     std::optional<clock_type::time_point> due() const noexcept {
-        return active() ? std::optional(next_) : std::nullopt;
+        std::optional<clock_type::time_point> out;
+#if XTEL_HAVE_REMOTE_WRITE
+        if (remote_write_) {
+            out = remote_write_schedule_.due();
+        }
+        if (otlp_) {
+            out = out ? std::min(*out, otlp_schedule_.due()) : otlp_schedule_.due();
+        }
+#endif
+        return out;
     }
 
-    /// Pushes `source`'s series, read afresh, if due at `now`.
+    /// Pushes `source`'s series, read afresh, to each pusher that is due at `now`.
     void push_if_due(node_metrics& source, clock_type::time_point now) {
-        if (!active() || now < next_) {
+#if XTEL_HAVE_REMOTE_WRITE
+        const bool remote_write = remote_write_ && remote_write_schedule_.take(now);
+        const bool otlp = otlp_ && otlp_schedule_.take(now);
+        if (!remote_write && !otlp) {
             return;
         }
-        // On the interval's grid, unless this push ran so late that the next would be due
-        // already: then an interval from now.
-        next_ += interval_;
-        if (next_ <= now) {
-            next_ = now + interval_;
-        }
-#if XTEL_HAVE_REMOTE_WRITE
         const auto all = source.snapshots(true);
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-        writer_->push(node::encode_write_request(all, ms, labels_));
+        const std::uint64_t ns = epoch_ns();
+        if (remote_write) {
+            remote_write_->push(node::encode_write_request(
+                all, static_cast<std::int64_t>(ns / 1'000'000), labels_));
+        }
+        if (otlp) {
+            otlp_->push(all, ns);
+        }
 #else
         (void)source;
+        (void)now;
 #endif
     }
 
   private:
-    std::vector<metrics::label> labels_;
-    std::chrono::seconds interval_;
-    clock_type::time_point next_ = clock_type::now();
 #if XTEL_HAVE_REMOTE_WRITE
-    std::unique_ptr<node::remote_writer> writer_;
+    static push_counts counts(const node::http_pusher& p) {
+        return {p.sent(), p.failed_attempts(), p.dropped(), p.rejected(), p.queued(), 0};
+    }
+    std::unique_ptr<node::remote_writer> remote_write_;
+    std::unique_ptr<node::otlp_exporter> otlp_;
 #endif
+    std::vector<metrics::label> labels_;
+    schedule remote_write_schedule_;
+    schedule otlp_schedule_;
 };
+
+/// The OTLP settings the variables and flags ask for; nullopt: no OTLP. Throws usage_error.
+std::optional<node::otlp_options> otlp_settings(const options& o) {
+    try {
+#if XTEL_HAVE_REMOTE_WRITE
+        return node::otlp_options_from(process_env, o.otlp, host_name());
+#else
+        for (const char* var :
+             {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}) {
+            if (o.otlp.endpoint || process_env(var)) {
+                throw usage_error(
+                    "OTLP is not in this build of xtel-exporter: it was built with "
+                    "XTEL_REMOTE_WRITE=OFF (protobuf and libcurl are needed for it)");
+            }
+        }
+        return std::nullopt;
+#endif
+    } catch (const config_error& e) {
+        throw usage_error(e.what());
+    }
+}
 
 /// Milliseconds from `now` to `t` for poll(2), at least 0.
 int ms_until(clock_type::time_point t, clock_type::time_point now) {
@@ -145,7 +225,9 @@ int ms_until(clock_type::time_point t, clock_type::time_point now) {
 
 /// Serves until SIGINT or SIGTERM, meanwhile refreshing when the directory changes (and every
 /// rescan interval) and pushing every remote-write interval.
-int serve(const options& o, const std::optional<account>& user) {
+int serve(const options& o,
+          const std::optional<account>& user,
+          std::optional<node::otlp_options> otlp) {
     // Blocked before any thread starts, so that every thread inherits the mask and the signals
     // come only to the signalfd below.
     sigset_t stop;
@@ -159,8 +241,8 @@ int serve(const options& o, const std::optional<account>& user) {
     }
 
     // Declared before the server, whose thread reads the writer's counters: it goes after.
-    pusher push(o);
-    node_metrics node(o.dir, std::chrono::seconds(o.stale_ttl_s), push.probe());
+    pushers push(o, std::move(otlp));
+    node_metrics node(o.dir, std::chrono::seconds(o.stale_ttl_s), push.health());
     detail::http_server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
         [&node](const detail::http::request_head& head) {
@@ -216,10 +298,14 @@ int serve(const options& o, const std::optional<account>& user) {
 int main(int argc, char** argv) {
     options o;
     std::optional<account> user;
+    std::optional<node::otlp_options> otlp;
     try {
         o = parse_options(argc, argv);
         if (!o.help && !o.user.empty()) {
             user = account_to_run_as(o.user);
+        }
+        if (!o.help) {
+            otlp = otlp_settings(o);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "xtel-exporter: %s (--help lists the options)\n", e.what());
@@ -231,7 +317,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     try {
-        return serve(o, user);
+        return serve(o, user, std::move(otlp));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "xtel-exporter: %s\n", e.what());
         return 1;

@@ -1,5 +1,7 @@
 #include "node_metrics.hpp"
 
+#include <fmt/format.h>
+
 #include <span>
 #include <string_view>
 
@@ -39,7 +41,7 @@ metrics::family_spec seconds_summary(std::string name, std::string help) {
 
 node_metrics::node_metrics(const std::filesystem::path& dir,
                            clock::duration stale_ttl,
-                           remote_write_probe remote_write)
+                           std::vector<push_health> pushers)
     : collector_(dir, stale_ttl),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
@@ -53,33 +55,47 @@ node_metrics::node_metrics(const std::filesystem::path& dir,
       duration_(
           store_.add_family(seconds_summary("xtel_exporter_scrape_duration_seconds",
                                             "Time to read the node files and render /metrics"))),
-      remote_write_(std::move(remote_write)) {
-    if (remote_write_) {
-        remote_write_families_ = remote_write_families{
-            store_.add_family(spec("xtel_exporter_remote_write_requests_sent_total",
-                                   "Remote-write requests the receiver took (2xx)", counter)),
-            store_.add_family(spec("xtel_exporter_remote_write_failed_attempts_total",
-                                   "Remote-write attempts that failed and are retried: "
-                                   "connection errors, 5xx, 429",
-                                   counter)),
-            store_.add_family(
-                spec("xtel_exporter_remote_write_requests_dropped_total",
-                     "Remote-write requests dropped unsent because the queue was full", counter)),
-            store_.add_family(spec("xtel_exporter_remote_write_requests_rejected_total",
-                                   "Remote-write requests the receiver refused for good (4xx)",
-                                   counter)),
-            store_.add_family(spec(
-                "xtel_exporter_remote_write_requests_queued",
-                "Remote-write requests waiting to be sent, the one in flight included", gauge))};
+      start_time_us_(
+          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count())) {
+    for (push_health& h : pushers) {
+        const auto family = [&](std::string_view what, std::string help,
+                                metrics::metric_type type) {
+            return store_.add_family(spec(fmt::format("xtel_exporter_{}_{}", h.prefix, what),
+                                          h.what + " " + help, type));
+        };
+        push_families f{
+            .health = {},
+            .sent = family("requests_sent_total", "requests the receiver took (2xx)", counter),
+            .failed_attempts =
+                family("failed_attempts_total", "attempts that failed and are retried", counter),
+            .dropped = family("requests_dropped_total",
+                              "requests dropped unsent because the queue was full", counter),
+            .rejected = family("requests_rejected_total", "requests the receiver refused for good",
+                               counter),
+            .queued = family("requests_queued",
+                             "requests waiting to be sent, the one in flight included", gauge),
+            .rejected_points = std::nullopt};
+        if (h.counts_points) {
+            f.rejected_points = family("rejected_points_total",
+                                       "data points the receiver said it rejected (partial "
+                                       "success)",
+                                       counter);
+        }
+        f.health = std::move(h);
+        pushers_.push_back(std::move(f));
     }
     // Made now, so that the first scrape shows them at 0 too.
     for (const auto f : {agents_, seen_, errors_, duration_}) {
         series(f);
     }
-    if (remote_write_families_) {
-        const auto& r = *remote_write_families_;
-        for (const auto f : {r.sent, r.failed_attempts, r.dropped, r.rejected, r.queued}) {
+    for (const push_families& p : pushers_) {
+        for (const auto f : {p.sent, p.failed_attempts, p.dropped, p.rejected, p.queued}) {
             series(f);
+        }
+        if (p.rejected_points) {
+            series(*p.rejected_points);
         }
     }
 }
@@ -104,18 +120,24 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         store_.set(series(agents_), collector_.served());
         store_.set(series(seen_), collector_.seen_total());
         store_.set(series(errors_), collector_.read_errors_total());
-        if (remote_write_families_) {
-            const remote_write_counts c = remote_write_();
-            const auto& r = *remote_write_families_;
-            store_.set(series(r.sent), c.sent);
-            store_.set(series(r.failed_attempts), c.failed_attempts);
-            store_.set(series(r.dropped), c.dropped);
-            store_.set(series(r.rejected), c.rejected);
-            store_.set(series(r.queued), c.queued);
+        for (const push_families& p : pushers_) {
+            const push_counts c = p.health.probe();
+            store_.set(series(p.sent), c.sent);
+            store_.set(series(p.failed_attempts), c.failed_attempts);
+            store_.set(series(p.dropped), c.dropped);
+            store_.set(series(p.rejected), c.rejected);
+            store_.set(series(p.queued), c.queued);
+            if (p.rejected_points) {
+                store_.set(series(*p.rejected_points), c.rejected_points);
+            }
         }
-        out.push_back(std::make_shared<const metrics::snapshot>(take_snapshot(store_)));
+        auto own = take_snapshot(store_);
+        own.start_time_us = start_time_us_;
+        out.push_back(std::make_shared<const metrics::snapshot>(std::move(own)));
     }
-    out.push_back(std::make_shared<const metrics::snapshot>(detail::process_snapshot()));
+    auto process = detail::process_snapshot();
+    process.start_time_us = start_time_us_;
+    out.push_back(std::make_shared<const metrics::snapshot>(std::move(process)));
     return out;
 }
 

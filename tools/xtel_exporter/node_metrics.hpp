@@ -18,17 +18,26 @@
 
 namespace xtel::exporter_program {
 
-/// What the remote writer has counted (node::remote_writer's counters), served as health.
-struct remote_write_counts {
+/// What a pusher (remote write, OTLP) has counted: node::http_pusher's counters, and for OTLP
+/// the points receivers said they rejected.
+struct push_counts {
     std::uint64_t sent = 0;
     std::uint64_t failed_attempts = 0;
     std::uint64_t dropped = 0;
     std::uint64_t rejected = 0;
     std::uint64_t queued = 0;
+    std::uint64_t rejected_points = 0;
 };
 
-/// Reads the remote writer's counters; from the server's and the main thread.
-using remote_write_probe = std::function<remote_write_counts()>;
+/// One pusher's health families, `xtel_exporter_<prefix>_requests_sent_total` and the rest,
+/// read by `probe` from the server's and the main thread.
+struct push_health {
+    std::string prefix;  ///< remote_write, otlp
+    std::string what;    ///< for HELP: "Remote-write", "OTLP"
+    std::function<push_counts()> probe;
+    /// Whether the receiver answers with rejected points (OTLP's partial success).
+    bool counts_points = false;
+};
 
 /// The node's agents and the exporter's own health. Called from the HTTP server's thread
 /// (scrapes) and the main thread (the rescan, the remote write), so everything is behind one
@@ -38,11 +47,10 @@ class node_metrics {
     using clock = std::chrono::steady_clock;
 
     /// Collects `dir` (see node_collector for `stale_ttl`). The files are read from start() on;
-    /// before it only the exporter's own health is served. With a `remote_write` probe the
-    /// remote-write health families are served too, at 0 from the start.
+    /// before it only the exporter's own health is served, with each pusher's families at 0.
     node_metrics(const std::filesystem::path& dir,
                  clock::duration stale_ttl,
-                 remote_write_probe remote_write = {});
+                 std::vector<push_health> pushers = {});
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
     /// them.
@@ -60,8 +68,10 @@ class node_metrics {
     std::shared_ptr<const std::string> render(detail::representation r);
 
   private:
-    struct remote_write_families {
+    struct push_families {
+        push_health health;
         metrics::family_id sent, failed_attempts, dropped, rejected, queued;
+        std::optional<metrics::family_id> rejected_points;
     };
 
     /// The one series of a family without labels.
@@ -78,8 +88,9 @@ class node_metrics {
     metrics::family_id seen_;
     metrics::family_id errors_;
     metrics::family_id duration_;
-    remote_write_probe remote_write_;
-    std::optional<remote_write_families> remote_write_families_;
+    std::vector<push_families> pushers_;
+    /// When the exporter started: its own cumulative values' start.
+    std::uint64_t start_time_us_;
 };
 
 }  // namespace xtel::exporter_program

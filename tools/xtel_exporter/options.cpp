@@ -11,7 +11,10 @@ namespace {
 constexpr std::string_view usage_text =
     "Usage: xtel-exporter [--dir DIR] [--listen HOST:PORT] [--stale-ttl SECONDS]\n"
     "                     [--remote-write URL [--remote-write-interval SECONDS]\n"
-    "                      [--remote-write-label NAME=VALUE]...] [--user NAME]\n"
+    "                      [--remote-write-label NAME=VALUE]...] [--otlp-endpoint URL\n"
+    "                      [--otlp-protocol P] [--otlp-temporality T] [--otlp-compression C]\n"
+    "                      [--otlp-interval SECONDS] [--otlp-header NAME=VALUE]...]\n"
+    "                     [--user NAME]\n"
     "\n"
     "Serves on one /metrics the metrics every agent of this node publishes into\n"
     "DIR/<agent name>.metrics (NIXL_TELEMETRY_EXPORTER=node), and its own health. Each series\n"
@@ -36,6 +39,22 @@ constexpr std::string_view usage_text =
     "                        a label for every series pushed (repeatable), as Prometheus's\n"
     "                        external_labels: a series' own label of that name wins.\n"
     "                        instance=<host name>:<port> unless given (instance= drops it)\n"
+    "\n"
+    "  OTLP (OpenTelemetry collectors), configured by the OTEL_EXPORTER_OTLP_* and OTEL_*\n"
+    "  variables (docs/otlp.md); these flags override them:\n"
+    "  --otlp-endpoint URL   push the same metrics over OTLP/HTTP to URL/v1/metrics\n"
+    "                        (e.g. http://collector:4318); xtel_exporter_otlp_* count how\n"
+    "                        it goes"
+#if !XTEL_HAVE_REMOTE_WRITE
+    "\n                        (not in this build: XTEL_REMOTE_WRITE was off)"
+#endif
+    "\n"
+    "  --otlp-protocol http/protobuf|http/json    (default http/protobuf)\n"
+    "  --otlp-temporality cumulative|delta|lowmemory    (default cumulative)\n"
+    "  --otlp-compression gzip|none                (default none)\n"
+    "  --otlp-interval SECONDS                     how often to push (default 60, 1 to 3600)\n"
+    "  --otlp-header NAME=VALUE                    a header for every push (repeatable)\n"
+    "\n"
     "  --user NAME           started as root: run as NAME once the port is bound. NAME must\n"
     "                        be able to read the agents' files (mode 0600: the agents' user)\n"
     "  --help                this text\n";
@@ -46,6 +65,12 @@ constexpr std::string_view option_names[] = {"--dir",
                                              "--remote-write",
                                              "--remote-write-interval",
                                              "--remote-write-label",
+                                             "--otlp-endpoint",
+                                             "--otlp-protocol",
+                                             "--otlp-temporality",
+                                             "--otlp-compression",
+                                             "--otlp-interval",
+                                             "--otlp-header",
                                              "--user"};
 
 /// A Prometheus label name a push may add: [a-zA-Z_][a-zA-Z0-9_]*, not reserved (__*) and not
@@ -106,6 +131,18 @@ void set(options& o, std::string_view arg, std::string_view value) {
         o.remote_write_interval = std::chrono::seconds(parse::unsigned_integer(
             "--remote-write-interval", value, 1,
             static_cast<std::uint64_t>(options::max_remote_write_interval.count())));
+    } else if (arg == "--otlp-endpoint") {
+        o.otlp.endpoint = value;
+    } else if (arg == "--otlp-protocol") {
+        o.otlp.protocol = value;
+    } else if (arg == "--otlp-temporality") {
+        o.otlp.temporality = value;
+    } else if (arg == "--otlp-compression") {
+        o.otlp.compression = value;
+    } else if (arg == "--otlp-interval") {
+        o.otlp.interval_s = value;
+    } else if (arg == "--otlp-header") {
+        o.otlp.headers.emplace_back(value);
     } else {
         if (value.empty()) {
             parse::fail("--user", value, "expected the name of an account");
@@ -140,6 +177,8 @@ options parse_options(int argc, char** argv) {
             throw usage_error(
                 fmt::format("'{}' is not an option: expected --dir, --listen, --stale-ttl, "
                             "--remote-write, --remote-write-interval, --remote-write-label, "
+                            "--otlp-endpoint, --otlp-protocol, --otlp-temporality, "
+                            "--otlp-compression, --otlp-interval, --otlp-header, "
                             "--user or --help",
                             arg));
         }

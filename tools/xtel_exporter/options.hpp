@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "node/otlp_config.hpp"
 #include "xtel/error.hpp"
 #include "xtel/host_port.hpp"
 
@@ -43,6 +44,8 @@ struct options {
     /// --remote-write-label NAME=VALUE, in the order given (a later one replaces an earlier of
     /// the same name); `instance` is added as <host name>:<port> unless given.
     std::vector<std::pair<std::string, std::string>> remote_write_labels;
+    /// --otlp-*, checked with the OTEL_* variables when the program starts.
+    node::otlp_flags otlp;
     /// The account to run as once the port is bound; empty: the one it was started as.
     std::string user;
     bool help = false;
