@@ -3,7 +3,6 @@ include_guard(GLOBAL)
 
 find_package(fmt REQUIRED)
 find_package(Threads REQUIRED)
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
 find_package(ucx REQUIRED)
 # gzip for /metrics answers (Debian zlib1g-dev).
 find_package(ZLIB REQUIRED)
@@ -20,6 +19,9 @@ message(STATUS "xtel: CUDA support ${XTEL_HAVE_CUDA}")
 
 if(XTEL_BUILD_TESTS)
     find_package(Catch2 2 REQUIRED)
+    # The tests run the Python reader (examples/python) beside the C++ one; nothing that is
+    # built needs Python, so a consumer's build does not look for it.
+    find_package(Python3 REQUIRED COMPONENTS Interpreter)
     # The tests' HTTP client; the endpoint itself has its own server (src/http/).
     find_package(PkgConfig REQUIRED)
     pkg_check_modules(httplib REQUIRED IMPORTED_TARGET cpp-httplib)

@@ -1,7 +1,8 @@
 #pragma once
-/// The registry behind make_agent (xtel/agent.hpp), for tools and tests: which exporter sets it
-/// can build. A set is order-free: "prometheus,buffer" and "buffer,prometheus" name the same
-/// pipeline; "plugin" stands for any number of plugins.
+/// The registry behind make_agent (xtel/agent.hpp) and make_telemetry
+/// (xtel/runtime_telemetry.hpp), for tools and tests: which exporter sets it can build. A set is
+/// order-free: "prometheus,buffer" and "buffer,prometheus" name the same pipeline; "plugin" stands
+/// for any number of plugins.
 
 #include <span>
 #include <string>

@@ -7,25 +7,39 @@
 #include <utility>
 #include <vector>
 
+#include "core/pipeline_telemetry.hpp"
 #include "xtel/basic_agent.hpp"
 #include "xtel/error.hpp"
 #include "xtel/exporters/plugin.hpp"
 #include "xtel/pipelines.hpp"
+#include "xtel/runtime_telemetry.hpp"
 
 namespace xtel {
 
 namespace {
 
 using agent_factory = std::unique_ptr<agent> (*)(std::string, const config&, const agent_options&);
+using telemetry_factory = std::unique_ptr<runtime_telemetry> (*)(std::string,
+                                                                 const config&,
+                                                                 const telemetry_options&);
 
 template <class Telemetry>
 std::unique_ptr<agent> make(std::string name, const config& cfg, const agent_options& opts) {
     return std::make_unique<basic_agent<Telemetry>>(std::move(name), cfg, opts);
 }
 
+template <class Telemetry>
+std::unique_ptr<runtime_telemetry> make_pipeline(std::string name,
+                                                 const config& cfg,
+                                                 const telemetry_options& opts) {
+    return std::make_unique<detail::pipeline_telemetry<Telemetry>>(cfg, std::move(name), opts);
+}
+
+/// One precompiled pipeline: the agent over it and the pipeline on its own.
 struct pipeline_entry {
     std::string exporters;  ///< canonical: sorted, comma-joined
-    agent_factory make;
+    agent_factory make_agent;
+    telemetry_factory make_telemetry;
 };
 
 /// The canonical exporter set of a pipeline mask: its policies' names (xtel/pipelines.hpp).
@@ -42,7 +56,8 @@ std::string exporter_set_of(unsigned mask) {
 /// Masks 1 to pipeline_count - 1 (0 is telemetry off, which no exporter set names).
 template <unsigned... M>
 std::vector<pipeline_entry> make_table(std::integer_sequence<unsigned, M...>) {
-    std::vector<pipeline_entry> table{{exporter_set_of(M + 1), &make<pipeline_t<M + 1>>}...};
+    std::vector<pipeline_entry> table{
+        {exporter_set_of(M + 1), &make<pipeline_t<M + 1>>, &make_pipeline<pipeline_t<M + 1>>}...};
     std::sort(table.begin(), table.end(),
               [](const auto& a, const auto& b) { return a.exporters < b.exporters; });
     return table;
@@ -61,27 +76,9 @@ std::string plugins_listing(const std::filesystem::path& dir) {
     return found.empty() ? std::string("none") : fmt::format("{}", fmt::join(found, ", "));
 }
 
-}  // namespace
-
-std::string canonical_exporter_set(std::span<const std::string> names) {
-    std::vector<std::string> sorted(names.begin(), names.end());
-    std::sort(sorted.begin(), sorted.end());
-    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-    return fmt::format("{}", fmt::join(sorted, ","));
-}
-
-std::vector<std::string> exporter_sets() {
-    std::vector<std::string> out;
-    for (const auto& p : pipelines()) {
-        out.emplace_back(p.exporters);
-    }
-    return out;
-}
-
-std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_options opts) {
-    if (!cfg.enabled) {
-        return make<disabled_telemetry>(std::move(name), cfg, opts);
-    }
+/// The pipeline an enabled configuration names. Throws config_error when it names a plugin that
+/// is not there, or a set of exporters no pipeline was compiled for.
+const pipeline_entry& pipeline_for(const config& cfg) {
     const std::vector<std::string> defaults{config::default_exporter};
     const auto& names = cfg.exporters.empty() ? defaults : cfg.exporters;
     // Names that are not built in are plugins: they collapse into the one "plugin" policy.
@@ -112,7 +109,7 @@ std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_opt
     const auto key = canonical_exporter_set(policies);
     for (const auto& p : pipelines()) {
         if (p.exporters == key) {
-            return p.make(std::move(name), cfg, opts);
+            return p;
         }
     }
     throw config_error(fmt::format(
@@ -122,8 +119,47 @@ std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_opt
         env::exporter, cfg.exporters_string(), key, fmt::join(exporter_sets(), "; ")));
 }
 
+}  // namespace
+
+std::string canonical_exporter_set(std::span<const std::string> names) {
+    std::vector<std::string> sorted(names.begin(), names.end());
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    return fmt::format("{}", fmt::join(sorted, ","));
+}
+
+std::vector<std::string> exporter_sets() {
+    std::vector<std::string> out;
+    for (const auto& p : pipelines()) {
+        out.emplace_back(p.exporters);
+    }
+    return out;
+}
+
+std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_options opts) {
+    if (!cfg.enabled) {
+        return make<disabled_telemetry>(std::move(name), cfg, opts);
+    }
+    return pipeline_for(cfg).make_agent(std::move(name), cfg, opts);
+}
+
 std::unique_ptr<agent> make_agent(std::string name) {
     return make_agent(std::move(name), config::from_env());
+}
+
+std::unique_ptr<runtime_telemetry> make_telemetry(std::string name,
+                                                  const config& cfg,
+                                                  telemetry_options opts) {
+    // Checked before anything starts, as an agent's is: it names the exporters' files.
+    name = detail::checked_agent_name(std::move(name));
+    if (!cfg.enabled) {
+        return make_pipeline<disabled_telemetry>(std::move(name), cfg, opts);
+    }
+    return pipeline_for(cfg).make_telemetry(std::move(name), cfg, opts);
+}
+
+std::unique_ptr<runtime_telemetry> make_telemetry(std::string name) {
+    return make_telemetry(std::move(name), config::from_env());
 }
 
 }  // namespace xtel

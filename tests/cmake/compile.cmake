@@ -46,3 +46,9 @@ add_test(NAME "compile: xtel/agent.hpp includes neither the UCX backend nor an e
         "-DFLAGS=${XTEL_COMPILE_FLAGS}"
         -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_agent_header.cpp
         -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
+add_test(NAME "compile: xtel/runtime_telemetry.hpp includes neither the pipeline nor an exporter"
+    COMMAND ${CMAKE_COMMAND}
+        -DCOMPILER=${CMAKE_CXX_COMPILER}
+        "-DFLAGS=${XTEL_COMPILE_FLAGS}"
+        -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_telemetry_header.cpp
+        -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)

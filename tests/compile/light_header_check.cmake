@@ -1,7 +1,7 @@
 # cmake -DCOMPILER=... -DFLAGS=... -DSOURCE=... -P light_header_check.cmake
 # Compiles SOURCE with -H and fails when it does not compile, or when a header it includes is
-# one a program that only makes agents must not see: the UCX backend or UCX itself, an
-# exporter, the pipeline template or the list of pipelines.
+# one a program that only calls the factories (make_agent, make_telemetry) must not see: the UCX
+# backend or UCX itself, an exporter, the pipeline template or the list of pipelines.
 execute_process(COMMAND ${COMPILER} ${FLAGS} -H ${SOURCE}
     RESULT_VARIABLE rc ERROR_VARIABLE included OUTPUT_VARIABLE out)
 if(NOT rc EQUAL 0)

@@ -1,0 +1,188 @@
+// README.md's C++ blocks are the programs of examples/minimal, byte for byte, and those programs
+// build (tests/cmake/readme.cmake) and do what the README says: a README that drifts from code
+// that compiles and runs fails here.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "test_util.hpp"
+#include "xtel/flight_recorder.hpp"
+
+namespace {
+
+using xtel_test::scoped_env;
+using xtel_test::temp_dir;
+
+const std::filesystem::path source_dir = XTEL_SOURCE_DIR;
+const std::string agent_program = XTEL_MINIMAL_AGENT;
+const std::string pipeline_program = XTEL_MINIMAL_PIPELINE;
+
+struct code_block {
+    std::size_t line = 0;  ///< of the opening fence, from 1
+    std::string text;      ///< between the fences, every line with its newline
+};
+
+/// The ```cpp blocks of a Markdown text.
+std::vector<code_block> cpp_blocks(const std::string& markdown) {
+    std::vector<code_block> blocks;
+    std::istringstream in(markdown);
+    std::string line;
+    std::optional<code_block> open;
+    for (std::size_t n = 1; std::getline(in, line); ++n) {
+        if (!open && line == "```cpp") {
+            open = code_block{n, {}};
+        } else if (open && line == "```") {
+            blocks.push_back(std::move(*open));
+            open.reset();
+        } else if (open) {
+            open->text += line + '\n';
+        }
+    }
+    return blocks;
+}
+
+/// The file a block says it is, from its first line ("// examples/minimal/agent.cpp: ...").
+std::string file_named_by(const code_block& block) {
+    const std::string prefix = "// ";
+    const auto colon = block.text.find(':');
+    const auto newline = block.text.find('\n');
+    if (block.text.compare(0, prefix.size(), prefix) != 0 || colon > newline) {
+        return {};
+    }
+    return block.text.substr(prefix.size(), colon - prefix.size());
+}
+
+std::vector<code_block> readme_blocks() {
+    return cpp_blocks(xtel_test::read_file(source_dir / "README.md"));
+}
+
+/// The values a flight recorder holds under `name`, oldest first.
+std::vector<std::uint64_t> values_of(const std::filesystem::path& file, std::string_view name) {
+    xtel::flight_recorder::reader r(file);
+    std::vector<std::uint64_t> values;
+    (void)r.poll([&](const xtel::event& e) {
+        if (e.name_view() == name) {
+            values.push_back(e.value);
+        }
+    });
+    return values;
+}
+
+/// The telemetry variables the programs read, as a test sets them; the caller's are put back.
+struct telemetry_env {
+    scoped_env enable;
+    scoped_env exporter;
+    scoped_env output_path;
+    scoped_env buffer_size;
+};
+
+}  // namespace
+
+TEST_CASE("every cpp block of the readme is a file of examples/minimal as it is there",
+          "[readme]") {
+    const auto blocks = readme_blocks();
+    CHECK(blocks.size() >= 2);
+    for (const auto& block : blocks) {
+        CAPTURE(block.line);
+        const std::string file = file_named_by(block);
+        REQUIRE_THAT(file, Catch::StartsWith("examples/minimal/"));
+        REQUIRE(std::filesystem::is_regular_file(source_dir / file));
+        CHECK(block.text == xtel_test::read_file(source_dir / file));
+    }
+}
+
+TEST_CASE("every program of examples/minimal is shown in the readme", "[readme]") {
+    const auto blocks = readme_blocks();
+    std::size_t programs = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(source_dir / "examples/minimal")) {
+        if (entry.path().extension() != ".cpp") {
+            continue;
+        }
+        ++programs;
+        const std::string file = "examples/minimal/" + entry.path().filename().string();
+        CAPTURE(file);
+        CHECK(std::any_of(blocks.begin(), blocks.end(),
+                          [&](const code_block& b) { return file_named_by(b) == file; }));
+    }
+    CHECK(programs >= 2);  // the directory was found
+}
+
+TEST_CASE("the readme's agent example writes between two agents and records the bytes",
+          "[readme]") {
+    temp_dir dir;
+    const telemetry_env env{{"NIXL_TELEMETRY_ENABLE", "y"},
+                            {"NIXL_TELEMETRY_EXPORTER", "buffer"},
+                            {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+                            {"NIXL_TELEMETRY_BUFFER_SIZE", std::nullopt}};
+    const auto r = xtel_test::run({agent_program});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == "prefill-0 wrote 4096 bytes into decode-0: verified\n");
+    // The initiator's flight recorder holds the write: its bytes and its one request.
+    CHECK(values_of(dir.path() / "prefill-0", "agent_tx_bytes") ==
+          std::vector<std::uint64_t>{4096});
+    CHECK(values_of(dir.path() / "prefill-0", "agent_tx_requests_num") ==
+          std::vector<std::uint64_t>{1});
+    CHECK(std::filesystem::is_regular_file(dir.path() / "decode-0"));
+}
+
+TEST_CASE("the readme's agent example names a malformed variable and exits 2", "[readme]") {
+    temp_dir dir;
+    const telemetry_env env{{"NIXL_TELEMETRY_ENABLE", "y"},
+                            {"NIXL_TELEMETRY_EXPORTER", "buffer"},
+                            {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+                            {"NIXL_TELEMETRY_BUFFER_SIZE", "lots"}};
+    const auto r = xtel_test::run({agent_program});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("NIXL_TELEMETRY_BUFFER_SIZE='lots' is invalid"));
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("the readme's pipeline example records into the flight recorder the environment places",
+          "[readme]") {
+    temp_dir dir;
+    const telemetry_env env{{"NIXL_TELEMETRY_ENABLE", "y"},
+                            {"NIXL_TELEMETRY_EXPORTER", std::nullopt},
+                            {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+                            {"NIXL_TELEMETRY_BUFFER_SIZE", std::nullopt}};
+    const auto r = xtel_test::run({pipeline_program});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto file = dir.path() / "engine-0";
+    CHECK(values_of(file, "agent_memory_registered") == std::vector<std::uint64_t>{1ull << 30});
+    CHECK(values_of(file, "agent_tx_bytes") == std::vector<std::uint64_t>{1 << 20});
+    CHECK(values_of(file, "agent_xfer_time") == std::vector<std::uint64_t>{340});
+}
+
+TEST_CASE("the readme's pipeline example exports to what NIXL_TELEMETRY_EXPORTER names",
+          "[readme]") {
+    temp_dir dir;
+    const telemetry_env env{{"NIXL_TELEMETRY_ENABLE", "y"},
+                            {"NIXL_TELEMETRY_EXPORTER", "node"},
+                            {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+                            {"NIXL_TELEMETRY_BUFFER_SIZE", std::nullopt}};
+    const auto r = xtel_test::run({pipeline_program});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(std::filesystem::is_regular_file(dir.path() / "engine-0.metrics"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "engine-0"));
+}
+
+TEST_CASE("the readme's pipeline example with telemetry off writes nothing", "[readme]") {
+    temp_dir dir;
+    const telemetry_env env{{"NIXL_TELEMETRY_ENABLE", "n"},
+                            {"NIXL_TELEMETRY_EXPORTER", "buffer"},
+                            {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+                            {"NIXL_TELEMETRY_BUFFER_SIZE", std::nullopt}};
+    const auto r = xtel_test::run({pipeline_program});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
