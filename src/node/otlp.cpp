@@ -38,16 +38,6 @@ std::string ucum(std::string_view unit) {
     return std::string(unit);
 }
 
-/// A counter's OTLP name: the family's without Prometheus's `_total`, which an OTLP to
-/// Prometheus translation adds back to a monotonic sum.
-std::string_view otlp_name(const metrics::family_spec& spec) {
-    std::string_view n = spec.name;
-    if (spec.type == metric_type::counter && n.ends_with("_total") && n.size() > 6) {
-        n.remove_suffix(6);
-    }
-    return n;
-}
-
 void put(google::protobuf::RepeatedPtrField<pb::KeyValue>& out,
          std::string_view key,
          std::string_view value) {
@@ -511,7 +501,11 @@ std::string otlp_encoder::encode(
         for (const metrics::family_snapshot& f : snap.families) {
             const metrics::family_spec& spec = f.spec;
             pb::Metric& m = *scope->add_metrics();
-            m.set_name(std::string(otlp_name(spec)));
+            // The name a scrape shows, `_total` included: OpenTelemetry's naming would drop it from
+            // a counter, but NIXL's families have a gauge and a counter that differ only by it
+            // (agent_xfer_post_time and agent_xfer_post_time_total), and an OTLP to Prometheus
+            // translation adds it only where it is missing.
+            m.set_name(spec.name);
             m.set_description(detail::to_valid_utf8(spec.help));
             m.set_unit(ucum(spec.unit));
             std::vector<double> bounds;

@@ -134,7 +134,7 @@ TEST_CASE("an OTLP request maps each family as the specification does", "[otlp]"
                                              {"process.pid", "int:4242"}});
     CHECK(rm.scope_metrics(0).scope().name() == "xtel");
 
-    const auto& bytes = metric(r, "xtel_transfer_bytes");
+    const auto& bytes = metric(r, "xtel_transfer_bytes_total");
     CHECK(bytes.unit() == "By");
     CHECK(bytes.description() == "Bytes moved.");
     REQUIRE(bytes.has_sum());
@@ -203,11 +203,11 @@ TEST_CASE("delta temporality sends what each series gained since the previous ex
     const auto second = decode(
         enc.encode(snapshots{agent(7500, {4, 6}, 13, 4000)}, t2, node::otlp_encoding::protobuf));
 
-    const auto& b1 = metric(first, "xtel_transfer_bytes").sum();
+    const auto& b1 = metric(first, "xtel_transfer_bytes_total").sum();
     CHECK(b1.aggregation_temporality() == pb::AGGREGATION_TEMPORALITY_DELTA);
     CHECK(b1.data_points(0).as_int() == 5000);
     CHECK(b1.data_points(0).start_time_unix_nano() == start_us * 1000);
-    const auto& b2 = metric(second, "xtel_transfer_bytes").sum().data_points(0);
+    const auto& b2 = metric(second, "xtel_transfer_bytes_total").sum().data_points(0);
     CHECK(b2.as_int() == 2500);
     CHECK(b2.start_time_unix_nano() == t1);
     CHECK(b2.time_unix_nano() == t2);
@@ -233,7 +233,7 @@ TEST_CASE("delta temporality starts afresh when the agent restarted or went away
     constexpr std::uint64_t restarted_us = start_us + 9'000'000;
     const auto r = decode(enc.encode(snapshots{agent(700, {1, 0}, 1, 50, restarted_us)}, t2,
                                      node::otlp_encoding::protobuf));
-    const auto& p = metric(r, "xtel_transfer_bytes").sum().data_points(0);
+    const auto& p = metric(r, "xtel_transfer_bytes_total").sum().data_points(0);
     CHECK(p.as_int() == 700);
     CHECK(p.start_time_unix_nano() == restarted_us * 1000);
     CHECK(metric(r, "xtel_transfer_duration_seconds").histogram().data_points(0).count() == 1);
