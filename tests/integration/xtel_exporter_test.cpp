@@ -28,7 +28,7 @@
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
-using prom_it::count_of;
+using xtel_test::count_of;
 using prom_it::scrape;
 using prom_it::scrape_until;
 using prom_it::served_port;

@@ -1,0 +1,391 @@
+// xtel-exporter's OTLP push, with real processes only: xfer_demo agents publish node files
+// (NIXL_TELEMETRY_EXPORTER=node), xtel-exporter pushes what it reads, and a receiver decodes it
+// with the OpenTelemetry JS project's generated protobuf definitions (tests/otlp/receiver.js),
+// not with anything of ours. Every value checked is the exact number of bytes the demos were
+// told to write.
+
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "prometheus_support.hpp"
+
+using prom_it::child_process;
+using prom_it::spawn_options;
+using xtel_test::count_of;
+using xtel_test::temp_dir;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// One line of the receiver's points.txt: the request's number, the kind, the metric's name
+/// and every key=value field.
+struct point {
+    int seq = 0;
+    std::string kind;
+    std::string name;
+    std::map<std::string, std::string> fields;
+
+    const std::string& at(const std::string& key) const {
+        static const std::string none;
+        const auto it = fields.find(key);
+        return it == fields.end() ? none : it->second;
+    }
+    std::uint64_t number(const std::string& key) const { return std::stoull(at(key)); }
+};
+
+std::vector<std::string> split(std::string_view s, char by) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    for (std::size_t at = s.find(by); at != std::string_view::npos; at = s.find(by, start)) {
+        out.emplace_back(s.substr(start, at - start));
+        start = at + 1;
+    }
+    out.emplace_back(s.substr(start));
+    return out;
+}
+
+/// The OTLP receiver of tests/otlp, on `port` (0: any), recording into `dir`.
+class otlp_receiver {
+  public:
+    otlp_receiver(const std::filesystem::path& dir,
+                  int port = 0,
+                  std::vector<std::string> args = {})
+        : dir_(dir) {
+        REQUIRE(std::string_view(XTEL_NODE) != "");
+        spawn_options o;
+        o.argv = {XTEL_NODE,    XTEL_OTLP_RECEIVER, "--out",
+                  dir.string(), "--port",           std::to_string(port)};
+        o.argv.insert(o.argv.end(), args.begin(), args.end());
+        process_.emplace(o);
+        const auto line = process_->read_line("listening on", 30s);
+        INFO(
+            "receiver output: " << process_->output()
+                                << "\n(its npm packages: scripts/deps xtel_install_npm_test_deps)");
+        REQUIRE(line);
+        port_ = std::stoi(line->substr(line->rfind(':') + 1));
+    }
+
+    std::string endpoint() const { return fmt::format("http://127.0.0.1:{}", port_); }
+
+    std::vector<point> points() const {
+        std::vector<point> out;
+        std::istringstream in(xtel_test::read_file(dir_ / "points.txt"));
+        for (std::string line; std::getline(in, line);) {
+            const auto cells = split(line, '\t');
+            if (cells.size() < 3) {
+                continue;
+            }
+            point p{std::stoi(cells[0]), cells[1], cells[2], {}};
+            for (std::size_t i = 3; i < cells.size(); ++i) {
+                const auto eq = cells[i].find('=');
+                p.fields[cells[i].substr(0, eq)] =
+                    eq == std::string::npos ? std::string() : cells[i].substr(eq + 1);
+            }
+            out.push_back(std::move(p));
+        }
+        return out;
+    }
+
+    std::string file(std::string_view name) const {
+        return xtel_test::read_file(dir_ / std::string(name));
+    }
+
+  private:
+    std::filesystem::path dir_;
+    int port_ = 0;
+    std::optional<child_process> process_;
+};
+
+/// `name`'s points of `metric` for the agent whose xtel.agent.name is `agent`.
+std::vector<point> of_agent(const std::vector<point>& all,
+                            std::string_view metric,
+                            std::string_view agent) {
+    std::vector<point> out;
+    const std::string mark = fmt::format("xtel.agent.name={}", agent);
+    for (const point& p : all) {
+        if (p.name == metric && p.at("resource").find(mark) != std::string::npos) {
+            out.push_back(p);
+        }
+    }
+    return out;
+}
+
+/// `metric`'s points whose resource's attributes contain `part`.
+std::vector<point> of_resource(const std::vector<point>& all,
+                               std::string_view metric,
+                               std::string_view part) {
+    std::vector<point> out;
+    for (const point& p : all) {
+        if (p.name == metric && p.at("resource").find(part) != std::string::npos) {
+            out.push_back(p);
+        }
+    }
+    return out;
+}
+
+/// The value of the last point of agent_tx_bytes_total the receiver has for `agent`.
+std::optional<std::uint64_t> last_tx(const otlp_receiver& r, std::string_view agent) {
+    const auto p = of_agent(r.points(), "agent_tx_bytes_total", agent);
+    if (p.empty()) {
+        return std::nullopt;
+    }
+    return p.back().number("value");
+}
+
+template <class Done>
+bool eventually(Done&& done, std::chrono::seconds timeout = 60s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    return true;
+}
+
+/// xfer_demo publishing node files into `dir`: agents NAME-initiator and NAME-target, the
+/// initiator writing `bytes` (once, or passes for `duration_s`), then lingering.
+std::unique_ptr<child_process> start_demo(const std::filesystem::path& dir,
+                                          const std::string& name,
+                                          std::uint64_t bytes,
+                                          int duration_s = 0) {
+    spawn_options o;
+    o.argv = {XTEL_XFER_DEMO,
+              "--name",
+              name,
+              "--op",
+              "write",
+              "--total",
+              std::to_string(bytes),
+              "--block",
+              "65536",
+              "--duration",
+              std::to_string(duration_s),
+              "--linger",
+              "300"};
+    o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_EXPORTER", "node"},
+             {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.string()},
+             {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};
+    auto p = std::make_unique<child_process>(o);
+    INFO(p->output());
+    REQUIRE(p->read_line("lingering for", 120s));
+    return p;
+}
+
+/// xtel-exporter serving `dir` on a loopback port the system chooses, with `env` and `args`.
+child_process start_exporter(const std::filesystem::path& dir,
+                             std::vector<std::pair<std::string, std::string>> env,
+                             std::vector<std::string> args) {
+    spawn_options o;
+    o.argv = {XTEL_EXPORTER, "--dir", dir.string(), "--listen", "127.0.0.1:0"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.env = std::move(env);
+    // The test's own environment may not turn OTLP on or off behind its back.
+    o.unset = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+               "OTEL_METRICS_EXPORTER", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"};
+    return child_process(o);
+}
+
+std::string host_name() {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    return name;
+}
+
+constexpr std::uint64_t bytes_a = 1048576;
+constexpr std::uint64_t bytes_b = 333333;
+
+}  // namespace
+
+TEST_CASE("xtel-exporter pushes each agent's exact bytes over OTLP in protobuf and JSON",
+          "[otlp]") {
+    temp_dir tmp;
+    const auto shm = tmp.path() / "shm";
+    std::filesystem::create_directories(shm);
+    auto a = start_demo(shm, "a", bytes_a);
+    auto b = start_demo(shm, "b", bytes_b);
+
+    // Protobuf, gzip and headers from the OTEL_* variables; JSON from the flags.
+    otlp_receiver proto_receiver(tmp.path() / "proto");
+    otlp_receiver json_receiver(tmp.path() / "json");
+    auto by_env = start_exporter(
+        shm,
+        {{"OTEL_EXPORTER_OTLP_ENDPOINT", proto_receiver.endpoint()},
+         {"OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=team%207,authorization=Bearer abc"},
+         {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"},
+         {"OTEL_METRIC_EXPORT_INTERVAL", "1000"},
+         {"OTEL_SERVICE_NAME", "inference"},
+         {"OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test"}},
+        {});
+    auto by_flags = start_exporter(shm, {},
+                                   {"--otlp-endpoint", json_receiver.endpoint(), "--otlp-protocol",
+                                    "http/json", "--otlp-interval", "1"});
+
+    for (const otlp_receiver* r : {&proto_receiver, &json_receiver}) {
+        INFO("points: " << r->file("points.txt") << "\nerrors: " << r->file("errors.txt"));
+        REQUIRE(eventually([&] {
+            return last_tx(*r, "a-initiator") == bytes_a && last_tx(*r, "b-initiator") == bytes_b;
+        }));
+        const auto all = r->points();
+        const auto tx = of_agent(all, "agent_tx_bytes_total", "a-initiator").back();
+        CHECK(tx.kind == "sum");
+        CHECK(tx.at("monotonic") == "1");
+        CHECK(tx.at("temporality") == "2");
+        CHECK(tx.at("type") == "int");
+        CHECK(tx.at("scope") == "xtel");
+        // The agent's start (its node file's), before the point's time.
+        CHECK(tx.number("start") > 1'700'000'000'000'000'000);
+        CHECK(tx.number("start") < tx.number("time"));
+        const std::string& res = tx.at("resource");
+        CHECK(res.find(fmt::format("process.pid={},", a->pid())) != std::string::npos);
+        CHECK(res.find(fmt::format("host.name={},", host_name())) != std::string::npos);
+        CHECK(res.find(fmt::format("service.instance.id={}:a-initiator,", host_name())) !=
+              std::string::npos);
+        // Both initiators moved what they were told, and nothing else did.
+        CHECK(of_agent(all, "agent_tx_bytes_total", "a-target").back().number("value") == 0);
+        CHECK(of_agent(all, "agent_tx_requests_num_total", "a-initiator").back().number("value") ==
+              16);
+        CHECK(of_agent(all, "agent_tx_requests_num_total", "b-initiator").back().number("value") ==
+              6);
+        // The exporter's own resource, with its health: the four agents served.
+        const auto own =
+            of_resource(all, "xtel_exporter_agents",
+                        fmt::format("service.instance.id={}:xtel-exporter,", host_name()));
+        REQUIRE_FALSE(own.empty());
+        CHECK(own.back().number("value") == 4);
+        CHECK(r->file("errors.txt").empty());
+    }
+    const auto proto = proto_receiver.points();
+    CHECK(of_agent(proto, "agent_tx_bytes_total", "b-initiator")
+              .back()
+              .at("resource")
+              .find("deployment.environment=test,") != std::string::npos);
+    CHECK(of_agent(proto, "agent_tx_bytes_total", "b-initiator")
+              .back()
+              .at("resource")
+              .find("service.name=inference,") != std::string::npos);
+    CHECK(of_agent(json_receiver.points(), "agent_tx_bytes_total", "b-initiator")
+              .back()
+              .at("resource")
+              .find("service.name=xtel,") != std::string::npos);
+
+    const std::string requests = proto_receiver.file("requests.jsonl");
+    CHECK(count_of(requests, R"("encoding":"protobuf","gzip":true)") > 0);
+    CHECK(count_of(requests, R"("x-tenant":"team 7")") > 0);
+    CHECK(count_of(requests, R"("authorization":"Bearer abc")") > 0);
+    CHECK(count_of(json_receiver.file("requests.jsonl"), R"("encoding":"json","gzip":false)") > 0);
+}
+
+namespace {
+
+/// The value of `family` (no labels) in the exporter's /metrics; 0 when absent.
+std::uint64_t health(int port, std::string_view family) {
+    const auto v = prom_it::value_of(prom_it::scrape(port), std::string(family) + " ");
+    return v ? std::stoull(*v) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("an OTLP receiver that starts late gets the exact cumulative values", "[otlp]") {
+    temp_dir tmp;
+    const auto shm = tmp.path() / "shm";
+    std::filesystem::create_directories(shm);
+    auto a = start_demo(shm, "late", bytes_a);
+    const int port = prom_it::free_port();
+    auto exporter = start_exporter(
+        shm, {},
+        {"--otlp-endpoint", fmt::format("http://127.0.0.1:{}", port), "--otlp-interval", "1"});
+    const int exporter_port = prom_it::served_port(exporter);
+    REQUIRE(exporter_port > 0);
+    // Nobody listens yet: exports fail and queue, and scrapes are still served.
+    REQUIRE(eventually([&] {
+        return health(exporter_port, "xtel_exporter_otlp_failed_attempts_total") >= 2 &&
+               health(exporter_port, "xtel_exporter_otlp_requests_queued") >= 2;
+    }));
+    CHECK(health(exporter_port, "xtel_exporter_otlp_requests_sent_total") == 0);
+
+    otlp_receiver late(tmp.path() / "late", port);
+    INFO("points: " << late.file("points.txt"));
+    REQUIRE(eventually([&] { return last_tx(late, "late-initiator") == bytes_a; }));
+    REQUIRE(eventually([&] {
+        return health(exporter_port, "xtel_exporter_otlp_requests_sent_total") >= 2 &&
+               health(exporter_port, "xtel_exporter_otlp_requests_queued") <= 1;
+    }));
+    // What was queued while it was down arrived too, in order, each exact.
+    const auto tx = of_agent(late.points(), "agent_tx_bytes_total", "late-initiator");
+    CHECK(tx.size() >= 2);
+    for (std::size_t i = 0; i < tx.size(); ++i) {
+        CHECK(tx[i].number("value") == bytes_a);
+        if (i > 0) {
+            CHECK(tx[i].number("time") > tx[i - 1].number("time"));
+        }
+    }
+    CHECK(health(exporter_port, "xtel_exporter_otlp_requests_dropped_total") == 0);
+}
+
+TEST_CASE("delta OTLP through 503s then 200 sends every byte once in contiguous intervals",
+          "[otlp]") {
+    temp_dir tmp;
+    const auto shm = tmp.path() / "shm";
+    std::filesystem::create_directories(shm);
+    otlp_receiver busy(tmp.path() / "busy", 0, {"--fail", "3", "--retry-after", "1"});
+    auto exporter = start_exporter(
+        shm, {{"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta"}},
+        {"--otlp-endpoint", busy.endpoint(), "--otlp-interval", "1", "--otlp-compression", "gzip"});
+    const int exporter_port = prom_it::served_port(exporter);
+    REQUIRE(exporter_port > 0);
+    // Passes for 3 s while the exporter pushes every second: the bytes spread over exports.
+    auto d = start_demo(shm, "delta", bytes_a, 3);
+    // The demo's own account: "initiator: N passes in S s".
+    const std::string& out = d->output();
+    const auto passes_at = out.find(" passes in ");
+    REQUIRE(passes_at != std::string::npos);
+    const auto at = out.rfind("initiator: ", passes_at);
+    REQUIRE(at != std::string::npos);
+    const std::uint64_t passes = std::stoull(out.substr(at + 11, passes_at - at - 11));
+    const std::uint64_t total = passes * bytes_a;
+    CHECK(passes >= 2);
+    INFO("points: " << busy.file("points.txt") << "\nattempts: " << busy.file("attempts.txt"));
+    std::vector<point> tx;
+    REQUIRE(eventually([&] {
+        tx = of_agent(busy.points(), "agent_tx_bytes_total", "delta-initiator");
+        std::uint64_t sum = 0;
+        for (const point& p : tx) {
+            sum += p.number("value");
+        }
+        return sum == total;
+    }));
+    CHECK(tx.size() >= 2);
+    for (std::size_t i = 0; i < tx.size(); ++i) {
+        CHECK(tx[i].at("temporality") == "1");
+        // Each interval starts where the previous ended: no gap, no overlap.
+        if (i > 0) {
+            CHECK(tx[i].number("start") == tx[i - 1].number("time"));
+        }
+    }
+    // The three 503s were retried, not dropped.
+    CHECK(count_of(busy.file("attempts.txt"), "\t503\t") == 3);
+    CHECK(health(exporter_port, "xtel_exporter_otlp_failed_attempts_total") == 3);
+    CHECK(health(exporter_port, "xtel_exporter_otlp_requests_dropped_total") == 0);
+    // The transfer counter too: every pass's transfers, once.
+    std::uint64_t transfers = 0;
+    for (const point& p :
+         of_agent(busy.points(), "agent_tx_requests_num_total", "delta-initiator")) {
+        transfers += p.number("value");
+    }
+    CHECK(transfers == total / 65536);
+}
