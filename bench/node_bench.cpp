@@ -23,6 +23,7 @@
 #include "node/node_collector.hpp"
 #include "node_fixture.hpp"
 #ifdef XTEL_BENCH_REMOTE_WRITE
+#include "node/otlp.hpp"
 #include "node/remote_write.hpp"
 #endif
 #include "xtel/exporters/node.hpp"
@@ -279,6 +280,56 @@ BENCHMARK(BM_node_remote_write<series_unit::time_series>)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_node_remote_write<series_unit::model>)
     ->Name("BM_node_remote_write_model/64x1000")
+    ->Unit(benchmark::kMillisecond);
+
+/// One OTLP export of the 64 agents' snapshots (as the collector serves them): the
+/// ExportMetricsServiceRequest built and encoded, range(0) 0 binary protobuf, 1 OTLP JSON;
+/// range(1) 1: gzipped at level 1 as xtel-exporter sends it with compression on. Cumulative:
+/// delta adds a lookup per series (BM_node_otlp_delta).
+template <series_unit Unit, xtel::node::otlp_temporality Temporality>
+void BM_node_otlp(benchmark::State& state) {
+    xtel::set_log_level(xtel::log_level::warning);
+    node_fleet& f = fleet<Unit>();
+    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60));
+    collector.scan();
+    const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
+    const auto encoding =
+        state.range(0) == 0 ? xtel::node::otlp_encoding::protobuf : xtel::node::otlp_encoding::json;
+    const bool gzip = state.range(1) != 0;
+    xtel::node::otlp_encoder encoder({"bench", "node-0", {}}, Temporality);
+    const pin_scope pin(state.thread_index());
+    std::size_t bytes = 0;
+    std::uint64_t now_ns = 1'732'460'000'000'000'000;
+    for (auto _ : state) {
+        std::string body = encoder.encode(snapshots, now_ns += 15'000'000'000, encoding);
+        if (gzip) {
+            body = xtel::detail::http::gzip(body, 1);
+        }
+        bytes = body.size();
+        benchmark::DoNotOptimize(body.data());
+    }
+    state.counters["series"] = static_cast<double>(series_of(snapshots));
+    state.counters["bytes_per_export"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::node::otlp_temporality::cumulative>)
+    ->Name("BM_node_otlp/64x1000")
+    ->ArgNames({"json", "gzip"})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_node_otlp<series_unit::model, xtel::node::otlp_temporality::cumulative>)
+    ->Name("BM_node_otlp_model/64x1000")
+    ->ArgNames({"json", "gzip"})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::node::otlp_temporality::delta>)
+    ->Name("BM_node_otlp_delta/64x1000")
+    ->ArgNames({"json", "gzip"})
+    ->Args({0, 0})
     ->Unit(benchmark::kMillisecond);
 #endif
 

@@ -31,19 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits (up to 60 s) for a line matching $2 in file $1, and prints it.
-wait_for() {
-    local i
-    for ((i = 0; i < 600; ++i)); do
-        if grep -m1 -E "$2" "$1" 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    echo "node_scale.sh: timed out waiting for '$2' in $1" >&2
-    cat "$1" >&2
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/node_scale/common.sh"
 
 "$generator" "$dir" "$agents" "$series" 1000 $unit >"$dir/.generator.out" 2>&1 &
 gen_pid=$!
@@ -53,7 +41,6 @@ read -r _ files per_file payload < <(wait_for "$dir/.generator.out" '^ready ')
 exp_pid=$!
 url=$(wait_for "$dir/.exporter.err" 'serving http://' | sed -E 's/.*serving (http:[^ ]*).*/\1/')
 
-median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 # A scrape later than 200 ms after the last refresh reads every file that changed; the exporter
 # also refreshes every second by itself, so some scrapes find the files read already.
