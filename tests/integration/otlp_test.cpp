@@ -261,6 +261,25 @@ TEST_CASE("xtel-exporter pushes each agent's exact bytes over OTLP in protobuf a
               16);
         CHECK(of_agent(all, "agent_tx_requests_num_total", "b-initiator").back().number("value") ==
               6);
+        // Each transfer's latency: an explicit-bucket histogram in seconds, its buckets adding
+        // up to the transfers, with the request ids xfer_demo tagged them with as exemplars.
+        const auto lat = of_agent(all, "xtel_transfer_duration_seconds", "a-initiator");
+        REQUIRE_FALSE(lat.empty());
+        const point& h = lat.back();
+        CHECK(h.kind == "histogram");
+        CHECK(h.at("unit") == "s");
+        CHECK(h.at("temporality") == "2");
+        CHECK(h.at("attrs") == "op=write,peer=a-target");
+        CHECK(h.number("count") == 16);
+        std::uint64_t in_buckets = 0;
+        const auto buckets = split(h.at("buckets"), ',');
+        for (const std::string& c : buckets) {
+            in_buckets += std::stoull(c);
+        }
+        CHECK(in_buckets == 16);
+        CHECK(buckets.size() == split(h.at("bounds"), ',').size() + 1);
+        CHECK(h.at("bounds").starts_with("0.00001,0.000025,"));
+        CHECK(count_of(h.at("exemplars"), "/request_id=req-") >= 1);
         // The exporter's own resource, with its health: the four agents served.
         const auto own =
             of_resource(all, "xtel_exporter_agents",
