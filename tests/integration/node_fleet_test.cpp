@@ -28,12 +28,12 @@
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
-using xtel_test::count_of;
 using prom_it::prometheus_options;
 using prom_it::prometheus_server;
 using prom_it::scrape_job;
 using prom_it::spawn_options;
 using prom_it::value_of;
+using xtel_test::count_of;
 using xtel_test::temp_dir;
 using namespace std::chrono_literals;
 

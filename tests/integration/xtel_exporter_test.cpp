@@ -28,12 +28,12 @@
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
-using xtel_test::count_of;
 using prom_it::scrape;
 using prom_it::scrape_until;
 using prom_it::served_port;
 using prom_it::spawn_options;
 using prom_it::value_of;
+using xtel_test::count_of;
 using xtel_test::temp_dir;
 
 namespace {
