@@ -434,7 +434,7 @@ TEST_CASE("an OTLP partial success is read from either encoding", "[otlp]") {
 }
 
 TEST_CASE("an OTLP export is retried on 503 after the Retry-After the receiver asked for",
-          "[otlp]") {
+          "[otlp][concurrency]") {
     xtel_test::fake_receiver receiver(
         "/v1/metrics", std::vector<xtel_test::fake_answer>{
                            {503, "busy", "text/plain", {{"Retry-After", "1"}}}, {200}});
