@@ -135,6 +135,7 @@ void node_collector::read(const std::string& name, source& s, clock::time_point 
             }
             s.latest = std::make_shared<const metrics::snapshot>(std::move(snap));
             s.number = p->number;
+            s.published_us = p->published_us;
         }
         // The lock first: a writer sets the closed state before it lets the lock go, so once
         // the lock is free the state read after it is final.
@@ -169,7 +170,7 @@ std::vector<node_collector::agent> node_collector::refresh_agents(clock::time_po
         }
         read(name, s, now);
         if (s.latest && !s.refused) {
-            out.push_back({s.latest, s.state, s.ended});
+            out.push_back({s.latest, s.state, s.ended, s.published_us});
         }
     }
     served_ = out.size();

@@ -39,6 +39,8 @@ class node_collector {
         writer_state state = writer_state::live;
         /// When the collector first saw the writer closed or dead; set unless live.
         std::optional<clock::time_point> ended;
+        /// When the writer published `snapshot`, microseconds since the epoch.
+        std::uint64_t published_us = 0;
     };
 
     /// Collects `dir`; a file whose writer has closed it or died is served for `stale_ttl` from
@@ -86,7 +88,8 @@ class node_collector {
         std::unique_ptr<node_file::reader> reader;
         /// The latest payload decoded, with the pid label added; null until one was.
         std::shared_ptr<const metrics::snapshot> latest;
-        std::uint64_t number = 0;  ///< of the payload `latest` was decoded from
+        std::uint64_t number = 0;        ///< of the payload `latest` was decoded from
+        std::uint64_t published_us = 0;  ///< when that payload was published
         /// When the writer was first seen closed or dead, and how.
         std::optional<clock::time_point> ended;
         writer_state state = writer_state::live;
