@@ -45,8 +45,10 @@ void add_pid_label(metrics::snapshot& s, std::uint32_t pid) {
 
 }  // namespace
 
-node_collector::node_collector(std::filesystem::path dir, clock::duration stale_ttl)
-    : dir_(std::move(dir)), stale_ttl_(stale_ttl) {}
+node_collector::node_collector(std::filesystem::path dir,
+                               clock::duration stale_ttl,
+                               std::string program)
+    : dir_(std::move(dir)), stale_ttl_(stale_ttl), program_(std::move(program)) {}
 
 node_collector::~node_collector() = default;
 
@@ -55,7 +57,7 @@ void node_collector::scan() noexcept {
         DIR* d = ::opendir(dir_.c_str());
         if (d == nullptr) {
             if (!dir_failed_) {
-                detail::log(log_level::error, "xtel-exporter: cannot list {}: {}", dir_.string(),
+                detail::log(log_level::error, "{}: cannot list {}: {}", program_, dir_.string(),
                             std::strerror(errno));
                 dir_failed_ = true;
             }
@@ -95,7 +97,7 @@ void node_collector::scan() noexcept {
             }
         }
     } catch (const std::exception& e) {
-        detail::log(log_level::error, "xtel-exporter: scanning {} failed: {}", dir_.string(),
+        detail::log(log_level::error, "{}: scanning {} failed: {}", program_, dir_.string(),
                     e.what());
     }
 }
@@ -113,7 +115,7 @@ void node_collector::refuse(const std::string& name,
                             source& s,
                             const identity& id,
                             std::string_view why) {
-    detail::log(log_level::warning, "xtel-exporter: {} is not served (until it changes): {}",
+    detail::log(log_level::warning, "{}: {} is not served (until it changes): {}", program_,
                 (dir_ / name).string(), why);
     ++read_errors_total_;
     s.latest.reset();
@@ -133,9 +135,13 @@ void node_collector::read(const std::string& name, source& s, clock::time_point 
             }
             s.latest = std::make_shared<const metrics::snapshot>(std::move(snap));
             s.number = p->number;
+            s.published_us = p->published_us;
         }
-        if (!s.ended && (s.reader->closed() || !s.reader->writer_alive())) {
+        // The lock first: a writer sets the closed state before it lets the lock go, so once
+        // the lock is free the state read after it is final.
+        if (!s.ended && !s.reader->writer_alive()) {
             s.ended = now;
+            s.state = s.reader->closed() ? writer_state::closed : writer_state::dead;
         }
     } catch (const std::exception& e) {
         // Kept open, so that only a new file under the name (replaced()) is tried again.
@@ -146,6 +152,14 @@ void node_collector::read(const std::string& name, source& s, clock::time_point 
 std::vector<std::shared_ptr<const metrics::snapshot>> node_collector::refresh(
     clock::time_point now) {
     std::vector<std::shared_ptr<const metrics::snapshot>> out;
+    for (auto& a : refresh_agents(now)) {
+        out.push_back(std::move(a.snapshot));
+    }
+    return out;
+}
+
+std::vector<node_collector::agent> node_collector::refresh_agents(clock::time_point now) {
+    std::vector<agent> out;
     out.reserve(sources_.size());
     for (auto& [name, s] : sources_) {
         if (!s.reader || s.refused) {
@@ -156,7 +170,7 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_collector::refresh(
         }
         read(name, s, now);
         if (s.latest && !s.refused) {
-            out.push_back(s.latest);
+            out.push_back({s.latest, s.state, s.ended, s.published_us});
         }
     }
     served_ = out.size();

@@ -167,6 +167,54 @@ TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cl
     CHECK(r.out.find("--listen HOST:PORT") != std::string::npos);
 }
 
+TEST_CASE("xtel and xtel top print their usage on stdout and exit 0 wherever help is asked",
+          "[cli][top]") {
+    const auto args =
+        GENERATE(std::vector<std::string>{"--help"}, std::vector<std::string>{"-h"},
+                 std::vector<std::string>{"top", "--help"}, std::vector<std::string>{"top", "-h"},
+                 std::vector<std::string>{"top", "--sort", "bogus", "--help"},
+                 std::vector<std::string>{"top", "--dir", "/no/such", "-h"});
+    std::vector<std::string> argv = {XTEL_TOP};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = xtel_test::run(argv);
+    INFO(args.back() << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    if (args.front() == "top") {
+        CHECK(r.out.starts_with("Usage: xtel top"));
+        for (const char* word :
+             {"--dir DIR", "--sort COLUMN", "--reverse", "--filter GLOB", "--interval SECONDS",
+              "--stale-ttl SECONDS", "--once", "--help", "tx-total", "Keys:", "Exit status"}) {
+            CHECK(r.out.find(word) != std::string::npos);
+        }
+    } else {
+        CHECK(r.out.starts_with("Usage: xtel COMMAND"));
+        CHECK(r.out.find("top") != std::string::npos);
+    }
+}
+
+TEST_CASE("xtel and xtel top answer bad usage with one stderr line and exit status 64",
+          "[cli][top]") {
+    const auto [args, names] = GENERATE(
+        std::pair<std::vector<std::string>, std::string>{{}, "a command is needed"},
+        std::pair<std::vector<std::string>, std::string>{{"bogus"}, "'bogus' is not a command"},
+        std::pair<std::vector<std::string>, std::string>{{"top", "--bogus"}, "'--bogus'"},
+        std::pair<std::vector<std::string>, std::string>{{"top", "--sort"}, "--sort needs a value"},
+        std::pair<std::vector<std::string>, std::string>{{"top", "--interval", "0"},
+                                                         "--interval='0'"},
+        std::pair<std::vector<std::string>, std::string>{{"top", "--once=1"},
+                                                         "--once takes no value"});
+    std::vector<std::string> argv = {XTEL_TOP};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = xtel_test::run(argv);
+    INFO(r.err);
+    CHECK(r.exit_code == 64);
+    CHECK(r.out.empty());
+    CHECK(lines_in(r.err) == 1);
+    CHECK(r.err.find(names) != std::string::npos);
+    CHECK(r.err.find("--help lists") != std::string::npos);
+}
+
 TEST_CASE("every script prints its usage on stdout without installing or building", "[cli]") {
     const auto names = script_names();
     REQUIRE(std::find(names.begin(), names.end(), "test") != names.end());

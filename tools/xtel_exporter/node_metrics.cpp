@@ -42,7 +42,7 @@ metrics::family_spec seconds_summary(std::string name, std::string help) {
 node_metrics::node_metrics(const std::filesystem::path& dir,
                            clock::duration stale_ttl,
                            std::vector<push_health> pushers)
-    : collector_(dir, stale_ttl),
+    : collector_(dir, stale_ttl, "xtel-exporter"),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
       seen_(store_.add_family(spec("xtel_exporter_agents_seen_total",

@@ -1,0 +1,557 @@
+// The table xtel top draws: its columns, sorting, the name filter, units and the frame's text.
+
+#include "top_view.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace xtel::top {
+
+// ---- Columns, sorting, filtering ------------------------------------------------------------
+
+namespace {
+
+struct column_spec {
+    column id;
+    std::string_view key;  ///< what --sort takes
+    std::string_view header;
+    std::size_t width;  ///< 0: sized to the content (the agent's name, the errors)
+    bool left;          ///< aligned left (text) rather than right (numbers)
+    bool descending;    ///< sorted biggest first unless reversed
+};
+
+// The one list of columns: the table, --sort, the `s` key and the usage all read it.
+constexpr column_spec columns[] = {
+    {column::agent, "agent", "AGENT", 0, true, false},
+    {column::pid, "pid", "PID", 7, false, false},
+    {column::rank, "rank", "RANK", 4, false, false},
+    {column::state, "state", "STATE", 10, true, false},
+    {column::tx_rate, "tx", "TX/s", 8, false, true},
+    {column::rx_rate, "rx", "RX/s", 8, false, true},
+    {column::transfer_rate, "xfers", "XFERS/s", 7, false, true},
+    {column::p50, "p50", "P50", 8, false, true},
+    {column::p99, "p99", "P99", 8, false, true},
+    {column::tx_total, "tx-total", "TX TOTAL", 8, false, true},
+    {column::rx_total, "rx-total", "RX TOTAL", 8, false, true},
+    {column::dropped, "dropped", "DROPPED", 7, false, true},
+    {column::errors, "errors", "ERRORS", 0, true, true},
+};
+
+const column_spec& spec_of(column c) noexcept {
+    return columns[static_cast<std::size_t>(c)];
+}
+
+/// What a row is sorted by in one column: a number, or for the agent column the name.
+struct sort_key {
+    bool present = true;
+    double number = 0;
+};
+
+sort_key key_of(const row& r, column c) {
+    const auto opt = [](const std::optional<double>& v) {
+        return v ? sort_key{true, *v} : sort_key{false, 0};
+    };
+    switch (c) {
+        case column::agent:
+            return {};
+        case column::pid:
+            return {true, static_cast<double>(r.pid)};
+        case column::rank:
+            return r.rank ? sort_key{true, static_cast<double>(*r.rank)} : sort_key{false, 0};
+        case column::state:
+            // live, then closed, then dead; the longest gone last.
+            return {true,
+                    static_cast<double>(r.state) * 1e12 + static_cast<double>(r.stale_for.count())};
+        case column::tx_rate:
+            return opt(r.tx_rate);
+        case column::rx_rate:
+            return opt(r.rx_rate);
+        case column::transfer_rate:
+            return opt(r.transfer_rate);
+        case column::p50:
+            return opt(r.p50);
+        case column::p99:
+            return opt(r.p99);
+        case column::tx_total:
+            return {true, static_cast<double>(r.tx_bytes)};
+        case column::rx_total:
+            return {true, static_cast<double>(r.rx_bytes)};
+        case column::dropped:
+            return {true, static_cast<double>(r.dropped)};
+        case column::errors:
+            return {true, static_cast<double>(r.errors_total)};
+    }
+    return {};
+}
+
+/// One character of a bracket expression at `p[i]`, `\` quoting the next; advances `i`.
+char bracket_char(std::string_view p, std::size_t& i) {
+    if (p[i] == '\\' && i + 1 < p.size()) {
+        ++i;
+    }
+    return p[i++];
+}
+
+/// Matches `c` against the bracket expression starting at `p[i]` (just after `[`). Returns
+/// the index after its `]`, or nullopt when it has no `]` (then `[` is an ordinary character).
+std::optional<std::size_t> match_bracket(std::string_view p, std::size_t i, char c, bool& hit) {
+    const bool negate = i < p.size() && (p[i] == '!' || p[i] == '^');
+    if (negate) {
+        ++i;
+    }
+    bool found = false;
+    bool first = true;
+    while (i < p.size() && (first || p[i] != ']')) {
+        first = false;
+        const char lo = bracket_char(p, i);
+        char hi = lo;
+        if (i + 1 < p.size() && p[i] == '-' && p[i + 1] != ']') {
+            ++i;
+            hi = bracket_char(p, i);
+        }
+        found = found || (lo <= c && c <= hi);
+    }
+    if (i >= p.size()) {
+        return std::nullopt;
+    }
+    hit = found != negate;
+    return i + 1;
+}
+
+/// The whole of `name` against the whole of `p`; `*` by backtracking to the last star.
+bool glob(std::string_view p, std::string_view name) {
+    std::size_t pi = 0, ni = 0;
+    std::optional<std::size_t> star_p, star_n;
+    while (ni < name.size()) {
+        bool advanced = false;
+        if (pi < p.size()) {
+            const char pc = p[pi];
+            if (pc == '*') {
+                star_p = ++pi;
+                star_n = ni;
+                continue;
+            }
+            if (pc == '?') {
+                advanced = true;
+                ++pi;
+            } else if (pc == '[') {
+                bool hit = false;
+                if (const auto after = match_bracket(p, pi + 1, name[ni], hit)) {
+                    advanced = hit;
+                    if (hit) {
+                        pi = *after;
+                    }
+                } else if (name[ni] == '[') {
+                    advanced = true;
+                    ++pi;
+                }
+            } else {
+                const bool quoted = pc == '\\' && pi + 1 < p.size();
+                if (p[pi + (quoted ? 1 : 0)] == name[ni]) {
+                    advanced = true;
+                    pi += quoted ? 2 : 1;
+                }
+            }
+        }
+        if (advanced) {
+            ++ni;
+        } else if (star_p) {
+            pi = *star_p;
+            ni = ++*star_n;
+        } else {
+            return false;
+        }
+    }
+    while (pi < p.size() && p[pi] == '*') {
+        ++pi;
+    }
+    return pi == p.size();
+}
+
+}  // namespace
+
+std::string_view column_key(column c) noexcept {
+    return spec_of(c).key;
+}
+
+std::optional<column> column_from_key(std::string_view key) noexcept {
+    for (const auto& c : columns) {
+        if (c.key == key) {
+            return c.id;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string column_keys() {
+    std::string out;
+    for (const auto& c : columns) {
+        out += out.empty() ? "" : ", ";
+        out += c.key;
+    }
+    return out;
+}
+
+column next_column(column c, bool forward) noexcept {
+    constexpr auto n = std::size(columns);
+    const auto i = static_cast<std::size_t>(c);
+    return columns[forward ? (i + 1) % n : (i + n - 1) % n].id;
+}
+
+bool name_matches(std::string_view pattern, std::string_view name) {
+    if (pattern.find_first_of("*?[") == std::string_view::npos) {
+        return name.find(pattern) != std::string_view::npos;
+    }
+    return glob(pattern, name);
+}
+
+void sort_rows(std::vector<row>& rows, column by, bool reverse) {
+    const bool down = spec_of(by).descending != reverse;
+    std::stable_sort(rows.begin(), rows.end(), [&](const row& a, const row& b) {
+        if (by == column::agent && a.name != b.name) {
+            return (a.name < b.name) != reverse;
+        }
+        const auto ka = key_of(a, by), kb = key_of(b, by);
+        if (ka.present != kb.present) {
+            return ka.present;
+        }
+        if (ka.present && ka.number != kb.number) {
+            return down ? ka.number > kb.number : ka.number < kb.number;
+        }
+        return a.name != b.name ? a.name < b.name : a.pid < b.pid;
+    });
+}
+
+// ---- Units ----------------------------------------------------------------------------------
+
+namespace {
+
+/// `v` (at least 1) with three significant digits: two decimals under 10, one under 100.
+std::string three_digits(double v) {
+    if (v < 9.995) {
+        return fmt::format("{:.2f}", v);
+    }
+    if (v < 99.95) {
+        return fmt::format("{:.1f}", v);
+    }
+    return fmt::format("{:.0f}", v);
+}
+
+}  // namespace
+
+std::string format_bytes(double bytes) {
+    if (!(bytes >= 0)) {
+        return "-";
+    }
+    if (bytes < 1024) {
+        return fmt::format("{:.0f}B", std::floor(bytes));
+    }
+    constexpr std::string_view units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = bytes / 1024;
+    std::size_t u = 0;
+    // From 1023.5 of a unit (which would round to 1024) on, the next unit: 1.00MiB.
+    while (v >= 1023.5 && u + 1 < std::size(units)) {
+        v /= 1024;
+        ++u;
+    }
+    return three_digits(v) + std::string(units[u]);
+}
+
+std::string format_count(double n) {
+    if (!(n >= 0)) {
+        return "-";
+    }
+    if (n < 10 && n != std::floor(n)) {
+        return fmt::format("{:.1f}", n);
+    }
+    if (n < 9999.5) {
+        return fmt::format("{:.0f}", n);
+    }
+    constexpr std::string_view units[] = {"k", "M", "G", "T", "P", "E"};
+    double v = n / 1000;
+    std::size_t u = 0;
+    while (v >= 999.5 && u + 1 < std::size(units)) {
+        v /= 1000;
+        ++u;
+    }
+    return three_digits(v) + std::string(units[u]);
+}
+
+std::string format_seconds(double s) {
+    if (!(s >= 0)) {
+        return "-";
+    }
+    if (s < 999.5e-9) {
+        return fmt::format("{:.0f}ns", s * 1e9);
+    }
+    if (s < 999.5e-6) {
+        return three_digits(s * 1e6) + "us";
+    }
+    if (s < 999.5e-3) {
+        return three_digits(s * 1e3) + "ms";
+    }
+    return three_digits(s) + "s";
+}
+
+// ---- The frame ------------------------------------------------------------------------------
+
+namespace {
+
+/// The agent column's width: the longest name shown, within these.
+constexpr std::size_t min_name_width = 5;
+constexpr std::size_t max_name_width = 32;
+
+/// `s` with every byte outside printable ASCII as '?': names and messages come from files that
+/// anyone who can write the directory may have made, and must not move the cursor.
+std::string printable(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) {
+        if (c < 0x20 || c > 0x7e) {
+            c = '?';
+        }
+    }
+    return out;
+}
+
+/// `text` in `width` columns, cut with a '~' when longer.
+std::string pad(std::string_view text, std::size_t width, bool left) {
+    if (text.size() > width) {
+        return width == 0 ? std::string() : std::string(text.substr(0, width - 1)) + "~";
+    }
+    const std::string fill(width - text.size(), ' ');
+    return left ? std::string(text) + fill : fill + std::string(text);
+}
+
+std::string age(std::chrono::seconds s) {
+    const auto n = s.count();
+    if (n < 100) {
+        return fmt::format("{}s", n);
+    }
+    if (n < 100 * 60) {
+        return fmt::format("{}m", n / 60);
+    }
+    return fmt::format("{}h", n / 3600);
+}
+
+std::string state_text(const row& r) {
+    switch (r.state) {
+        case writer_state::live:
+            return "live";
+        case writer_state::closed:
+            return "closed " + age(r.stale_for);
+        case writer_state::dead:
+            return "dead " + age(r.stale_for);
+    }
+    return "?";
+}
+
+std::string latency_text(const row& r, const std::optional<double>& v) {
+    if (!v) {
+        return "- ";
+    }
+    return format_seconds(*v) + (r.latency_since_start ? "*" : " ");
+}
+
+std::string cell(const row& r, column c) {
+    const auto rate = [](const std::optional<double>& v, auto format) {
+        return v ? format(*v) : std::string("-");
+    };
+    switch (c) {
+        case column::agent:
+            return printable(r.name);
+        case column::pid:
+            return r.pid != 0 ? std::to_string(r.pid) : "-";
+        case column::rank:
+            return r.rank ? std::to_string(*r.rank) : "-";
+        case column::state:
+            return state_text(r);
+        case column::tx_rate:
+            return rate(r.tx_rate, format_bytes);
+        case column::rx_rate:
+            return rate(r.rx_rate, format_bytes);
+        case column::transfer_rate:
+            return rate(r.transfer_rate, format_count);
+        case column::p50:
+            return latency_text(r, r.p50);
+        case column::p99:
+            return latency_text(r, r.p99);
+        case column::tx_total:
+            return format_bytes(static_cast<double>(r.tx_bytes));
+        case column::rx_total:
+            return format_bytes(static_cast<double>(r.rx_bytes));
+        case column::dropped:
+            return format_count(static_cast<double>(r.dropped));
+        case column::errors: {
+            std::string out;
+            for (const auto& [kind, n] : r.errors) {
+                out += fmt::format("{}{}:{}", out.empty() ? "" : " ", printable(kind), n);
+            }
+            return out.empty() ? "-" : out;
+        }
+    }
+    return "?";
+}
+
+/// One line of the table: `text(c)` for each column, in its width, one space apart; where
+/// the sorted column starts and ends goes to `sort_at`.
+template <class Text>
+std::string table_line(std::size_t name_width,
+                       Text text,
+                       column sorted = column::agent,
+                       std::pair<std::size_t, std::size_t>* sort_at = nullptr) {
+    std::string line;
+    for (const auto& c : columns) {
+        if (!line.empty()) {
+            line += ' ';
+        }
+        const std::size_t begin = line.size();
+        const std::string t = text(c.id);
+        const std::size_t width = c.id == column::agent ? name_width
+                                  : c.width == 0        ? t.size()
+                                                        : c.width;
+        line += pad(t, width, c.left);
+        if (sort_at != nullptr && c.id == sorted) {
+            *sort_at = {begin, line.size()};
+        }
+    }
+    while (!line.empty() && line.back() == ' ') {
+        line.pop_back();
+    }
+    return line;
+}
+
+std::string title_line(const std::vector<row>& all, std::size_t shown, const frame_options& o) {
+    std::size_t count[3] = {};
+    for (const auto& r : all) {
+        ++count[static_cast<std::size_t>(r.state)];
+    }
+    std::string t = "xtel top";
+    if (!o.time.empty()) {
+        t += "  " + o.time;
+    }
+    t += fmt::format("  {}  every {:g}s  agents {}: {} live, {} closed, {} dead  sort {}{}",
+                     printable(o.dir), o.interval.count(), all.size(), count[0], count[1], count[2],
+                     column_key(o.sort), o.reverse ? " (reversed)" : "");
+    if (!o.filter.empty()) {
+        t += fmt::format("  filter '{}' ({} hidden)", printable(o.filter), all.size() - shown);
+    }
+    return t;
+}
+
+/// Exact sums over the agents shown, so that a reader (or a test) can check them to the byte.
+std::string totals_line(const std::vector<row>& rows, std::uint64_t read_errors) {
+    std::uint64_t tx = 0, rx = 0, errors = 0, dropped = 0;
+    std::optional<double> tx_rate, rx_rate, transfer_rate;
+    const auto add = [](std::optional<double>& sum, const std::optional<double>& v) {
+        if (v) {
+            sum = sum.value_or(0) + *v;
+        }
+    };
+    for (const auto& r : rows) {
+        tx += r.tx_bytes;
+        rx += r.rx_bytes;
+        errors += r.errors_total;
+        dropped += r.dropped;
+        add(tx_rate, r.tx_rate);
+        add(rx_rate, r.rx_rate);
+        add(transfer_rate, r.transfer_rate);
+    }
+    const auto rate = [](const std::optional<double>& v, auto format) {
+        return v ? format(*v) : std::string("-");
+    };
+    std::string t =
+        fmt::format("total  tx {} B  rx {} B  tx/s {}  rx/s {}  xfers/s {}  errors {}  dropped {}",
+                    tx, rx, rate(tx_rate, format_bytes), rate(rx_rate, format_bytes),
+                    rate(transfer_rate, format_count), errors, dropped);
+    if (read_errors > 0) {
+        t += fmt::format("  unreadable files {}", read_errors);
+    }
+    return t;
+}
+
+constexpr std::string_view keys_line =
+    "q quit  s/S sort column  r reverse  f or / filter  c clear filter  space refresh";
+constexpr std::string_view since_start_line =
+    "* latency since the agent started: nothing was timed in the last interval";
+
+}  // namespace
+
+frame format_frame(std::vector<row> rows, const frame_options& o) {
+    const auto all = rows;
+    std::erase_if(rows, [&](const row& r) { return !name_matches(o.filter, r.name); });
+    sort_rows(rows, o.sort, o.reverse);
+
+    frame f;
+    f.lines.push_back(title_line(all, rows.size(), o));
+    f.lines.push_back(totals_line(rows, o.read_errors));
+    f.lines.emplace_back();
+
+    std::size_t name_width = min_name_width;
+    for (const auto& r : rows) {
+        name_width = std::clamp(r.name.size(), name_width, max_name_width);
+    }
+    std::pair<std::size_t, std::size_t> sort_at;
+    f.header_line = f.lines.size();
+    f.lines.push_back(table_line(
+        name_width, [](column c) { return std::string(spec_of(c).header); }, o.sort, &sort_at));
+
+    std::vector<std::string> footer;
+    const bool since_start =
+        std::any_of(rows.begin(), rows.end(), [](const row& r) { return r.latency_since_start; });
+    if (since_start) {
+        footer.emplace_back(since_start_line);
+    }
+    if (o.interactive) {
+        footer.push_back(
+            o.editing_filter
+                ? fmt::format("filter (Enter keeps it, Esc drops it): {}_", printable(o.filter))
+                : printable(o.message));
+        footer.emplace_back(keys_line);
+    }
+
+    std::vector<std::string> body;
+    if (all.empty()) {
+        body.push_back(fmt::format(
+            "no agents: no node file in {0} (agents publish one there when started with "
+            "NIXL_TELEMETRY_EXPORTER=node NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH={0})",
+            printable(o.dir)));
+    } else if (rows.empty()) {
+        body.push_back(fmt::format("no agent matches the filter '{}' ({} hidden)",
+                                   printable(o.filter), all.size()));
+    }
+    for (const auto& r : rows) {
+        body.push_back(table_line(name_width, [&](column c) { return cell(r, c); }));
+    }
+    if (o.height > 0) {
+        const std::size_t fixed = f.lines.size() + footer.size();
+        const std::size_t room = o.height > fixed ? o.height - fixed : 0;
+        if (body.size() > room) {
+            const std::size_t kept = room > 0 ? room - 1 : 0;
+            const std::size_t more = body.size() - kept;
+            body.resize(kept);
+            if (room > 0) {
+                body.push_back(fmt::format("... {} more (f filters by name)", more));
+            }
+        }
+    }
+    f.lines.insert(f.lines.end(), body.begin(), body.end());
+    f.lines.insert(f.lines.end(), footer.begin(), footer.end());
+
+    if (o.height > 0 && f.lines.size() > o.height) {
+        f.lines.resize(o.height);
+    }
+    if (o.width > 0) {
+        for (auto& line : f.lines) {
+            if (line.size() > o.width) {
+                line.resize(o.width);
+            }
+        }
+    }
+    f.sort_begin = o.width > 0 ? std::min(sort_at.first, o.width) : sort_at.first;
+    f.sort_end = o.width > 0 ? std::min(sort_at.second, o.width) : sort_at.second;
+    return f;
+}
+
+}  // namespace xtel::top
