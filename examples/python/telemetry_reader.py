@@ -402,8 +402,7 @@ class Printer:
         self.reported = 0
         self.missed_total = 0
         self.middles = {}  # tag -> Printer.middle
-        self.second = None  # the last whole second formatted, and its text
-        self.second_text = ""
+        self.seconds = {}  # whole second -> its text
 
     def events(self, missed, events):
         """Prints a run from Reader.poll, after the missed events before it. The hot loop:
@@ -420,23 +419,24 @@ class Printer:
             add(self.missed_text(missed - self.reported))
             self.missed_total += missed - self.reported
             self.reported = missed
+        # Each tag's middle and each second's text are made once (few of either per run), so
+        # that the comprehension below does nothing but format.
         middles = self.middles
-        as_json = self.as_json
-        second, second_text = self.second, self.second_text
-        for ts, value, tag in events:
-            middle = middles.get(tag)
-            if middle is None:
-                middle = middles[tag] = self.middle(tag)
-            if ts // 1_000_000 != second:
-                second = ts // 1_000_000
-                second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-            if as_json:
-                add(f'{{"timestamp_us":{ts},"timestamp":"{second_text}.{ts % 1_000_000:06d}'
-                    f'{middle}{value}}}\n')
-            else:
-                add(f"=== NIXL Telemetry Event ===\nTimestamp: {second_text}."
-                    f"{ts % 1_000_000:06d}{middle}{value}\n===========================\n\n")
-        self.second, self.second_text = second, second_text
+        for tag in {e[2] for e in events}.difference(middles):
+            middles[tag] = self.middle(tag)
+        seconds = self.seconds
+        for second in {e[0] // 1_000_000 for e in events}.difference(seconds):
+            if len(seconds) > 4096:
+                seconds.clear()
+            seconds[second] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        if self.as_json:
+            parts += [f'{{"timestamp_us":{ts},"timestamp":"{seconds[ts // 1_000_000]}.'
+                      f'{ts % 1_000_000:06d}{middles[tag]}{value}}}\n'
+                      for ts, value, tag in events]
+        else:
+            parts += [f"=== NIXL Telemetry Event ===\nTimestamp: {seconds[ts // 1_000_000]}."
+                      f"{ts % 1_000_000:06d}{middles[tag]}{value}\n===========================\n\n"
+                      for ts, value, tag in events]
         self.out.write("".join(parts))
 
     def middle(self, tag):
