@@ -286,7 +286,10 @@ class back_to_back_scraper {
 /// otherwise; NIXL_TELEMETRY_RUN_INTERVAL and NIXL_TELEMETRY_TIMING_SAMPLE are taken from the
 /// environment when set, so `NIXL_TELEMETRY_TIMING_SAMPLE=1 scripts/bench ...` shows what
 /// timing every transfer costs.
-xtel::config bench_config(const std::string& exporter, const std::filesystem::path& dir) {
+/// `timing_sample`, when given, replaces the environment's NIXL_TELEMETRY_TIMING_SAMPLE.
+xtel::config bench_config(const std::string& exporter,
+                          const std::filesystem::path& dir,
+                          std::optional<std::string> timing_sample = std::nullopt) {
     const std::string out = dir.string();
     xtel::config cfg =
         xtel::config::from_env([&](std::string_view var) -> std::optional<std::string> {
@@ -298,6 +301,9 @@ xtel::config bench_config(const std::string& exporter, const std::filesystem::pa
             }
             if (var == xtel::env::output_path && exporter != "prometheus") {
                 return out;  // the flight recorder's directory (prometheus: its address, below)
+            }
+            if (var == xtel::env::timing_sample && timing_sample) {
+                return timing_sample;
             }
             if (var == xtel::env::run_interval || var == xtel::env::timing_sample) {
                 return xtel::process_env(var);
@@ -346,11 +352,14 @@ class write_target {
 /// bytes between the very same addresses, and differ only in their telemetry.
 class write_loop {
   public:
-    /// `exporter` empty: telemetry off.
-    write_loop(write_target& target, const std::string& tag, const std::string& exporter)
+    /// `exporter` empty: telemetry off. `timing_sample`: as bench_config's.
+    write_loop(write_target& target,
+               const std::string& tag,
+               const std::string& exporter,
+               std::optional<std::string> timing_sample = std::nullopt)
         : target_(target) {
-        initiator_ =
-            xtel::make_agent("bench_initiator_" + tag, bench_config(exporter, dir_.path()));
+        initiator_ = xtel::make_agent("bench_initiator_" + tag,
+                                      bench_config(exporter, dir_.path(), timing_sample));
         const xtel::descriptor local = target.local();
         std::string name;
         if (!initiator_->register_memory(local).ok() ||
@@ -493,7 +502,10 @@ enum class mode {
     buffer_paired,
     prometheus_paired,
     prometheus_attack_paired,
-    prometheus_scrape_paired
+    prometheus_scrape_paired,
+    /// buffer_paired with every transfer timed (NIXL_TELEMETRY_TIMING_SAMPLE=1) instead of
+    /// one in 256: what the sampling saves.
+    buffer_timed_paired
 };
 
 constexpr const char* mode_name(mode m) {
@@ -516,6 +528,8 @@ constexpr const char* mode_name(mode m) {
             return "prometheus_attack_paired";
         case mode::prometheus_scrape_paired:
             return "prometheus_scrape_paired";
+        case mode::buffer_timed_paired:
+            return "buffer_timed_paired";
     }
     return "?";
 }
@@ -528,6 +542,7 @@ std::string exporter_of(mode m) {
             return "";
         case mode::buffer:
         case mode::buffer_paired:
+        case mode::buffer_timed_paired:
             return "buffer";
         default:
             return "prometheus";
@@ -537,8 +552,8 @@ std::string exporter_of(mode m) {
 void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     const bool prometheus = exporter_of(m) == "prometheus";
     const bool attacked = m == mode::prometheus_under_attack || m == mode::prometheus_attack_paired;
-    const bool against_off =
-        m == mode::off_paired || m == mode::buffer_paired || m == mode::prometheus_paired;
+    const bool against_off = m == mode::off_paired || m == mode::buffer_paired ||
+                             m == mode::prometheus_paired || m == mode::buffer_timed_paired;
     const bool scraped = m == mode::prometheus_scrape_paired;
     const bool paired = against_off || m == mode::prometheus_attack_paired || scraped;
 
@@ -553,8 +568,9 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     const std::size_t n = against_off ? instances : 1;
     std::vector<std::unique_ptr<write_loop>> measured, base;
     for (std::size_t k = 0; k < n; ++k) {
-        measured.push_back(
-            std::make_unique<write_loop>(target, "m" + std::to_string(k), exporter_of(m)));
+        measured.push_back(std::make_unique<write_loop>(
+            target, "m" + std::to_string(k), exporter_of(m),
+            m == mode::buffer_timed_paired ? std::optional<std::string>("1") : std::nullopt));
         if (against_off) {
             base.push_back(std::make_unique<write_loop>(target, "b" + std::to_string(k), ""));
         }
@@ -674,8 +690,9 @@ const bool registered = [] {
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)->UseRealTime();
         }
         // Long enough for some 40 measured windows of 50 ms between baseline ones.
-        for (const mode m : {mode::off_paired, mode::buffer_paired, mode::prometheus_paired,
-                             mode::prometheus_attack_paired, mode::prometheus_scrape_paired}) {
+        for (const mode m : {mode::off_paired, mode::buffer_paired, mode::buffer_timed_paired,
+                             mode::prometheus_paired, mode::prometheus_attack_paired,
+                             mode::prometheus_scrape_paired}) {
             const std::string name = "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m);
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)
                 ->UseRealTime()

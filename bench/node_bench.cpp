@@ -168,7 +168,7 @@ void BM_node_scrape(benchmark::State& state) {
     node_fleet& f = fleet<Unit>();
     const bool changed = state.range(0) != 0;
     const bool zip = state.range(1) != 0;
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60));
+    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
     const pin_scope pin(state.thread_index());
     std::size_t plain = 0;
     std::size_t sent = 0;
@@ -229,7 +229,7 @@ template <series_unit Unit>
 void BM_node_collect(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60));
+    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
     const pin_scope pin(state.thread_index());
     std::size_t served = 0;
     for (auto _ : state) {
@@ -260,7 +260,7 @@ template <series_unit Unit>
 void BM_node_remote_write(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60));
+    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
     collector.scan();
     const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
     const pin_scope pin(state.thread_index());
@@ -290,7 +290,7 @@ template <series_unit Unit, xtel::node::otlp_temporality Temporality>
 void BM_node_otlp(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60));
+    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
     collector.scan();
     const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
     const auto encoding =
