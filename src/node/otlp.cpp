@@ -273,13 +273,19 @@ void json_exemplar(std::string& out, const pb::Exemplar& x) {
     }
 }
 
-void json_number_point(std::string& out, const pb::NumberDataPoint& p) {
-    fields f(out);
+/// What every kind of point starts with: its attributes, its start (when set) and its time.
+template <class Point>
+void json_point_head(fields& f, const Point& p) {
     json_attributes(f, "attributes", p.attributes());
     if (p.start_time_unix_nano() != 0) {
         json_u64(f.key("startTimeUnixNano"), p.start_time_unix_nano());
     }
     json_u64(f.key("timeUnixNano"), p.time_unix_nano());
+}
+
+void json_number_point(std::string& out, const pb::NumberDataPoint& p) {
+    fields f(out);
+    json_point_head(f, p);
     if (p.value_case() == pb::NumberDataPoint::kAsInt) {
         json_i64(f.key("asInt"), p.as_int());
     } else {
@@ -289,11 +295,7 @@ void json_number_point(std::string& out, const pb::NumberDataPoint& p) {
 
 void json_histogram_point(std::string& out, const pb::HistogramDataPoint& p) {
     fields f(out);
-    json_attributes(f, "attributes", p.attributes());
-    if (p.start_time_unix_nano() != 0) {
-        json_u64(f.key("startTimeUnixNano"), p.start_time_unix_nano());
-    }
-    json_u64(f.key("timeUnixNano"), p.time_unix_nano());
+    json_point_head(f, p);
     json_u64(f.key("count"), p.count());
     if (p.has_sum()) {
         json_double(f.key("sum"), p.sum());
@@ -307,11 +309,7 @@ void json_histogram_point(std::string& out, const pb::HistogramDataPoint& p) {
 
 void json_summary_point(std::string& out, const pb::SummaryDataPoint& p) {
     fields f(out);
-    json_attributes(f, "attributes", p.attributes());
-    if (p.start_time_unix_nano() != 0) {
-        json_u64(f.key("startTimeUnixNano"), p.start_time_unix_nano());
-    }
-    json_u64(f.key("timeUnixNano"), p.time_unix_nano());
+    json_point_head(f, p);
     json_u64(f.key("count"), p.count());
     json_double(f.key("sum"), p.sum());
 }
