@@ -75,6 +75,9 @@ struct spawn_options {
     std::filesystem::path output_path;
     /// Left out of the child's environment (unless set in `env`).
     std::vector<std::string> unset;
+    /// The child leads a process group of its own (its id is the child's pid), so that what it
+    /// starts in the background can be found and stopped with it: kill(-pid, ...).
+    bool own_process_group = false;
 };
 
 /// A child process, stopped (SIGTERM, then SIGKILL) when this goes.
@@ -132,7 +135,15 @@ class child_process {
         }
         argv.push_back(nullptr);
 
-        const int rc = ::posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+        posix_spawnattr_t attributes;
+        posix_spawnattr_init(&attributes);
+        if (o.own_process_group) {
+            posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+            posix_spawnattr_setpgroup(&attributes, 0);
+        }
+        const int rc =
+            ::posix_spawnp(&pid_, argv[0], &actions, &attributes, argv.data(), envp.data());
+        posix_spawnattr_destroy(&attributes);
         posix_spawn_file_actions_destroy(&actions);
         if (in_pipe[0] >= 0) {
             ::close(in_pipe[0]);
