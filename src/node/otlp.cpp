@@ -636,6 +636,9 @@ std::string otlp_encoder::encode(
 
 namespace {
 
+/// The most of a receiver's error message that is kept.
+constexpr std::size_t max_message = 512;
+
 /// The value after `"key":` in a JSON text, as written by a receiver: a number or a string
 /// (the first 512 bytes, escapes kept as written); nullopt when the key is not there.
 std::optional<std::string> json_field(std::string_view body, std::string_view key) {
@@ -662,7 +665,7 @@ std::optional<std::string> json_field(std::string_view body, std::string_view ke
     }
     if (body[i] == '"') {
         std::string out;
-        for (++i; i < body.size() && body[i] != '"' && out.size() < 512; ++i) {
+        for (++i; i < body.size() && body[i] != '"' && out.size() < max_message; ++i) {
             if (body[i] == '\\' && i + 1 < body.size()) {
                 out += body[i++];
             }
@@ -704,6 +707,16 @@ std::optional<otlp_partial_success> parse_otlp_response(std::string_view body,
     }
     if (out.rejected_data_points == 0 && out.error_message.empty()) {
         return std::nullopt;
+    }
+    // The receiver's words go into a log line: cut short, and no control characters that
+    // could forge another line or move a terminal's cursor.
+    if (out.error_message.size() > max_message) {
+        out.error_message.resize(max_message);
+    }
+    for (char& c : out.error_message) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+            c = '?';
+        }
     }
     return out;
 }

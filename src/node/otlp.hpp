@@ -107,8 +107,9 @@ class otlp_exporter {
     std::unique_ptr<http_pusher> sender_;
 };
 
-/// What a 2xx answer's body says of a partial success: the points rejected and the message;
-/// nullopt when it says nothing (an empty answer, no partial success) or cannot be read.
+/// What a 2xx answer's body says of a partial success: the points rejected and the message
+/// (its first 512 bytes, control characters as '?'); nullopt when it says nothing (an empty
+/// answer, no partial success) or cannot be read.
 struct otlp_partial_success {
     std::int64_t rejected_data_points = 0;
     std::string error_message;

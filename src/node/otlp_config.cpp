@@ -87,9 +87,14 @@ bool is_header_value(std::string_view s) {
 }
 
 std::string url_of(const setting& s, bool append_path) {
-    if (!s.value.starts_with("http://") && !s.value.starts_with("https://")) {
+    const std::size_t scheme = s.value.starts_with("http://")    ? 7
+                               : s.value.starts_with("https://") ? 8
+                                                                 : 0;
+    // A host must follow the scheme: "http://" alone would become "http:/v1/metrics".
+    if (scheme == 0 || s.value.size() == scheme || s.value[scheme] == '/') {
         parse::fail(s.source, s.value,
-                    "expected an http:// or https:// URL (for example http://collector:4318)");
+                    "expected an http:// or https:// URL with a host (for example "
+                    "http://collector:4318)");
     }
     if (!append_path) {
         return s.value;

@@ -21,8 +21,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view body =
         nl == std::string_view::npos ? std::string_view{} : input.substr(nl + 1);
     if (const auto p = xtel::node::parse_otlp_response(body, type)) {
+        // The message is cut to what a log line may hold, without control characters.
         if (p->error_message.size() > 512) {
-            __builtin_trap();  // the message is cut to what a log line may hold
+            __builtin_trap();
+        }
+        for (const char c : p->error_message) {
+            if (static_cast<unsigned char>(c) < 0x20) {
+                __builtin_trap();
+            }
         }
     }
 

@@ -10,6 +10,9 @@ trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus"
 cp -r "$seeds"/. "$work/corpus/" 2>/dev/null
 cd "$work"
+# xtel links UCX, whose own handler of fatal signals would otherwise take a crash first, print
+# its backtrace and exit, so that libFuzzer never saves the input that crashed.
+export UCX_ERROR_SIGNALS=
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     "$@" "$work/corpus" >"$work/log" 2>&1
 rc=$?

@@ -317,7 +317,12 @@ TEST_CASE("the OTLP endpoint variables and flag give the URL as the specificatio
           "http://flag:9/v1/metrics");
     CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"}}) ==
           "OTEL_EXPORTER_OTLP_ENDPOINT='collector:4318' is invalid: expected an http:// or "
-          "https:// URL (for example http://collector:4318)");
+          "https:// URL with a host (for example http://collector:4318)");
+    // Found by fuzz_otlp: without a host the path would have eaten into the scheme.
+    CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://"}})
+              .starts_with("OTEL_EXPORTER_OTLP_ENDPOINT='http://' is invalid"));
+    CHECK(error_of({{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "https:///v1/metrics"}})
+              .starts_with("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT='https:///v1/metrics' is invalid"));
 }
 
 TEST_CASE("the OTLP settings read every variable, and flags override them", "[otlp]") {
@@ -428,6 +433,15 @@ TEST_CASE("an OTLP partial success is read from either encoding", "[otlp]") {
     REQUIRE(j);
     CHECK(j->rejected_data_points == 12);
     CHECK(j->error_message == R"(bad \"unit\")");
+    // The receiver's message goes into a log line: cut, without line breaks (found by
+    // fuzz_otlp).
+    r.mutable_partial_success()->set_error_message("forged\nxtel: error: " +
+                                                   std::string(2000, 'x'));
+    const auto long_one =
+        node::parse_otlp_response(r.SerializeAsString(), "application/x-protobuf");
+    REQUIRE(long_one);
+    CHECK(long_one->error_message.size() == 512);
+    CHECK(long_one->error_message.starts_with("forged?xtel: error: xxx"));
     CHECK_FALSE(node::parse_otlp_response("", "application/x-protobuf"));
     CHECK_FALSE(node::parse_otlp_response("{}", "application/json"));
     CHECK_FALSE(node::parse_otlp_response("\xff\xff", "application/x-protobuf"));
