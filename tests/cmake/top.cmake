@@ -8,7 +8,9 @@ endif()
 target_link_libraries(xtel_unit_tests PRIVATE xtel_top_view)
 
 find_program(XTEL_TMUX tmux)
-if(TARGET xtel_integration_tests)
+# The quickstart (XTEL_CURL) runs xtel top too.
+xtel_integration_tests_name(xtel_top_used XTEL_TOP XTEL_CURL)
+if(TARGET xtel_integration_tests AND xtel_top_used)
     add_dependencies(xtel_integration_tests xtel_cli)
     target_compile_definitions(xtel_integration_tests PRIVATE
         XTEL_TOP="$<TARGET_FILE:xtel_cli>"
