@@ -97,6 +97,15 @@ class scoped_env {
     std::optional<std::string> old_;
 };
 
+/// The NIXL_TELEMETRY_* variables a program under test reads, set (or unset) as the test
+/// gives them for the life of the scope; the caller's are put back.
+struct telemetry_env {
+    scoped_env enable;
+    scoped_env exporter;
+    scoped_env output_path;
+    scoped_env buffer_size;
+};
+
 /// Collects xtel's log lines (from any thread) until destroyed, then restores the stderr sink.
 class log_capture {
   public:

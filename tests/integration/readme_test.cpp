@@ -17,7 +17,7 @@
 
 namespace {
 
-using xtel_test::scoped_env;
+using xtel_test::telemetry_env;
 using xtel_test::temp_dir;
 
 const std::filesystem::path source_dir = XTEL_SOURCE_DIR;
@@ -74,14 +74,6 @@ std::vector<std::uint64_t> values_of(const std::filesystem::path& file, std::str
     });
     return values;
 }
-
-/// The telemetry variables the programs read, as a test sets them; the caller's are put back.
-struct telemetry_env {
-    scoped_env enable;
-    scoped_env exporter;
-    scoped_env output_path;
-    scoped_env buffer_size;
-};
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 namespace {
 
 using xtel_test::scoped_env;
+using xtel_test::telemetry_env;
 using xtel_test::temp_dir;
 
 /// The events of a flight recorder, by name: the last value recorded under each.
@@ -29,14 +30,6 @@ std::map<std::string, std::uint64_t> recorded(const std::filesystem::path& file)
     (void)r.poll([&](const xtel::event& e) { out[std::string(e.name_view())] = e.value; });
     return out;
 }
-
-/// NIXL_TELEMETRY_* as a test sets them, none of the caller's left in.
-struct telemetry_env {
-    scoped_env enable;
-    scoped_env exporter;
-    scoped_env output_path;
-    scoped_env buffer_size;
-};
 
 }  // namespace
 
