@@ -8,6 +8,8 @@ telemetry_reader for every file.
 """
 
 import fcntl
+import itertools
+import operator
 import os
 import signal
 import stat
@@ -81,9 +83,8 @@ STATE_CLOSED = 2
 # kept whole as one bytes object, a dictionary key for what depends on category and name
 SLOT = struct.Struct("<QQQ40s")
 TAG_NAME = 2  # where the name field starts in a tag
+TAG_OFFSET = 24  # where the tag starts in a slot
 LITTLE_ENDIAN = sys.byteorder == "little"  # the file's order: its words can be cast in place
-
-EVENT = struct.Struct("<8xQQ40s")  # a slot less its seq: timestamp_us, value, tag
 CATEGORIES = ["MEMORY", "TRANSFER", "CONNECTION", "BACKEND", "ERROR", "PERFORMANCE", "SYSTEM",
               "CUSTOM"]
 
@@ -208,8 +209,8 @@ class Reader:
     def poll(self, max_events):
         """Yields the next events (up to max_events in all) in runs: (missed, events), missed
         being self.missed as it stood before the run's first event (so that missed events are
-        reported where they happened), events a list of (ts, value, tag), tag as in SLOT (see
-        tag_category and tag_name)."""
+        reported where they happened), events an Events (columns: timestamps, values, tags; a
+        tag as in SLOT, see tag_category and tag_name)."""
         self.refresh()
         while self.next < self.published and max_events > 0:
             raw, claimed = self.read_chunk(max_events)
@@ -219,10 +220,14 @@ class Reader:
             stale = min(max(claimed - self.capacity - first, 0), n)
             self.missed += stale
             slots = memoryview(raw)[stale * SLOT_SIZE:]
-            if LITTLE_ENDIAN and slots.cast("Q")[::SLOT_SIZE // 8].tolist() == list(
+            words = slots.cast("Q")
+            if LITTLE_ENDIAN and words[::SLOT_SIZE // 8].tolist() == list(
                     range(first + stale + 1, first + n + 1)):
-                # The usual case, every slot holds its event: unpacked without a Python loop.
-                yield self.missed, list(EVENT.iter_unpack(slots))
+                # The usual case, every slot holds its event: each column is cut out of the
+                # slots whole, without a Python loop.
+                yield self.missed, Events(words[1::SLOT_SIZE // 8].tolist(),
+                                          words[2::SLOT_SIZE // 8].tolist(),
+                                          tags_of(slots))
             else:
                 yield from self.runs(slots, first + stale)
             self.next = first + n
@@ -231,15 +236,17 @@ class Reader:
     def runs(self, slots, seq):
         """The runs of published events among slots whose first holds event number seq."""
         missed = self.missed
-        events = []
+        events = Events([], [], [])
         for s, ts, value, tag in SLOT.iter_unpack(slots):
             seq += 1
             if s == seq:
-                events.append((ts, value, tag))
+                events.timestamps.append(ts)
+                events.values.append(value)
+                events.tags.append(tag)
             else:
                 if events:
                     yield missed, events
-                    events = []
+                    events = Events([], [], [])
                 self.missed += 1  # overwritten, being overwritten, or never written
                 missed = self.missed
         if events:
@@ -275,6 +282,42 @@ class Reader:
             return True
         mine = os.fstat(self.fd)
         return (by_path.st_ino, by_path.st_dev) != (mine.st_ino, mine.st_dev)
+
+
+class Events:
+    """A run of events as three columns of the same length: timestamps (µs), values and tags.
+    Columns, not one tuple per event, so that each step over a run is one call into C."""
+
+    __slots__ = ("timestamps", "values", "tags")
+
+    def __init__(self, timestamps, values, tags):
+        self.timestamps = timestamps
+        self.values = values
+        self.tags = tags
+
+    def __len__(self):
+        return len(self.tags)
+
+    def select(self, keep):
+        """The events whose entry in keep (one bool per event) is true."""
+        compress = itertools.compress
+        return Events(list(compress(self.timestamps, keep)), list(compress(self.values, keep)),
+                      list(compress(self.tags, keep)))
+
+
+TAG_STRUCTS = {}  # number of slots -> the Struct that cuts their tags out
+
+
+def tags_of(slots):
+    """The tag of every slot in slots, in one struct call."""
+    n = len(slots) // SLOT_SIZE
+    cut = TAG_STRUCTS.get(n)
+    if cut is None:
+        if len(TAG_STRUCTS) > 64:
+            TAG_STRUCTS.clear()
+        cut = TAG_STRUCTS[n] = struct.Struct(
+            f"<{f'{TAG_OFFSET}x{SLOT_SIZE - TAG_OFFSET}s' * n}")
+    return cut.unpack(slots)
 
 
 def format_timestamp(us):
@@ -386,8 +429,27 @@ class Filter:
         return kept
 
     def apply(self, events):
-        keeps = self.keeps
-        return [e for e in events if keeps(e[2])]  # (ts, value, tag)
+        keep = list(map(self.keeps, events.tags))
+        return events if all(keep) else events.select(keep)
+
+
+# An event: its head, microseconds, middle and value (in JSON, after its timestamp_us).
+TEXT_EVENT = "%s%06d%s%d\n===========================\n\n"
+JSON_EVENT = '{"timestamp_us":%d%s%06d%s%d}\n'
+
+
+class Texts(dict):
+    """Texts made once per key, by make(key), when first asked for; at most 4,096 kept."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key):
+        if len(self) >= 4096:
+            self.clear()
+        text = self[key] = self.make(key)
+        return text
 
 
 class Printer:
@@ -401,13 +463,16 @@ class Printer:
         self.read = 0
         self.reported = 0
         self.missed_total = 0
-        self.middles = {}  # tag -> Printer.middle
-        self.seconds = {}  # whole second -> its text
+        self.middles = Texts(self.middle)  # tag -> what an event prints between its
+        #                                     microseconds and its value
+        self.heads = Texts(self.head)  # whole second -> what an event prints before its
+        #                                microseconds
 
     def events(self, missed, events):
         """Prints a run from Reader.poll, after the missed events before it. The hot loop:
-        the text between the timestamp and the value is made once per tag, and each second is
-        formatted once."""
+        what an event prints between its timestamp and its value is made once per tag, what it
+        prints up to its microseconds once per second, and the run is then formatted by one %
+        over its columns, with no Python code run per event."""
         self.read += len(events)
         if self.keep is not None:
             events = self.keep.apply(events)
@@ -419,25 +484,29 @@ class Printer:
             add(self.missed_text(missed - self.reported))
             self.missed_total += missed - self.reported
             self.reported = missed
-        # Each tag's middle and each second's text are made once (few of either per run), so
-        # that the comprehension below does nothing but format.
-        middles = self.middles
-        for tag in {e[2] for e in events}.difference(middles):
-            middles[tag] = self.middle(tag)
-        seconds = self.seconds
-        for second in {e[0] // 1_000_000 for e in events}.difference(seconds):
-            if len(seconds) > 4096:
-                seconds.clear()
-            seconds[second] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        # Each tag's middle and each second's head are made once (few of either in a run): the
+        # rest is one template, repeated, that % fills from the columns, all in C.
+        timestamps = events.timestamps
+        million = itertools.repeat(1_000_000)
+        width = 5 if self.as_json else 4  # the template's fields per event
+        fields = [None] * (width * len(timestamps))
         if self.as_json:
-            parts += [f'{{"timestamp_us":{ts},"timestamp":"{seconds[ts // 1_000_000]}.'
-                      f'{ts % 1_000_000:06d}{middles[tag]}{value}}}\n'
-                      for ts, value, tag in events]
-        else:
-            parts += [f"=== NIXL Telemetry Event ===\nTimestamp: {seconds[ts // 1_000_000]}."
-                      f"{ts % 1_000_000:06d}{middles[tag]}{value}\n===========================\n\n"
-                      for ts, value, tag in events]
+            fields[0::5] = timestamps
+        fields[width - 4::width] = list(map(self.heads.__getitem__,
+                                            map(operator.floordiv, timestamps, million)))
+        fields[width - 3::width] = list(map(operator.mod, timestamps, million))
+        fields[width - 2::width] = list(map(self.middles.__getitem__, events.tags))
+        fields[width - 1::width] = events.values
+        add((JSON_EVENT if self.as_json else TEXT_EVENT) * len(timestamps) % tuple(fields))
         self.out.write("".join(parts))
+
+    def head(self, second):
+        """What an event of that second prints before its microseconds (in JSON, after its
+        timestamp_us)."""
+        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        if self.as_json:
+            return f',"timestamp":"{text}.'
+        return f"=== NIXL Telemetry Event ===\nTimestamp: {text}."
 
     def middle(self, tag):
         """What an event prints between its timestamp and its value."""
@@ -481,7 +550,7 @@ class Summary:
             events = self.keep.apply(events)
         rows = self.rows
         keys = self.keys
-        for ts, value, tag in events:
+        for ts, value, tag in zip(events.timestamps, events.values, events.tags):
             key = keys.get(tag)
             if key is None:
                 key = keys[tag] = (tag_category(tag), tag_name(tag))
