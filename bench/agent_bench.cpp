@@ -48,6 +48,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -469,10 +471,23 @@ class alternating_windows {
     }
 
     /// Reports the ratios' median and quartiles as counters named <prefix>_ratio_median, ...
-    void report(benchmark::State& state, const std::string& prefix) const {
+    /// and appends every ratio to the file XTEL_BENCH_WINDOWS_OUT names, when set, as lines
+    /// "<case>\t<prefix>\t<ratio>": bench/summarize.py pools a case's windows over its
+    /// repetitions (its calibration runs too: they measure the same way) for the targets.
+    void report(benchmark::State& state,
+                const std::string& case_name,
+                const std::string& prefix) const {
         const std::vector<double> r = ratios();
         if (r.empty()) {
             return;
+        }
+        if (const char* path = std::getenv("XTEL_BENCH_WINDOWS_OUT"); path && *path) {
+            if (std::ofstream out(path, std::ios::app); out) {
+                out.precision(17);
+                for (const double ratio : r) {
+                    out << case_name << '\t' << prefix << '\t' << ratio << '\n';
+                }
+            }
         }
         state.counters[prefix + "_pairs"] = static_cast<double>(r.size());
         state.counters[prefix + "_ratio_median"] = r[r.size() / 2];
@@ -644,7 +659,10 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
             100 * (endpoint_cpu_seconds() - endpoint_cpu_before) / wall.count();
     }
     if (paired) {
-        windows.report(state, against_off ? "telemetry" : scraped ? "scrape" : "attack");
+        windows.report(state, "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m),
+                       against_off ? "telemetry"
+                       : scraped   ? "scrape"
+                                   : "attack");
     }
     if (attack) {
         attack->stop();
@@ -682,21 +700,44 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     }
 }
 
+/// Seconds each repetition of a paired case runs at least: XTEL_BENCH_PAIRED_SECONDS, or 1.5.
+/// Google Benchmark runs a repetition for up to 1.4x this (its last estimate aims past it), and
+/// finds the iteration count in the first repetition, so 1.5 s gives some 20 windows a side
+/// per repetition and about 11 s per case at 5 repetitions; 4 s (some 55 windows a side) made
+/// the 12 paired cases alone take 7 minutes.
+double paired_min_time() {
+    constexpr double fallback = 1.5;
+    const char* text = std::getenv("XTEL_BENCH_PAIRED_SECONDS");
+    if (text == nullptr || *text == '\0') {
+        return fallback;
+    }
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (*end != '\0' || !(seconds >= 0.2 && seconds <= 600)) {
+        std::fprintf(stderr,
+                     "xtel_bench: XTEL_BENCH_PAIRED_SECONDS='%s' is invalid: expected seconds "
+                     "from 0.2 to 600; using %.1f\n",
+                     text, fallback);
+        return fallback;
+    }
+    return seconds;
+}
+
 const bool registered = [] {
+    const double paired_seconds = paired_min_time();
     for (const std::uint64_t block : {4096u, 65536u}) {
         for (const mode m :
              {mode::off, mode::buffer, mode::prometheus, mode::prometheus_under_attack}) {
             const std::string name = "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m);
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)->UseRealTime();
         }
-        // Long enough for some 40 measured windows of 50 ms between baseline ones.
         for (const mode m : {mode::off_paired, mode::buffer_paired, mode::buffer_timed_paired,
                              mode::prometheus_paired, mode::prometheus_attack_paired,
                              mode::prometheus_scrape_paired}) {
             const std::string name = "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m);
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)
                 ->UseRealTime()
-                ->MinTime(4);
+                ->MinTime(paired_seconds);
         }
     }
     return true;
