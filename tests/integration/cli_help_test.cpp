@@ -92,7 +92,8 @@ std::vector<std::string_view> words_for(std::string_view script) {
                 "--block SIZE",   "--linger SECONDS",           "Exit status"};
     }
     if (script == "bench") {
-        return {"--repetitions N", "--filter REGEX", "--out FILE", "XTEL_BENCH_BUILD_DIR"};
+        return {"--repetitions N", "--filter REGEX", "--out FILE", "XTEL_BENCH_BUILD_DIR",
+                "XTEL_BENCH_PAIRED_SECONDS"};
     }
     if (script == "fuzz") {
         return {"SECONDS", "TARGET", "XTEL_BUILD_DIR", "64 bad usage"};
