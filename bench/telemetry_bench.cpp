@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "xtel/config.hpp"
+#include "xtel/flight_recorder.hpp"
 #include "xtel/pipelines.hpp"
 
 namespace {
@@ -173,6 +175,60 @@ void BM_floor_spsc_ring(benchmark::State& state) {
 }
 BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring");
 BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring")->Threads(2);
+
+/// The same floor ring and record, drained with the work xtel's buffer flush does: each record
+/// expanded into the transfer's four 56-byte events (tx bytes, tx requests, transfer time, post
+/// time) and the batch appended to a flight recorder of the default 4,096 slots with one
+/// pwrite (xtel::flight_recorder::writer, as the buffer exporter does). The record path is
+/// the floor's; only the drain weighs what xtel's does, and so leaves the caches as xtel's
+/// leaves them for the records after it. Not a target: it separates the record's own cost
+/// from what a flush of that weight costs the records that follow it (docs/performance.md).
+void BM_floor_spsc_ring_recorder(benchmark::State& state) {
+    const xtel_bench::scratch_dir dir;
+    spsc_floor_ring ring;
+    xtel::flight_recorder::writer recorder(dir.path(), "floor", xtel::config::default_buffer_size);
+    std::vector<xtel::event> batch;
+    batch.reserve(4 * flush_every);
+    const xtel::event_name names[4] = {"agent_tx_bytes", "agent_tx_requests_num", "agent_xfer_time",
+                                       "agent_xfer_post_time"};
+    split_clock clock(state);
+    {
+        const pin_scope pin(state.thread_index());
+        std::uint64_t i = 0;
+        clock.start();
+        for (auto _ : state) {
+            ++i;
+            ring.push({.timestamp_us = 1'700'000'000'000'000 + i,
+                       .bytes = 65536,
+                       .requests = 1,
+                       .post_us = static_cast<std::uint32_t>(i & 7),
+                       .xfer_us = static_cast<std::uint32_t>(i & 63),
+                       .direction = 0});
+            if ((i & (flush_every - 1)) == 0) [[unlikely]] {
+                clock.flush([&] {
+                    batch.clear();
+                    ring.drain([&](const spsc_floor_ring::record& r) {
+                        const std::uint64_t values[4] = {r.bytes, r.requests, r.xfer_us, r.post_us};
+                        for (int k = 0; k < 4; ++k) {
+                            batch.push_back({.timestamp_us = r.timestamp_us,
+                                             .value = values[k],
+                                             .cat = k < 2 ? xtel::category::transfer
+                                                          : xtel::category::performance,
+                                             .kind = k < 2 ? xtel::value_kind::counter
+                                                           : xtel::value_kind::sample,
+                                             .name = names[k]});
+                        }
+                    });
+                    benchmark::DoNotOptimize(recorder.append(batch));
+                });
+            }
+        }
+        clock.stop();
+    }
+    state.counters["dropped"] = static_cast<double>(ring.dropped());
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_floor_spsc_ring_recorder)->Name("BM_floor/spsc_ring_recorder");
 
 // ---------------------------------------------------------------------------------------------
 // Baselines, written here from their published designs.
