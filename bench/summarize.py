@@ -183,6 +183,10 @@ def main(path, harness_seconds=None, windows_path=None):
         if mutex:
             target(mutex / v >= 10.0, f"{name}: {mutex / v:.1f}x cheaper than one-lock "
                                       f"mutex_staging ({mutex:.1f} ns), >= 10x")
+        recorder = cpu("BM_floor/spsc_ring_recorder")
+        if recorder:
+            print(f"- (for information) {name}: {v / recorder:.2f}x BM_floor/spsc_ring_recorder "
+                  f"({recorder:.2f} ns: the floor's record with a flush of xtel's weight)")
         two = cpu(f"{name}/threads:2")
         if two is not None:
             target(two <= 1.3 * v, f"{name}/threads:2: {two:.2f} ns per transfer per thread, "
