@@ -186,7 +186,7 @@ def main(path, harness_seconds=None, windows_path=None):
         recorder = cpu("BM_floor/spsc_ring_recorder")
         if recorder:
             print(f"- (for information) {name}: {v / recorder:.2f}x BM_floor/spsc_ring_recorder "
-                  f"({recorder:.2f} ns: the floor's record with a flush of xtel's weight)")
+                  f"({recorder:.2f} ns: the floor's record, drained with xtel's flush work)")
         two = cpu(f"{name}/threads:2")
         if two is not None:
             target(two <= 1.3 * v, f"{name}/threads:2: {two:.2f} ns per transfer per thread, "

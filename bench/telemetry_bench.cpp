@@ -142,10 +142,11 @@ class spsc_floor_ring {
     std::unique_ptr<record[]> records_;
 };
 
-void BM_floor_spsc_ring(benchmark::State& state) {
-    spsc_floor_ring ring;  // one per benchmark thread
+/// The floor's timed loop: one record per iteration, and every flush_every records the ring
+/// drained by `drain(ring)`, timed apart (split_clock).
+template <class Drain>
+void floor_loop(benchmark::State& state, spsc_floor_ring& ring, Drain&& drain) {
     split_clock clock(state);
-    std::uint64_t sum = 0;
     {
         const pin_scope pin(state.thread_index());
         std::uint64_t i = 0;
@@ -159,19 +160,25 @@ void BM_floor_spsc_ring(benchmark::State& state) {
                        .xfer_us = static_cast<std::uint32_t>(i & 63),
                        .direction = 0});
             if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-                clock.flush([&] {
-                    ring.drain([&](const spsc_floor_ring::record& r) {
-                        sum += r.timestamp_us + r.bytes + r.requests + r.post_us + r.xfer_us;
-                    });
-                });
+                clock.flush([&] { drain(ring); });
             }
         }
         clock.stop();
     }
-    benchmark::DoNotOptimize(sum);
     state.counters["dropped"] =
         benchmark::Counter(static_cast<double>(ring.dropped()), benchmark::Counter::kAvgThreads);
     state.SetItemsProcessed(state.iterations());
+}
+
+void BM_floor_spsc_ring(benchmark::State& state) {
+    spsc_floor_ring ring;  // one per benchmark thread
+    std::uint64_t sum = 0;
+    floor_loop(state, ring, [&](spsc_floor_ring& r) {
+        r.drain([&](const spsc_floor_ring::record& e) {
+            sum += e.timestamp_us + e.bytes + e.requests + e.post_us + e.xfer_us;
+        });
+    });
+    benchmark::DoNotOptimize(sum);
 }
 BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring");
 BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring")->Threads(2);
@@ -191,43 +198,23 @@ void BM_floor_spsc_ring_recorder(benchmark::State& state) {
     batch.reserve(4 * flush_every);
     const xtel::event_name names[4] = {"agent_tx_bytes", "agent_tx_requests_num", "agent_xfer_time",
                                        "agent_xfer_post_time"};
-    split_clock clock(state);
-    {
-        const pin_scope pin(state.thread_index());
-        std::uint64_t i = 0;
-        clock.start();
-        for (auto _ : state) {
-            ++i;
-            ring.push({.timestamp_us = 1'700'000'000'000'000 + i,
-                       .bytes = 65536,
-                       .requests = 1,
-                       .post_us = static_cast<std::uint32_t>(i & 7),
-                       .xfer_us = static_cast<std::uint32_t>(i & 63),
-                       .direction = 0});
-            if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-                clock.flush([&] {
-                    batch.clear();
-                    ring.drain([&](const spsc_floor_ring::record& r) {
-                        // Each event written in place, field by field (no stack copy: the
-                        // store-forwarding stall that push_event in telemetry.hpp avoids).
-                        const std::uint64_t values[4] = {r.bytes, r.requests, r.xfer_us, r.post_us};
-                        for (int k = 0; k < 4; ++k) {
-                            xtel::event& e = batch.emplace_back();
-                            e.timestamp_us = r.timestamp_us;
-                            e.value = values[k];
-                            e.cat = k < 2 ? xtel::category::transfer : xtel::category::performance;
-                            e.kind = k < 2 ? xtel::value_kind::counter : xtel::value_kind::sample;
-                            std::memcpy(&e.name, &names[k], sizeof e.name);
-                        }
-                    });
-                    benchmark::DoNotOptimize(recorder.append(batch));
-                });
+    floor_loop(state, ring, [&](spsc_floor_ring& r) {
+        batch.clear();
+        r.drain([&](const spsc_floor_ring::record& rec) {
+            // Each event written in place, field by field (no stack copy: the
+            // store-forwarding stall that push_event in telemetry.hpp avoids).
+            const std::uint64_t values[4] = {rec.bytes, rec.requests, rec.xfer_us, rec.post_us};
+            for (int k = 0; k < 4; ++k) {
+                xtel::event& e = batch.emplace_back();
+                e.timestamp_us = rec.timestamp_us;
+                e.value = values[k];
+                e.cat = k < 2 ? xtel::category::transfer : xtel::category::performance;
+                e.kind = k < 2 ? xtel::value_kind::counter : xtel::value_kind::sample;
+                std::memcpy(&e.name, &names[k], sizeof e.name);
             }
-        }
-        clock.stop();
-    }
-    state.counters["dropped"] = static_cast<double>(ring.dropped());
-    state.SetItemsProcessed(state.iterations());
+        });
+        benchmark::DoNotOptimize(recorder.append(batch));
+    });
 }
 BENCHMARK(BM_floor_spsc_ring_recorder)->Name("BM_floor/spsc_ring_recorder");
 
