@@ -549,6 +549,11 @@ constexpr const char* mode_name(mode m) {
     return "?";
 }
 
+/// A case's name: BM_ucx_write/<block bytes>/<mode> (Google Benchmark appends what it sets).
+std::string case_name(std::uint64_t block, mode m) {
+    return "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m);
+}
+
 /// The exporter of the loop a mode measures; empty: telemetry off.
 std::string exporter_of(mode m) {
     switch (m) {
@@ -659,7 +664,7 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
             100 * (endpoint_cpu_seconds() - endpoint_cpu_before) / wall.count();
     }
     if (paired) {
-        windows.report(state, "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m),
+        windows.report(state, case_name(block, m),
                        against_off ? "telemetry"
                        : scraped   ? "scrape"
                                    : "attack");
@@ -728,13 +733,13 @@ const bool registered = [] {
     for (const std::uint64_t block : {4096u, 65536u}) {
         for (const mode m :
              {mode::off, mode::buffer, mode::prometheus, mode::prometheus_under_attack}) {
-            const std::string name = "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m);
+            const std::string name = case_name(block, m);
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)->UseRealTime();
         }
         for (const mode m : {mode::off_paired, mode::buffer_paired, mode::buffer_timed_paired,
                              mode::prometheus_paired, mode::prometheus_attack_paired,
                              mode::prometheus_scrape_paired}) {
-            const std::string name = "BM_ucx_write/" + std::to_string(block) + "/" + mode_name(m);
+            const std::string name = case_name(block, m);
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)
                 ->UseRealTime()
                 ->MinTime(paired_seconds);

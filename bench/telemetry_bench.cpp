@@ -15,6 +15,7 @@
 #include "bench_util.hpp"
 #include "xtel/config.hpp"
 #include "xtel/flight_recorder.hpp"
+#include "xtel/names.hpp"
 #include "xtel/pipelines.hpp"
 
 namespace {
@@ -196,8 +197,9 @@ void BM_floor_spsc_ring_recorder(benchmark::State& state) {
     xtel::flight_recorder::writer recorder(dir.path(), "floor", xtel::config::default_buffer_size);
     std::vector<xtel::event> batch;
     batch.reserve(4 * flush_every);
-    const xtel::event_name names[4] = {"agent_tx_bytes", "agent_tx_requests_num", "agent_xfer_time",
-                                       "agent_xfer_post_time"};
+    const xtel::event_name names[4] = {
+        xtel::names::agent_tx_bytes, xtel::names::agent_tx_requests_num,
+        xtel::names::agent_xfer_time, xtel::names::agent_xfer_post_time};
     floor_loop(state, ring, [&](spsc_floor_ring& r) {
         batch.clear();
         r.drain([&](const spsc_floor_ring::record& rec) {

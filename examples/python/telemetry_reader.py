@@ -320,9 +320,13 @@ def tags_of(slots):
     return cut.unpack(slots)
 
 
+def format_second(second):
+    """A whole second since the epoch as both readers print it, in local time."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+
+
 def format_timestamp(us):
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(us // 1_000_000)) + \
-        f".{us % 1_000_000:06d}"
+    return f"{format_second(us // 1_000_000)}.{us % 1_000_000:06d}"
 
 
 def category_name(cat):
@@ -503,7 +507,7 @@ class Printer:
     def head(self, second):
         """What an event of that second prints before its microseconds (in JSON, after its
         timestamp_us)."""
-        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        text = format_second(second)
         if self.as_json:
             return f',"timestamp":"{text}.'
         return f"=== NIXL Telemetry Event ===\nTimestamp: {text}."
