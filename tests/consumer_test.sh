@@ -4,22 +4,25 @@
 set -euo pipefail
 src=$1
 build=$2
+source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$step_log"' EXIT
 
 echo "--- FetchContent"
-cmake -S "$src/examples/consumer" -B "$work/fetch" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DFETCHCONTENT_SOURCE_DIR_XTEL="$src" >/dev/null
-cmake --build "$work/fetch" -j "$(nproc)" >/dev/null
+step "configure the consumer with FetchContent" \
+    cmake -S "$src/examples/consumer" -B "$work/fetch" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DFETCHCONTENT_SOURCE_DIR_XTEL="$src"
+step "build the consumer with FetchContent" cmake --build "$work/fetch" -j "$(nproc)"
 mkdir "$work/out1"
 "$work/fetch/consumer" "$work/out1" | tee "$work/fetch.log"
 grep -q "consumer: 20 events, 20480 tx bytes" "$work/fetch.log"
 
 echo "--- find_package"
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -S "$src/examples/consumer" -B "$work/installed" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DXTEL_CONSUMER_USE_FIND_PACKAGE=ON -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
-cmake --build "$work/installed" -j "$(nproc)" >/dev/null
+step "install xtel from $build" cmake --install "$build" --prefix "$work/prefix"
+step "configure the consumer with find_package" \
+    cmake -S "$src/examples/consumer" -B "$work/installed" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DXTEL_CONSUMER_USE_FIND_PACKAGE=ON -DCMAKE_PREFIX_PATH="$work/prefix"
+step "build the consumer with find_package" cmake --build "$work/installed" -j "$(nproc)"
 mkdir "$work/out2"
 "$work/installed/consumer" "$work/out2" | tee "$work/installed.log"
 grep -q "consumer: 20 events, 20480 tx bytes" "$work/installed.log"

@@ -14,3 +14,12 @@ if(XTEL_CLANG_FORMAT AND XTEL_GIT AND EXISTS ${PROJECT_SOURCE_DIR}/.git AND NOT 
         COMMAND sh -c "${XTEL_GIT} ls-files '*.hpp' '*.cpp' | xargs ${XTEL_CLANG_FORMAT} --dry-run --Werror"
         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endif()
+
+# The first build most people try: `cmake -S . -B build && cmake --build build` with the default
+# generator, which is not the Ninja the scripts use.
+if(XTEL_REMOTE_WRITE AND NOT XTEL_SANITIZE)
+    add_test(NAME "build: the default generator builds the protobuf messages"
+        COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/default_generator_test.sh ${PROJECT_SOURCE_DIR})
+    set_tests_properties("build: the default generator builds the protobuf messages"
+        PROPERTIES TIMEOUT 600)
+endif()
