@@ -1,11 +1,52 @@
-# What the Prometheus remote-write client (src/node/remote_write.*) needs: protobuf for the
-# messages, snappy for the body, libcurl for the POST. It is a library of its own, not part of
-# xtel::xtel, so that programs linking only the telemetry library need none of them; it is on
-# where the node's exporter program is built (xtel itself, top-level), and off for consumers.
+# What the push clients of xtel-exporter (src/node/: remote-write and OTLP) need: protobuf for the
+# messages, snappy for the remote-write body, libcurl for the POST. They are a library of their
+# own, not part of xtel::xtel, so that programs linking only the telemetry library need none of
+# them.
+#
+# XTEL_REMOTE_WRITE is ON, OFF or AUTO. AUTO, the default where xtel is the top-level project,
+# builds them when the three are found and says which are missing otherwise, so that a first
+# build (scripts/demo, which installs only what the demo needs) does not stop for packages the
+# demo does not use. A consumer that vendors xtel gets OFF. scripts/test asks for ON: the
+# tests of the push clients must not be left out quietly.
 include_guard(GLOBAL)
 
-option(XTEL_REMOTE_WRITE "Build the Prometheus remote-write client (protobuf, snappy, libcurl)"
-    ${PROJECT_IS_TOP_LEVEL})
+if(PROJECT_IS_TOP_LEVEL)
+    set(xtel_remote_write_default AUTO)
+else()
+    set(xtel_remote_write_default OFF)
+endif()
+set(XTEL_REMOTE_WRITE ${xtel_remote_write_default} CACHE STRING
+    "Build xtel-exporter's push clients, remote-write and OTLP (protobuf, snappy, libcurl): ON, OFF or AUTO")
+set_property(CACHE XTEL_REMOTE_WRITE PROPERTY STRINGS ON OFF AUTO)
+string(TOUPPER "${XTEL_REMOTE_WRITE}" xtel_remote_write_choice)
+
+if(xtel_remote_write_choice STREQUAL "AUTO")
+    find_package(Protobuf QUIET)
+    find_package(CURL QUIET)
+    find_path(XTEL_SNAPPY_INCLUDE_DIR snappy.h)
+    find_library(XTEL_SNAPPY_LIBRARY snappy)
+    set(xtel_push_missing)
+    if(NOT Protobuf_FOUND OR NOT Protobuf_PROTOC_EXECUTABLE)
+        list(APPEND xtel_push_missing "libprotobuf-dev protobuf-compiler")
+    endif()
+    if(NOT XTEL_SNAPPY_INCLUDE_DIR OR NOT XTEL_SNAPPY_LIBRARY)
+        list(APPEND xtel_push_missing libsnappy-dev)
+    endif()
+    if(NOT CURL_FOUND)
+        list(APPEND xtel_push_missing libcurl4-openssl-dev)
+    endif()
+    if(xtel_push_missing)
+        list(JOIN xtel_push_missing " " xtel_push_missing_text)
+        message(STATUS "xtel: push clients (remote-write, OTLP) OFF: not found: ${xtel_push_missing_text}")
+        set(XTEL_REMOTE_WRITE OFF)
+    else()
+        set(XTEL_REMOTE_WRITE ON)
+    endif()
+elseif(XTEL_REMOTE_WRITE)
+    set(XTEL_REMOTE_WRITE ON)
+else()
+    set(XTEL_REMOTE_WRITE OFF)
+endif()
 
 if(XTEL_REMOTE_WRITE)
     # Debian 12: libprotobuf-dev protobuf-compiler (3.21), libsnappy-dev, libcurl4-openssl-dev.
@@ -21,4 +62,4 @@ if(XTEL_REMOTE_WRITE)
             INTERFACE_INCLUDE_DIRECTORIES ${XTEL_SNAPPY_INCLUDE_DIR})
     endif()
 endif()
-message(STATUS "xtel: remote-write client ${XTEL_REMOTE_WRITE}")
+message(STATUS "xtel: push clients (remote-write, OTLP) ${XTEL_REMOTE_WRITE}")

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "test_util.hpp"
@@ -83,20 +84,24 @@ std::vector<std::string> script_names() {
 /// What each script's usage must name: its arguments and the environment it reads.
 std::vector<std::string_view> words_for(std::string_view script) {
     if (script == "test") {
-        return {"CTEST ARGUMENT", "XTEL_TEST_QUICK", "XTEL_STRESS_SECONDS", "XTEL_BUILD_DIR",
-                "Exit status"};
+        return {"CTEST ARGUMENT", "XTEL_TEST_QUICK", "XTEL_STRESS_SECONDS",
+                "XTEL_BUILD_DIR", "Exit status",     "64 bad usage"};
     }
     if (script == "demo") {
         // xfer_demo's options, read from its source.
-        return {"XTEL_BUILD_DIR", "NIXL_TELEMETRY_BUFFER_SIZE", "--total SIZE",
-                "--block SIZE",   "--linger SECONDS",           "Exit status"};
+        return {"XTEL_BUILD_DIR",   "NIXL_TELEMETRY_BUFFER_SIZE", "--total SIZE",
+                "--block SIZE",     "--linger SECONDS",           "Exit status",
+                "scripts/deps demo"};
     }
     if (script == "bench") {
-        return {"--repetitions N", "--filter REGEX", "--out FILE", "XTEL_BENCH_BUILD_DIR",
-                "XTEL_BENCH_PAIRED_SECONDS"};
+        return {"--repetitions N",           "--filter REGEX", "--out FILE", "XTEL_BENCH_BUILD_DIR",
+                "XTEL_BENCH_PAIRED_SECONDS", "64 bad"};
     }
     if (script == "fuzz") {
         return {"SECONDS", "TARGET", "XTEL_BUILD_DIR", "64 bad usage"};
+    }
+    if (script == "deps") {
+        return {"GROUP", "demo", "build", "bench", "test", "64 an unknown GROUP"};
     }
     return {};
 }
@@ -252,6 +257,33 @@ TEST_CASE("scripts answer help given after their other arguments", "[cli]") {
     CHECK(r.exit_code == 0);
     CHECK(r.err.empty());
     CHECK(r.out.starts_with("Usage: scripts/" + name));
+    CHECK(xtel_test::read_file(box.calls()).empty());
+    CHECK_FALSE(fs::exists(box.build()));
+}
+
+TEST_CASE("every script refuses a bad argument with one stderr line and exit 64 before it builds",
+          "[cli]") {
+    using args = std::vector<std::string>;
+    const auto [name, argv, names] = GENERATE(
+        std::make_tuple("demo", args{"--bogus", "1"}, "'--bogus' is not an option of xfer_demo"),
+        std::make_tuple("demo", args{"extra"}, "'extra' is not an option of xfer_demo"),
+        std::make_tuple("demo", args{"--block", "4K", "--total"}, "--total needs a value"),
+        std::make_tuple("bench", args{"--repetitions", "x"}, "--repetitions 'x' is invalid"),
+        std::make_tuple("bench", args{"--repetitions"}, "--repetitions needs a value"),
+        std::make_tuple("bench", args{"--bogus"}, "'--bogus' is not an argument"),
+        std::make_tuple("test", args{"--bogus"}, "'--bogus' is not a ctest argument"),
+        std::make_tuple("test", args{"-j", "2", "-R"}, "-R needs a value"),
+        std::make_tuple("deps", args{"everything"}, "GROUP 'everything' is invalid"));
+    const script_sandbox box;
+    std::chrono::duration<double> took{};
+    const auto r = box.run(source_dir / "scripts" / name, argv, took);
+    INFO("scripts/" << name << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 64);
+    CHECK(r.out.empty());
+    CHECK(lines_in(r.err) == 1);
+    CHECK(r.err.starts_with(std::string("scripts/") + name + ": "));
+    CHECK(r.err.find(names) != std::string::npos);
+    CHECK(r.err.find("--help lists") != std::string::npos);
     CHECK(xtel_test::read_file(box.calls()).empty());
     CHECK_FALSE(fs::exists(box.build()));
 }
