@@ -10,8 +10,10 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "prometheus_support.hpp"
 #include "test_util.hpp"
 #include "xtel/flight_recorder.hpp"
 
@@ -29,14 +31,15 @@ struct code_block {
     std::string text;      ///< between the fences, every line with its newline
 };
 
-/// The ```cpp blocks of a Markdown text.
-std::vector<code_block> cpp_blocks(const std::string& markdown) {
+/// The blocks of a Markdown text in `language` (```cpp, ```sh).
+std::vector<code_block> blocks_of(const std::string& markdown, std::string_view language) {
     std::vector<code_block> blocks;
     std::istringstream in(markdown);
     std::string line;
     std::optional<code_block> open;
+    const std::string fence = "```" + std::string(language);
     for (std::size_t n = 1; std::getline(in, line); ++n) {
-        if (!open && line == "```cpp") {
+        if (!open && line == fence) {
             open = code_block{n, {}};
         } else if (open && line == "```") {
             blocks.push_back(std::move(*open));
@@ -60,7 +63,7 @@ std::string file_named_by(const code_block& block) {
 }
 
 std::vector<code_block> readme_blocks() {
-    return cpp_blocks(xtel_test::read_file(source_dir / "README.md"));
+    return blocks_of(xtel_test::read_file(source_dir / "README.md"), "cpp");
 }
 
 /// The values a flight recorder holds under `name`, oldest first.
@@ -177,4 +180,47 @@ TEST_CASE("the readme's pipeline example with telemetry off writes nothing", "[r
     CHECK(r.exit_code == 0);
     CHECK(r.err.empty());
     CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("the readme's demo commands run as written and their readers miss no event", "[readme]") {
+    const auto sh = blocks_of(xtel_test::read_file(source_dir / "README.md"), "sh");
+    const auto demo = std::find_if(sh.begin(), sh.end(), [](const code_block& b) {
+        return b.text.find("xfer_demo --linger") != std::string::npos;
+    });
+    REQUIRE(demo != sh.end());
+    // As a reader runs it from the source tree, with the programs of this build, the default
+    // directory /dev/shm and the port as placeholders for a scratch directory and a free port.
+    const temp_dir dir;
+    const std::string port = std::to_string(prom_it::free_port());
+    std::string text = demo->text;
+    const std::vector<std::pair<std::string, std::string>> placeholders = {
+        {"build/release/examples/xfer_demo/xfer_demo", XTEL_XFER_DEMO},
+        {"build/release/examples/cpp/telemetry_reader", XTEL_TELEMETRY_READER},
+        {"python3 examples/python/telemetry_reader.py",
+         std::string(XTEL_PYTHON) + " " + XTEL_PYTHON_READER},
+        {"/dev/shm", dir.path().string()},
+        {"9464", port}};
+    for (const auto& [from, to] : placeholders) {
+        REQUIRE(text.find(from) != std::string::npos);
+        for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+            text.replace(at, from.size(), to);
+            at += to.size();
+        }
+    }
+    // The block sets the rest; the output path stands for the default /dev/shm.
+    const telemetry_env env{{"NIXL_TELEMETRY_ENABLE", std::nullopt},
+                            {"NIXL_TELEMETRY_EXPORTER", std::nullopt},
+                            {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+                            {"NIXL_TELEMETRY_BUFFER_SIZE", std::nullopt}};
+    const auto r = xtel_test::run({"timeout", "120", "bash", "-euo", "pipefail", "-c",
+                                   "cd '" + dir.path().string() + "'\n" + text});
+    INFO("block at README.md line " << demo->line << ":\n" << text << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    // Both readers say how many events they read and missed.
+    const std::string file = (dir.path() / "xfer_initiator").string();
+    CHECK(xtel_test::count_of(r.err, file + ": ") == 2);
+    CHECK(xtel_test::count_of(r.err, " missed") == 2);
+    CHECK(xtel_test::count_of(r.err, ", 0 missed") == 2);
+    CHECK(r.out.find("agent_tx_bytes_total{agent_name=\"xfer_initiator\"") != std::string::npos);
+    CHECK(r.out.find("} 67108864\n") != std::string::npos);
 }
