@@ -7,15 +7,21 @@ find_package(ucx REQUIRED)
 # gzip for /metrics answers (Debian zlib1g-dev).
 find_package(ZLIB REQUIRED)
 
-# CUDA is optional: with it the agent can register GPU memory.
+# CUDA is optional: with it the agent can register GPU memory. Only the toolkit's headers are
+# used at build time; the runtime (libcudart.so.<major>) is loaded when GPU memory is first
+# registered, so every program built with xtel starts on a host without it, whoever vendors it.
 if(XTEL_WITH_CUDA)
     find_package(CUDAToolkit QUIET)
 endif()
 set(XTEL_HAVE_CUDA OFF)
 if(CUDAToolkit_FOUND)
     set(XTEL_HAVE_CUDA ON)
+    message(STATUS "xtel: CUDA support ON (CUDA ${CUDAToolkit_VERSION}: libcudart.so.${CUDAToolkit_VERSION_MAJOR} is loaded when first used; programs start without it)")
+elseif(XTEL_WITH_CUDA)
+    message(STATUS "xtel: CUDA support OFF (no CUDA Toolkit found; GPU memory cannot be registered)")
+else()
+    message(STATUS "xtel: CUDA support OFF (XTEL_WITH_CUDA=OFF)")
 endif()
-message(STATUS "xtel: CUDA support ${XTEL_HAVE_CUDA}")
 
 if(XTEL_BUILD_TESTS)
     find_package(Catch2 2 REQUIRED)

@@ -12,7 +12,14 @@ echo "--- FetchContent"
 step "configure the consumer with FetchContent" \
     cmake -S "$src/examples/consumer" -B "$work/fetch" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DFETCHCONTENT_SOURCE_DIR_XTEL="$src"
+# The configure line says whether CUDA is used, and how.
+grep -E "xtel: CUDA support (ON \(.*loaded when first used|OFF)" "$step_log"
 step "build the consumer with FetchContent" cmake --build "$work/fetch" -j "$(nproc)"
+# A vendored build that made no choice about CUDA starts on a host without its runtime.
+if readelf -d "$work/fetch/consumer" | grep -i "NEEDED.*cudart"; then
+    echo "FAILED: the vendored consumer needs the CUDA runtime to start" >&2
+    exit 1
+fi
 mkdir "$work/out1"
 "$work/fetch/consumer" "$work/out1" | tee "$work/fetch.log"
 grep -q "consumer: 20 events, 20480 tx bytes" "$work/fetch.log"

@@ -1,14 +1,12 @@
 #include "xtel/metrics/attributes.hpp"
 
+#include "core/cuda_runtime.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
-
-#if defined(XTEL_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-#endif
 
 namespace xtel::metrics {
 
@@ -164,18 +162,7 @@ std::string gpu_identifier(std::span<const std::string> device_names) {
 
 const std::string& local_gpu_identifier() {
     static const std::string id = [] {
-        std::vector<std::string> names;
-#if defined(XTEL_HAVE_CUDA)
-        int devices = 0;
-        if (::cudaGetDeviceCount(&devices) == cudaSuccess) {
-            for (int i = 0; i < devices; ++i) {
-                cudaDeviceProp p{};
-                if (::cudaGetDeviceProperties(&p, i) == cudaSuccess) {
-                    names.emplace_back(p.name);
-                }
-            }
-        }
-#endif
+        const auto names = xtel::detail::cuda::device_names();
         return gpu_identifier(names);
     }();
     return id;

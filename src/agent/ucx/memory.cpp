@@ -1,13 +1,10 @@
 // Local memory: registering the user's, allocating memory UCX can share, deregistering; and
 // whether this build and machine can register GPU memory.
 
-#if defined(XTEL_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-#endif
-
 #include <iterator>
 
 #include "agent/ucx/backend_impl.hpp"
+#include "core/cuda_runtime.hpp"
 
 namespace xtel::detail {
 
@@ -164,19 +161,11 @@ std::uint64_t ucx_backend::registered_bytes() const noexcept {
 }
 
 status vram_support() {
-#if defined(XTEL_HAVE_CUDA)
-    int devices = 0;
-    const cudaError_t err = ::cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-        return fail(status_code::not_supported, "no CUDA device present (cudaGetDeviceCount: {})",
-                    err == cudaSuccess ? "0 devices" : ::cudaGetErrorString(err));
+    std::string why;
+    if (cuda::device_count(why) == 0) {
+        return status(status_code::not_supported, why);
     }
     return {};
-#else
-    return status(status_code::not_supported,
-                  "built without CUDA support (configure with the CUDA Toolkit installed and "
-                  "XTEL_WITH_CUDA=ON)");
-#endif
 }
 
 }  // namespace xtel::detail
