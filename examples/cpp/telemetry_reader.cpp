@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "xtel/flight_recorder.hpp"
+#include "xtel/version.hpp"
 
 namespace {
 
@@ -38,6 +39,7 @@ saying how many it read and how many it missed (overwritten before it could read
 
 options:
   -h, --help              print this help and exit
+      --version           print xtel's version and exit
   --telemetry_path PATH   the file to read; PATH alone, without the option, does the same
   -f, --follow            keep printing new events as the writer publishes them; stops when the
                           writer closes the file, when the writer dies without closing it (its
@@ -271,6 +273,9 @@ options parse_args(int argc, char** argv) {
             o.header = true;
         } else if (a == "--help" || a == "-h") {
             fmt::print("{}", help_text);
+            std::exit(0);
+        } else if (a == "--version") {
+            fmt::print("telemetry_reader {}\n", xtel::version());
             std::exit(0);
         } else if (!a.empty() && a[0] == '-') {
             usage_error(fmt::format("unknown option {}", a));

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -76,7 +77,14 @@ xtel::status run(xtel::agent& a, xtel::transfer_handle h, xtel::agent& peer) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1) {  // no options: the NIXL_TELEMETRY_* variables configure its telemetry
+        const bool help =
+            std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h";
+        std::fprintf(help ? stdout : stderr,
+                     "usage: %s (no options; NIXL_TELEMETRY_* configure it)\n", argv[0]);
+        return help ? 0 : 2;
+    }
     try {
         ::setenv("NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "127.0.0.1:0", 0);
         xtel::config cfg;

@@ -5,6 +5,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xtel/agent.hpp"  // the agent interface and make_agent: no UCX, no exporter headers
@@ -18,7 +19,14 @@ void check(const xtel::status& st, const char* what) {
 }
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
+    if (argc > 1) {  // no options: the NIXL_TELEMETRY_* variables configure its telemetry
+        const bool help =
+            std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h";
+        std::fprintf(help ? stdout : stderr,
+                     "usage: %s (no options; NIXL_TELEMETRY_* configure it)\n", argv[0]);
+        return help ? 0 : 2;
+    }
     // The memory first: it must outlive the agents that register it.
     std::vector<std::byte> source(4096, std::byte{42}), destination(4096);
     auto target = xtel::make_agent("decode-0");  // NIXL_TELEMETRY_* decide the exporters

@@ -2,12 +2,20 @@
 // the telemetry pipeline NIXL_TELEMETRY_* ask for.
 #include <cstdio>
 #include <exception>
+#include <string_view>
 
 #include "xtel/clock.hpp"
 #include "xtel/names.hpp"
 #include "xtel/runtime_telemetry.hpp"  // the pipeline interface and make_telemetry
 
-int main() try {
+int main(int argc, char** argv) try {
+    if (argc > 1) {  // no options: the NIXL_TELEMETRY_* variables configure its telemetry
+        const bool help =
+            std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h";
+        std::fprintf(help ? stdout : stderr,
+                     "usage: %s (no options; NIXL_TELEMETRY_* configure it)\n", argv[0]);
+        return help ? 0 : 2;
+    }
     // Records nothing unless NIXL_TELEMETRY_ENABLE=y; then, by default, into the flight recorder
     // /dev/shm/engine-0 (NIXL_TELEMETRY_EXPORTER and _OUTPUT_PATH choose otherwise).
     auto telemetry = xtel::make_telemetry("engine-0");

@@ -17,6 +17,9 @@ import struct
 import sys
 import time
 
+# xtel's version: the project's VERSION in CMakeLists.txt, which a test holds this to.
+VERSION = "0.1.0"
+
 HELP = r"""usage: telemetry_reader.py [options] <path>
        telemetry_reader.py [options] --telemetry_path <path>
 
@@ -25,6 +28,7 @@ saying how many it read and how many it missed (overwritten before it could read
 
 options:
   -h, --help              print this help and exit
+      --version           print xtel's version and exit
   --telemetry_path PATH   the file to read; PATH alone, without the option, does the same
   -f, --follow            keep printing new events as the writer publishes them; stops when the
                           writer closes the file, when the writer dies without closing it (its
@@ -763,6 +767,9 @@ def parse_args(argv):
             args.header = True
         elif a in ("--help", "-h"):
             sys.stdout.write(HELP)
+            sys.exit(0)
+        elif a == "--version":
+            sys.stdout.write(f"telemetry_reader.py {VERSION}\n")
             sys.exit(0)
         elif a.startswith("-"):
             usage_error(f"unknown option {a}")

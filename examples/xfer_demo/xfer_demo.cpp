@@ -41,6 +41,7 @@
 
 #include "xtel/agent.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
+#include "xtel/version.hpp"
 
 namespace {
 
@@ -88,6 +89,7 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
   --linger SECONDS              stay up this long after verifying, or until SIGINT/SIGTERM
                                 (default 0)
   --help, -h                    print this and exit, whatever else is given
+  --version                     print xtel's version and exit
 
 With --role target, start it first: it serves until FILE.done appears, which the initiator
 (--role initiator --metadata FILE) creates once it has transferred and verified.
@@ -171,9 +173,34 @@ options parse(int argc, char** argv) {
             fmt::print("{}", usage_text);
             std::exit(0);
         }
+        if (a == "--version") {
+            fmt::print("xfer_demo {}\n", xtel::version());
+            std::exit(0);
+        }
     }
+    constexpr std::string_view known[] = {"--role",
+                                          "--metadata",
+                                          "--total",
+                                          "--block",
+                                          "--op",
+                                          "--depth",
+                                          "--seed",
+                                          "--timeout",
+                                          "--linger",
+                                          "--duration",
+                                          "--name",
+                                          "--target-name",
+                                          "--initiator-name",
+                                          "--request-id-prefix",
+                                          "--target-memory"};
     for (int i = 1; i < argc; i += 2) {
         const std::string_view a = argv[i];
+        if (std::find(std::begin(known), std::end(known), a) == std::end(known)) {
+            usage(a.starts_with("-") ? fmt::format("'{}' is not an option", a)
+                                     : fmt::format("'{}' is not an option: every option is "
+                                                   "--NAME VALUE",
+                                                   a));
+        }
         if (i + 1 >= argc) {
             usage(fmt::format("{} needs a value", a));
         }
@@ -225,8 +252,6 @@ options parse(int argc, char** argv) {
                                 v));
             }
             o.allocate_target = v == "allocated";
-        } else {
-            usage(fmt::format("unknown option '{}'", a));
         }
     }
     if (!o.name.empty()) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "test_util.hpp"
@@ -149,7 +150,12 @@ TEST_CASE("xfer_demo prints its usage on stdout and exits 0 wherever help is ask
 TEST_CASE("xfer_demo answers bad usage with one stderr line and exit status 2", "[cli]") {
     const auto [args, names] = GENERATE(
         std::pair<std::vector<std::string>, std::string>{{"--depth", "0"}, "--depth '0'"},
-        std::pair<std::vector<std::string>, std::string>{{"--bogus", "1"}, "'--bogus'"},
+        std::pair<std::vector<std::string>, std::string>{{"--bogus", "1"},
+                                                         "'--bogus' is not an option"},
+        std::pair<std::vector<std::string>, std::string>{{"--bogus"}, "'--bogus' is not an option"},
+        std::pair<std::vector<std::string>, std::string>{{"extra"}, "'extra' is not an option"},
+        std::pair<std::vector<std::string>, std::string>{{"--depth", "4", "--seed"},
+                                                         "--seed needs a value"},
         std::pair<std::vector<std::string>, std::string>{{"--role"}, "--role needs a value"},
         std::pair<std::vector<std::string>, std::string>{{"--total", "1x"}, "--total '1x'"});
     std::vector<std::string> argv = {XTEL_XFER_DEMO};
@@ -161,6 +167,41 @@ TEST_CASE("xfer_demo answers bad usage with one stderr line and exit status 2", 
     CHECK(lines_in(r.err) == 1);
     CHECK(r.err.find(names) != std::string::npos);
     CHECK(r.err.find("--help lists the options") != std::string::npos);
+}
+
+TEST_CASE("every program prints the version CMake's project names for --version", "[cli]") {
+    const auto [argv, name] = GENERATE(
+        std::make_pair(std::vector<std::string>{XTEL_XFER_DEMO, "--version"}, "xfer_demo"),
+        std::make_pair(std::vector<std::string>{XTEL_XFER_DEMO, "--depth", "2", "--version"},
+                       "xfer_demo"),
+        std::make_pair(std::vector<std::string>{XTEL_EXPORTER, "--version"}, "xtel-exporter"),
+        std::make_pair(
+            std::vector<std::string>{XTEL_EXPORTER, "--dir", "/nonexistent", "--version"},
+            "xtel-exporter"),
+        std::make_pair(std::vector<std::string>{XTEL_TOP, "--version"}, "xtel"),
+        std::make_pair(std::vector<std::string>{XTEL_TELEMETRY_READER, "--version"},
+                       "telemetry_reader"),
+        std::make_pair(std::vector<std::string>{XTEL_PYTHON, XTEL_PYTHON_READER, "--version"},
+                       "telemetry_reader.py"));
+    const auto r = xtel_test::run(argv);
+    INFO(argv.front() << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out == std::string(name) + " " + XTEL_PROJECT_VERSION + "\n");
+}
+
+TEST_CASE("the readme's programs answer --help on stdout and refuse an argument", "[cli]") {
+    const auto program =
+        GENERATE(std::string(XTEL_MINIMAL_AGENT), std::string(XTEL_MINIMAL_PIPELINE));
+    const auto help = xtel_test::run({program, "--help"});
+    INFO(program << "\n" << help.out << help.err);
+    CHECK(help.exit_code == 0);
+    CHECK(help.err.empty());
+    CHECK(help.out == "usage: " + program + " (no options; NIXL_TELEMETRY_* configure it)\n");
+    const auto bad = xtel_test::run({program, "--bogus"});
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.out.empty());
+    CHECK(bad.err == help.out);
 }
 
 TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cli]") {

@@ -6,6 +6,7 @@
 
 #include "top.hpp"
 #include "top_options.hpp"
+#include "xtel/version.hpp"
 
 namespace {
 
@@ -17,7 +18,8 @@ constexpr std::string_view usage_text =
     "          errors, dropped records and writer state, from the agents' node files\n"
     "          (xtel top --help)\n"
     "\n"
-    "  --help  this text\n"
+    "  --help     this text\n"
+    "  --version  the version of xtel\n"
     "Exit status: the command's; 64 bad usage.\n";
 
 }  // namespace
@@ -26,6 +28,11 @@ int main(int argc, char** argv) {
     const std::string_view command = argc > 1 ? argv[1] : "";
     if (command == "--help" || command == "-h" || command == "help") {
         std::fwrite(usage_text.data(), 1, usage_text.size(), stdout);
+        return 0;
+    }
+    if (command == "--version") {
+        std::printf("xtel %.*s\n", static_cast<int>(xtel::version().size()),
+                    xtel::version().data());
         return 0;
     }
     if (command == "top") {

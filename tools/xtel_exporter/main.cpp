@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "dir_watch.hpp"
 #include "exporters/prometheus/negotiate.hpp"
@@ -30,6 +31,7 @@
 #include "options.hpp"
 #include "run_as.hpp"
 #include "xtel/error.hpp"
+#include "xtel/version.hpp"
 #if XTEL_HAVE_REMOTE_WRITE
 #include "node/remote_write.hpp"
 #endif
@@ -296,6 +298,13 @@ int serve(const options& o,
 }  // namespace
 
 int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::string_view(argv[i]) == "--version") {
+            std::printf("xtel-exporter %.*s\n", static_cast<int>(xtel::version().size()),
+                        xtel::version().data());
+            return 0;
+        }
+    }
     options o;
     std::optional<account> user;
     std::optional<node::otlp_options> otlp;

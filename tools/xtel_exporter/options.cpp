@@ -57,7 +57,8 @@ constexpr std::string_view usage_text =
     "\n"
     "  --user NAME           started as root: run as NAME once the port is bound. NAME must\n"
     "                        be able to read the agents' files (mode 0600: the agents' user)\n"
-    "  --help                this text\n";
+    "  --help                this text\n"
+    "  --version             the version of xtel\n";
 
 constexpr std::string_view option_names[] = {"--dir",
                                              "--listen",
