@@ -29,6 +29,8 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME xtel-tools)
 set(CPACK_COMPONENT_TOOLS_DESCRIPTION
     "xtel: xtel-exporter and xtel top, for the nodes\n One xtel-exporter per node serves every agent's metrics to Prometheus and pushes them\n by remote-write and OTLP; xtel top shows them at a terminal.")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SHLIBDEPS ON)
+# libucx0 ships no shlibs file, so dpkg-shlibdeps cannot name it: said here.
+set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "libucx0")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION admin)
 
 include(CPack)

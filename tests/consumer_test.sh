@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds examples/consumer against this source tree twice: through FetchContent, and through
-# find_package on an installed copy. Arguments: <source dir> <xtel build dir>.
+# find_package on xtel's Debian packages (cpack), unpacked into a scratch root, from which the
+# tools answer --version and --help too. Arguments: <source dir> <xtel build dir>.
 set -euo pipefail
 src=$1
 build=$2
@@ -24,11 +25,24 @@ mkdir "$work/out1"
 "$work/fetch/consumer" "$work/out1" | tee "$work/fetch.log"
 grep -q "consumer: 20 events, 20480 tx bytes" "$work/fetch.log"
 
-echo "--- find_package"
-step "install xtel from $build" cmake --install "$build" --prefix "$work/prefix"
+echo "--- the Debian packages, installed into a scratch root"
+step "make the Debian packages (cpack)" sh -c "cd '$build' && cpack -G DEB -B '$work/debs'"
+root=$work/root
+for deb in "$work"/debs/libxtel-dev_*.deb "$work"/debs/xtel-tools_*.deb; do
+    step "unpack $(basename "$deb")" dpkg-deb -x "$deb" "$root"
+done
+dpkg-deb -f "$work"/debs/libxtel-dev_*.deb Depends | grep -q "libucx-dev"
+dpkg-deb -f "$work"/debs/xtel-tools_*.deb Depends | grep -q "libucx0"
+version=$(sed -n 's/^project(xtel VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+test "$("$root/usr/bin/xtel-exporter" --version)" = "xtel-exporter $version"
+test "$("$root/usr/bin/xtel" --version)" = "xtel $version"
+"$root/usr/bin/xtel-exporter" --help | grep -q "^Usage: xtel-exporter"
+test -f "$root/usr/share/doc/xtel/docs/deployment.md"
+
+echo "--- find_package, from the package"
 step "configure the consumer with find_package" \
     cmake -S "$src/examples/consumer" -B "$work/installed" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DXTEL_CONSUMER_USE_FIND_PACKAGE=ON -DCMAKE_PREFIX_PATH="$work/prefix"
+    -DXTEL_CONSUMER_USE_FIND_PACKAGE=ON -DCMAKE_PREFIX_PATH="$root/usr"
 step "build the consumer with find_package" cmake --build "$work/installed" -j "$(nproc)"
 mkdir "$work/out2"
 "$work/installed/consumer" "$work/out2" | tee "$work/installed.log"

@@ -101,6 +101,9 @@ std::vector<std::string_view> words_for(std::string_view script) {
     if (script == "fuzz") {
         return {"SECONDS", "TARGET", "XTEL_BUILD_DIR", "64 bad usage"};
     }
+    if (script == "package") {
+        return {"--out DIR", "libxtel-dev", "xtel-tools", "XTEL_BUILD_DIR", "64 bad usage"};
+    }
     if (script == "deps") {
         return {"GROUP", "demo", "build", "bench", "test", "64 an unknown GROUP"};
     }
@@ -314,7 +317,9 @@ TEST_CASE("every script refuses a bad argument with one stderr line and exit 64 
         std::make_tuple("bench", args{"--bogus"}, "'--bogus' is not an argument"),
         std::make_tuple("test", args{"--bogus"}, "'--bogus' is not a ctest argument"),
         std::make_tuple("test", args{"-j", "2", "-R"}, "-R needs a value"),
-        std::make_tuple("deps", args{"everything"}, "GROUP 'everything' is invalid"));
+        std::make_tuple("deps", args{"everything"}, "GROUP 'everything' is invalid"),
+        std::make_tuple("package", args{"--out"}, "--out needs a directory"),
+        std::make_tuple("package", args{"extra"}, "'extra' is not an argument"));
     const script_sandbox box;
     std::chrono::duration<double> took{};
     const auto r = box.run(source_dir / "scripts" / name, argv, took);
