@@ -99,7 +99,7 @@ TEST_CASE("xtel top once shows every agent of the directory with the exact bytes
     CHECK(r.err.empty());
     CHECK(r.out.find("agents 4: 0 live, 4 closed, 0 dead") != std::string::npos);
     // Every byte written (tx) and read (rx), summed exactly over the four agents.
-    CHECK(r.out.find(fmt::format("total  tx {} B  rx {} B", 5 * mib, 4 * mib)) !=
+    CHECK(r.out.find(fmt::format("total  tx 5.00MiB ({} B)  rx 4.00MiB ({} B)", 5 * mib, 4 * mib)) !=
           std::string::npos);
     const auto row = row_of(r.out, "once-a-initiator");
     REQUIRE(row.size() == 14);
@@ -128,7 +128,7 @@ TEST_CASE("xtel top once filters by name and sorts by the column asked", "[top]"
     const auto filtered = top_once(dir.path(), {"--filter", "small-*"});
     INFO(filtered.out << filtered.err);
     CHECK(filtered.exit_code == 0);
-    CHECK(filtered.out.find(fmt::format("total  tx {} B  rx 0 B", 1 * mib)) != std::string::npos);
+    CHECK(filtered.out.find(fmt::format("total  tx 1.00MiB ({} B)  rx 0B (0 B)", 1 * mib)) != std::string::npos);
     CHECK(filtered.out.find("filter 'small-*' (2 hidden)") != std::string::npos);
     CHECK(row_of(filtered.out, "big-initiator").empty());
     CHECK_FALSE(row_of(filtered.out, "small-initiator").empty());
@@ -160,7 +160,7 @@ TEST_CASE("xtel top once names a file it cannot read and shows a killed agent as
     CHECK(r.err.find(fmt::format("xtel top: {} is not served (until it changes)",
                                  (dir / "broken.metrics").string())) != std::string::npos);
     CHECK(r.out.find("agents 2: 0 live, 0 closed, 2 dead") != std::string::npos);
-    CHECK(r.out.find(fmt::format("total  tx {} B  rx 0 B", 2 * mib)) != std::string::npos);
+    CHECK(r.out.find(fmt::format("total  tx 2.00MiB ({} B)  rx 0B (0 B)", 2 * mib)) != std::string::npos);
     CHECK(r.out.find("unreadable files 1") != std::string::npos);
     const auto row = row_of(r.out, "killed-initiator");
     REQUIRE(row.size() == 14);
@@ -341,7 +341,7 @@ TEST_CASE("xtel top under tmux shows running agents' bandwidth and the exact byt
     INFO("demo:\n" << demo.output());
     REQUIRE(done);
     const auto passes = std::stoull(done->substr(done->find(": ") + 2));
-    const auto total = fmt::format("total  tx {} B  rx 0 B  tx/s 0B", passes * pass_bytes);
+    const auto total = fmt::format("({} B)  rx 0B (0 B)  tx/s 0B", passes * pass_bytes);
     const auto idle = session.wait_for([&](const std::string& s) { return has(s, total); }, 15s);
     INFO("screen once done:\n" << idle);
     CHECK(has(idle, total));

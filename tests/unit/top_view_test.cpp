@@ -339,8 +339,8 @@ TEST_CASE("xtel top lines the cells up under their headers", "[top]") {
     CHECK(f.lines[0] ==
           "xtel top  12:00:00  /dev/shm  every 1s  agents 2: 2 live, 0 closed, 0 dead  sort tx");
     CHECK(f.lines[1] ==
-          "total  tx 26214400 B  rx 131072 B  tx/s 3.00MiB  rx/s 0B  xfers/s 48  errors 6  "
-          "dropped 0");
+          "total  tx 25.0MiB (26214400 B)  rx 128KiB (131072 B)  tx/s 3.00MiB  rx/s 0B  "
+          "xfers/s 48  errors timed_out:6  dropped 0");
     CHECK(f.lines[2].empty());
     CHECK(f.header_line == 3);
     CHECK(f.lines[3] ==
@@ -393,7 +393,8 @@ TEST_CASE("xtel top says when there are no agents or none matches the filter", "
     const auto none = format_frame({full_row("a"), full_row("b")}, o);
     CHECK(none.lines.back() == "no agent matches the filter 'zzz' (2 hidden)");
     CHECK(none.lines[0].ends_with("filter 'zzz' (2 hidden)"));
-    CHECK(none.lines[1].starts_with("total  tx 0 B  rx 0 B"));
+    CHECK(none.lines[1].starts_with("total  tx 0B (0 B)  rx 0B (0 B)"));
+    CHECK(none.lines[1].find("errors -  dropped 0") != std::string::npos);
 }
 
 TEST_CASE("xtel top's totals line sums only the agents the filter shows", "[top]") {
@@ -402,7 +403,8 @@ TEST_CASE("xtel top's totals line sums only the agents the filter shows", "[top]
     auto other = full_row("decode-0");
     other.tx_bytes = 1;
     const auto f = format_frame({full_row("prefill-0"), other}, o);
-    CHECK(f.lines[1].starts_with("total  tx 13107200 B  rx 65536 B  tx/s 1.50MiB"));
+    CHECK(f.lines[1].starts_with(
+        "total  tx 12.5MiB (13107200 B)  rx 64.0KiB (65536 B)  tx/s 1.50MiB"));
     CHECK(f.lines.size() == 5);
 }
 

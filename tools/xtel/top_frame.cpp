@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 
 namespace xtel::top {
 
@@ -354,6 +356,16 @@ std::string latency_text(const row& r, const std::optional<double>& v) {
     return format_seconds(*v) + (r.latency_since_start ? "*" : " ");
 }
 
+/// The errors of a row or of the totals as the ERRORS column shows them: kind:count, the most
+/// first, or "-" for none.
+std::string errors_text(const std::vector<std::pair<std::string, std::uint64_t>>& errors) {
+    std::string out;
+    for (const auto& [kind, n] : errors) {
+        out += fmt::format("{}{}:{}", out.empty() ? "" : " ", printable(kind), n);
+    }
+    return out.empty() ? "-" : out;
+}
+
 std::string cell(const row& r, column c) {
     const auto rate = [](const std::optional<double>& v, auto format) {
         return v ? format(*v) : std::string("-");
@@ -383,13 +395,8 @@ std::string cell(const row& r, column c) {
             return format_bytes(static_cast<double>(r.rx_bytes));
         case column::dropped:
             return format_count(static_cast<double>(r.dropped));
-        case column::errors: {
-            std::string out;
-            for (const auto& [kind, n] : r.errors) {
-                out += fmt::format("{}{}:{}", out.empty() ? "" : " ", printable(kind), n);
-            }
-            return out.empty() ? "-" : out;
-        }
+        case column::errors:
+            return errors_text(r.errors);
     }
     return "?";
 }
@@ -440,9 +447,11 @@ std::string title_line(const std::vector<row>& all, std::size_t shown, const fra
     return t;
 }
 
-/// Exact sums over the agents shown, so that a reader (or a test) can check them to the byte.
+/// Sums over the agents shown, in the rows' units; the byte totals also exactly, so that a
+/// reader (or a test) can check them to the byte.
 std::string totals_line(const std::vector<row>& rows, std::uint64_t read_errors) {
-    std::uint64_t tx = 0, rx = 0, errors = 0, dropped = 0;
+    std::uint64_t tx = 0, rx = 0, dropped = 0;
+    std::map<std::string, std::uint64_t> errors;
     std::optional<double> tx_rate, rx_rate, transfer_rate;
     const auto add = [](std::optional<double>& sum, const std::optional<double>& v) {
         if (v) {
@@ -452,19 +461,28 @@ std::string totals_line(const std::vector<row>& rows, std::uint64_t read_errors)
     for (const auto& r : rows) {
         tx += r.tx_bytes;
         rx += r.rx_bytes;
-        errors += r.errors_total;
+        for (const auto& [kind, n] : r.errors) {
+            errors[kind] += n;
+        }
         dropped += r.dropped;
         add(tx_rate, r.tx_rate);
         add(rx_rate, r.rx_rate);
         add(transfer_rate, r.transfer_rate);
     }
+    std::vector<std::pair<std::string, std::uint64_t>> by_count(errors.begin(), errors.end());
+    std::stable_sort(by_count.begin(), by_count.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
     const auto rate = [](const std::optional<double>& v, auto format) {
         return v ? format(*v) : std::string("-");
     };
+    const auto bytes = [](std::uint64_t b) {
+        return fmt::format("{} ({} B)", format_bytes(static_cast<double>(b)), b);
+    };
     std::string t =
-        fmt::format("total  tx {} B  rx {} B  tx/s {}  rx/s {}  xfers/s {}  errors {}  dropped {}",
-                    tx, rx, rate(tx_rate, format_bytes), rate(rx_rate, format_bytes),
-                    rate(transfer_rate, format_count), errors, dropped);
+        fmt::format("total  tx {}  rx {}  tx/s {}  rx/s {}  xfers/s {}  errors {}  dropped {}",
+                    bytes(tx), bytes(rx), rate(tx_rate, format_bytes), rate(rx_rate, format_bytes),
+                    rate(transfer_rate, format_count), errors_text(by_count),
+                    format_count(static_cast<double>(dropped)));
     if (read_errors > 0) {
         t += fmt::format("  unreadable files {}", read_errors);
     }
