@@ -293,8 +293,7 @@ TEST_CASE("the collector serves a live file whose lock its header's writer holds
 }
 
 TEST_CASE(
-    "the collector refuses a live file whose lock another process holds as "
-    "writer_mismatch, once",
+    "the collector refuses a live file whose lock another process holds as writer_mismatch once",
     "[node_file][collector]") {
     const xtel_test::temp_dir dir;
     const xtel_test::temp_dir staging;
@@ -371,10 +370,8 @@ TEST_CASE(
     CHECK(c.read_errors(refusal::series_limit) == 1);
 }
 
-TEST_CASE(
-    "the collector leaves out the family a later file types differently, reporting it "
-    "once",
-    "[node_file][collector]") {
+TEST_CASE("the collector leaves out the family a later file types differently and reports it once",
+          "[node_file][collector]") {
     const xtel_test::temp_dir dir;
     const xtel_test::log_capture logs;
     nf::writer a(dir.path(), "a");
