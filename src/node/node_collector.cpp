@@ -262,6 +262,13 @@ void node_collector::open(int dir_fd, const std::string& name, source& s) {
                    "followed");
             return;
         }
+        if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EINTR) {
+            // This process's trouble, not the file's: reported, and tried at the next listing.
+            report(name, s, refusal::unreadable,
+                   fmt::format("cannot open: {} (tried again at the next listing)",
+                               std::strerror(err)));
+            return;
+        }
         refuse(name, s, refusal::unreadable, fmt::format("cannot open: {}", std::strerror(err)));
         return;
     }
@@ -444,7 +451,8 @@ bool node_collector::read(source& s, std::uint64_t budget) {
     auto snap = metrics::decode_snapshot(p->payload);
     add_pid_label(snap, s.reader->writer_pid());
     snap.start_time_us = s.reader->created_us();
-    if (!s.latest) {
+    if (!s.seen) {
+        s.seen = true;
         ++seen_total_;
     }
     s.latest = std::make_shared<const metrics::snapshot>(std::move(snap));

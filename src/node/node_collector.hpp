@@ -163,6 +163,8 @@ class node_collector {
         std::uint64_t published_us = 0;  ///< when that payload was published
         std::uint64_t series = 0;        ///< time series of `latest`
         std::uint64_t payload_bytes = 0;
+        /// Counted in seen_total_ (once per file opened, however often it is refused since).
+        bool seen = false;
         /// A payload read but not decoded because its series would pass the cap: its number
         /// and series, so that it is not read again while the cap leaves it out.
         std::uint64_t over_cap_number = 0;

@@ -517,7 +517,13 @@ TEST_CASE(
     CHECK(slow.empty());
     CHECK(whole == scrapes);
     CHECK(peak > 0);
-    CHECK(peak < 100'000'000);
+    if (exporter_it::address_sanitized) {
+        WARN(
+            "SKIPPED: the memory checks, under AddressSanitizer (its shadow and quarantine "
+            "are no release build's figures)");
+    } else {
+        CHECK(peak < 100'000'000);
+    }
     // Each refused once, whatever was made again.
     CHECK(read_errors(body, "too_large") == "9");
     CHECK(read_errors(body, "series_limit") == "1");
@@ -539,7 +545,9 @@ TEST_CASE(
     }
     const auto after = status_bytes(exporter.pid(), "VmRSS");
     INFO("VmRSS before " << before << " bytes, after " << after << " bytes");
-    CHECK(after < before + 16'000'000);
+    if (!exporter_it::address_sanitized) {
+        CHECK(after < before + 16'000'000);
+    }
 }
 
 TEST_CASE(

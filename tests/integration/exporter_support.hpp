@@ -18,6 +18,20 @@
 
 namespace exporter_it {
 
+/// Whether this build runs under AddressSanitizer: its programs' resident sizes are then the
+/// sanitizer's (shadow memory, a quarantine of freed blocks), not a release build's.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool address_sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool address_sanitized = true;
+#else
+constexpr bool address_sanitized = false;
+#endif
+#else
+constexpr bool address_sanitized = false;
+#endif
+
 constexpr std::uint64_t transfers = 50;
 constexpr std::uint64_t block = 65536;
 
