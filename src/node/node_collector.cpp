@@ -142,24 +142,7 @@ void node_collector::scan() noexcept {
         }
         dir_failed_ = false;
         const int dir_fd = ::dirfd(d);
-        std::map<std::string, identity> present;
-        while (const dirent* e = ::readdir(d)) {
-            const std::string_view name(e->d_name);
-            if (!is_node_file_name(name)) {
-                continue;
-            }
-            // Not following a link, whatever it points to.
-            struct stat st {};
-            if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-                continue;  // gone since it was listed
-            }
-            present.emplace(std::string(name),
-                            identity{static_cast<std::uint64_t>(st.st_dev),
-                                     static_cast<std::uint64_t>(st.st_ino),
-                                     static_cast<std::uint64_t>(st.st_size),
-                                     st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
-                                     st.st_mode, st.st_uid});
-        }
+        const auto present = list(d);
 
         // A file deleted from the directory is dropped at once.
         for (auto it = sources_.begin(); it != sources_.end();) {
@@ -182,16 +165,10 @@ void node_collector::scan() noexcept {
             }
             const bool changed = s.id != id;
             s.id = id;
-            if (s.reader && !s.refused) {
-                if (s.reader->replaced()) {
-                    const auto reported = s.reported;
-                    drop_snapshot(s);
-                    s = source{};
-                    s.id = id;
-                    s.reported = reported;
-                    open(dir_fd, name, s);
-                }
-            } else if (!s.refused || changed) {
+            // A file served is opened again once replaced; a file refused, once it changes.
+            const bool reopen =
+                s.reader && !s.refused ? s.reader->replaced() : !s.refused || changed;
+            if (reopen) {
                 const auto reported = s.reported;
                 drop_snapshot(s);
                 s = source{};
@@ -211,13 +188,42 @@ void node_collector::scan() noexcept {
     release_memory();
 }
 
-void node_collector::open(int dir_fd, const std::string& name, source& s) {
-    const auto allowed = [&](uid_t uid) {
-        return uid == ::geteuid() ||
-               std::find(settings_.allowed_uids.begin(), settings_.allowed_uids.end(), uid) !=
-                   settings_.allowed_uids.end();
-    };
-    const auto foreign = [&](uid_t uid) {
+std::map<std::string, node_collector::identity> node_collector::list(DIR* d) const {
+    std::map<std::string, identity> present;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string_view name(e->d_name);
+        if (!is_node_file_name(name)) {
+            continue;
+        }
+        // Not following a link, whatever it points to.
+        struct stat st {};
+        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            continue;  // gone since it was listed
+        }
+        present.emplace(
+            std::string(name),
+            identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                     static_cast<std::uint64_t>(st.st_size),
+                     st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_mode,
+                     st.st_uid});
+    }
+    return present;
+}
+
+bool node_collector::allowed(uid_t uid) const noexcept {
+    return uid == ::geteuid() ||
+           std::find(settings_.allowed_uids.begin(), settings_.allowed_uids.end(), uid) !=
+               settings_.allowed_uids.end();
+}
+
+bool node_collector::passes(
+    const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size) {
+    if (!S_ISREG(mode)) {
+        refuse(name, s, refusal::not_regular,
+               fmt::format("{}, not a regular file; not read", kind_of(mode)));
+        return false;
+    }
+    if (!allowed(uid)) {
         refuse(name, s, refusal::foreign_owner,
                fmt::format("owned by uid {}, and only the files of uid {}{} are served "
                            "(--allow-uid)",
@@ -225,30 +231,25 @@ void node_collector::open(int dir_fd, const std::string& name, source& s) {
                            settings_.allowed_uids.empty()
                                ? std::string()
                                : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", "))));
-    };
-    const auto too_large = [&](std::uint64_t size) {
+        return false;
+    }
+    if (size > settings_.max_file_bytes) {
         refuse(name, s, refusal::too_large,
                fmt::format("{} bytes, larger than the {} bytes a node file may have here "
                            "(--max-file-bytes); not read",
                            size, settings_.max_file_bytes));
-    };
+        return false;
+    }
+    return true;
+}
+
+void node_collector::open(int dir_fd, const std::string& name, source& s) {
     // What the listing saw, first: a link, a FIFO or another user's file is never opened.
-    const auto mode = static_cast<mode_t>(s.id.mode);
-    if (!S_ISREG(mode)) {
-        refuse(name, s, refusal::not_regular,
-               fmt::format("{}, not a regular file; not opened", kind_of(mode)));
+    if (!passes(name, s, static_cast<mode_t>(s.id.mode), static_cast<uid_t>(s.id.uid), s.id.size)) {
         return;
     }
-    if (!allowed(s.id.uid)) {
-        foreign(s.id.uid);
-        return;
-    }
-    if (s.id.size > settings_.max_file_bytes) {
-        too_large(s.id.size);
-        return;
-    }
-    // O_NOFOLLOW and the checks on what was opened: the name may have been replaced since it
-    // was listed, and only what the descriptor names counts. O_NONBLOCK: a FIFO put there
+    // O_NOFOLLOW and the same checks on what was opened: the name may have been replaced since
+    // it was listed, and only what the descriptor names counts. O_NONBLOCK: a FIFO put there
     // meanwhile is not waited on.
     const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
@@ -258,18 +259,16 @@ void node_collector::open(int dir_fd, const std::string& name, source& s) {
         }
         if (err == ELOOP) {
             refuse(name, s, refusal::not_regular,
-                   "a symbolic link, not a regular file; not "
-                   "followed");
-            return;
-        }
-        if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EINTR) {
+                   "a symbolic link, not a regular file; not followed");
+        } else if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EINTR) {
             // This process's trouble, not the file's: reported, and tried at the next listing.
             report(name, s, refusal::unreadable,
                    fmt::format("cannot open: {} (tried again at the next listing)",
                                std::strerror(err)));
-            return;
+        } else {
+            refuse(name, s, refusal::unreadable,
+                   fmt::format("cannot open: {}", std::strerror(err)));
         }
-        refuse(name, s, refusal::unreadable, fmt::format("cannot open: {}", std::strerror(err)));
         return;
     }
     struct stat st {};
@@ -279,15 +278,8 @@ void node_collector::open(int dir_fd, const std::string& name, source& s) {
         refuse(name, s, refusal::unreadable, fmt::format("cannot stat: {}", std::strerror(err)));
         return;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!passes(name, s, st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
         ::close(fd);
-        refuse(name, s, refusal::not_regular,
-               fmt::format("{}, not a regular file", kind_of(st.st_mode)));
-        return;
-    }
-    if (!allowed(st.st_uid)) {
-        ::close(fd);
-        foreign(st.st_uid);
         return;
     }
     try {

@@ -11,6 +11,7 @@
 ///
 /// Not thread-safe: the exporter calls it under one lock.
 
+#include <dirent.h>
 #include <sys/types.h>
 
 #include <array>
@@ -180,6 +181,11 @@ class node_collector {
     /// What the writer check says of a file at this refresh.
     enum class verdict { serve, refuse, undecided };
 
+    /// The node files `d` lists, as listed.
+    std::map<std::string, identity> list(DIR* d) const;
+    bool allowed(uid_t uid) const noexcept;
+    /// Whether a file of `mode`, `uid` and `size` may be read; refuses it if not.
+    bool passes(const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size);
     void open(int dir_fd, const std::string& name, source& s);
     /// Reports `r` for the file `name` unless it is the state reported last.
     void report(const std::string& name,
