@@ -37,6 +37,15 @@ namespace {
 using xtel_bench::pin_scope;
 using xtel_bench::series_unit;
 
+/// The collector as xtel-exporter runs it, with room for the largest node measured here
+/// (64 x 1,000 model series: 415,000 time series, past the default cap).
+xtel::detail::node_collector::settings collector_settings(const std::filesystem::path& dir) {
+    return {.dir = dir,
+            .stale_ttl = std::chrono::seconds(60),
+            .program = "xtel_bench",
+            .max_series = 10'000'000};
+}
+
 /// One flush's publication by an agent whose snapshot has state.range(0) series (at least; the
 /// counters say how many), counted as Prometheus counts them (time series: each histogram bucket
 /// one) or, in the _model cases, as the metric model does (a histogram one): what
@@ -168,7 +177,7 @@ void BM_node_scrape(benchmark::State& state) {
     node_fleet& f = fleet<Unit>();
     const bool changed = state.range(0) != 0;
     const bool zip = state.range(1) != 0;
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
+    xtel::detail::node_collector collector(collector_settings(f.dir()));
     const pin_scope pin(state.thread_index());
     std::size_t plain = 0;
     std::size_t sent = 0;
@@ -229,7 +238,7 @@ template <series_unit Unit>
 void BM_node_collect(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
+    xtel::detail::node_collector collector(collector_settings(f.dir()));
     const pin_scope pin(state.thread_index());
     std::size_t served = 0;
     for (auto _ : state) {
@@ -260,7 +269,7 @@ template <series_unit Unit>
 void BM_node_remote_write(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
+    xtel::detail::node_collector collector(collector_settings(f.dir()));
     collector.scan();
     const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
     const pin_scope pin(state.thread_index());
@@ -290,7 +299,7 @@ template <series_unit Unit, xtel::node::otlp_temporality Temporality>
 void BM_node_otlp(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(f.dir(), std::chrono::seconds(60), "xtel_bench");
+    xtel::detail::node_collector collector(collector_settings(f.dir()));
     collector.scan();
     const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
     const auto encoding =

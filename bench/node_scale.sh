@@ -37,7 +37,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/node_scale/common.sh"
 gen_pid=$!
 read -r _ files per_file payload < <(wait_for "$dir/.generator.out" '^ready ')
 
-"$exporter" --dir "$dir" --listen 127.0.0.1:0 2>"$dir/.exporter.err" &
+# The caps are raised to the node measured: 64 x 1,000 model series pass the default
+# --max-series, and a file of 10,000 model series per agent the default --max-file-bytes.
+"$exporter" --dir "$dir" --listen 127.0.0.1:0 --max-series 100000000 --max-file-bytes 4G \
+    2>"$dir/.exporter.err" &
 exp_pid=$!
 url=$(wait_for "$dir/.exporter.err" 'serving http://' | sed -E 's/.*serving (http:[^ ]*).*/\1/')
 

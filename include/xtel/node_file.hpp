@@ -61,11 +61,25 @@ struct file_header {
 };
 static_assert(sizeof(file_header) == header_size);
 
+/// What is wrong with a file a reader refuses.
+enum class fault : std::uint8_t {
+    unreadable,     ///< it could not be opened, stat'ed or read (permissions, I/O)
+    not_regular,    ///< a FIFO, a device, a directory (or a link, opened without following)
+    too_large,      ///< the file, or the latest area it names, reaches past the reader's limit
+    not_node_file,  ///< shorter than the header; another magic, version or header size; no state
+    damaged,        ///< a node file whose stable header names bytes it does not hold
+};
+
 /// The file is not a node file this build can read, or it was damaged while being read;
-/// what() is one line saying why.
+/// what() is one line saying why, kind() which of the faults it is.
 class format_error : public error {
   public:
-    using error::error;
+    format_error(fault kind, const std::string& what) : error(what), kind_(kind) {}
+
+    fault kind() const noexcept { return kind_; }
+
+  private:
+    fault kind_;
 };
 
 /// The single writer of one node file, `<dir>/<agent_name>.metrics` (mode 0600). One writer per
@@ -137,11 +151,21 @@ struct publication {
 
 /// A read-only reader of one node file. Reads with pread only, never a mapping, so a file
 /// truncated under it is a format_error instead of SIGBUS. Takes no lock the writer waits on.
+/// Whatever the file says, it reads no more than `max_file_bytes` of it: the size and the
+/// header are checked before any byte of a payload is.
 class reader {
   public:
-    /// Opens with O_NONBLOCK, so that a FIFO is refused at once instead of waited on. Throws
-    /// format_error: missing, not a regular file, truncated, wrong magic, unknown version, ...
-    explicit reader(const std::filesystem::path& path);
+    /// No limit but the format's own (areas of at most max_payload_size).
+    static constexpr std::uint64_t no_limit = ~std::uint64_t{0};
+
+    /// Opens with O_NONBLOCK, so that a FIFO is refused at once instead of waited on (a link
+    /// is followed). Throws format_error: missing, not a regular file, larger than
+    /// `max_file_bytes`, truncated, wrong magic, unknown version, ...
+    explicit reader(const std::filesystem::path& path, std::uint64_t max_file_bytes = no_limit);
+    /// Reads the file open at `fd`, which it owns from now on (closed also when this throws);
+    /// `path` names it in messages and in replaced(). For a caller that opened the file itself
+    /// (O_NOFOLLOW, relative to a directory) and checked what it opened. Throws as above.
+    reader(int fd, std::filesystem::path path, std::uint64_t max_file_bytes = no_limit);
     ~reader();
 
     reader(const reader&) = delete;
@@ -149,8 +173,9 @@ class reader {
 
     /// A consistent copy of the latest payload. std::nullopt when the writer published again
     /// during each of `attempts` tries (docs/node-format.md, Reading): try later.
-    /// Throws format_error when the file is damaged: truncated, or a stable header that names
-    /// bytes outside the file.
+    /// Throws format_error when the file is damaged (truncated, or a stable header that names
+    /// bytes outside the file) or has grown past `max_file_bytes` (fault::too_large, nothing
+    /// of the payload read).
     std::optional<publication> read_latest(int attempts = 64);
 
     /// Payloads published so far (the header's generation / 2, read now).
@@ -179,6 +204,7 @@ class reader {
     std::filesystem::path path_;
     std::string agent_name_;
     int fd_ = -1;
+    std::uint64_t max_file_bytes_ = no_limit;
     std::uint32_t writer_pid_ = 0;
     std::uint64_t created_us_ = 0;
     std::uint64_t start_time_us_ = 0;

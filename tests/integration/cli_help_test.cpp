@@ -215,6 +215,10 @@ TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cl
     CHECK(r.err.empty());
     CHECK(r.out.starts_with("Usage: xtel-exporter"));
     CHECK(r.out.find("--listen HOST:PORT") != std::string::npos);
+    for (const char* word :
+         {"--allow-uid UID|NAME[,...]", "--max-file-bytes BYTES", "--max-series N"}) {
+        CHECK(r.out.find(word) != std::string::npos);
+    }
 }
 
 TEST_CASE("xtel and xtel top print their usage on stdout and exit 0 wherever help is asked",
@@ -234,7 +238,8 @@ TEST_CASE("xtel and xtel top print their usage on stdout and exit 0 wherever hel
         CHECK(r.out.starts_with("Usage: xtel top"));
         for (const char* word :
              {"--dir DIR", "--sort COLUMN", "--reverse", "--filter GLOB", "--interval SECONDS",
-              "--stale-ttl SECONDS", "--once", "--help", "tx-total", "Keys:", "Exit status"}) {
+              "--stale-ttl SECONDS", "--once", "--allow-uid UID|NAME[,...]", "--help", "tx-total",
+              "Keys:", "Exit status"}) {
             CHECK(r.out.find(word) != std::string::npos);
         }
     } else {
@@ -253,7 +258,9 @@ TEST_CASE("xtel and xtel top answer bad usage with one stderr line and exit stat
         std::pair<std::vector<std::string>, std::string>{{"top", "--interval", "0"},
                                                          "--interval='0'"},
         std::pair<std::vector<std::string>, std::string>{{"top", "--once=1"},
-                                                         "--once takes no value"});
+                                                         "--once takes no value"},
+        std::pair<std::vector<std::string>, std::string>{
+            {"top", "--allow-uid", "xtel-no-such-user"}, "--allow-uid='xtel-no-such-user'"});
     std::vector<std::string> argv = {XTEL_TOP};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = xtel_test::run(argv);

@@ -335,6 +335,22 @@ inline std::optional<std::string> value_of(const std::string& body, std::string_
     return std::nullopt;
 }
 
+/// The sum of the values of the lines of an exposition `body` that start with `prefix`: of a
+/// family's series whatever their labels (`name{`); 0 when there is none.
+inline double sum_of(const std::string& body, std::string_view prefix) {
+    double sum = 0;
+    for (std::size_t at = 0; at < body.size();) {
+        const auto nl = body.find('\n', at);
+        const std::string_view line(body.data() + at,
+                                    (nl == std::string::npos ? body.size() : nl) - at);
+        if (line.starts_with(prefix)) {
+            sum += std::stod(std::string(line.substr(line.rfind(' ') + 1)));
+        }
+        at = nl == std::string::npos ? body.size() : nl + 1;
+    }
+    return sum;
+}
+
 /// `s` as a URL query value.
 inline std::string percent_encode(std::string_view s) {
     std::string out;

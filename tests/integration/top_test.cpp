@@ -3,6 +3,7 @@
 // it, and q or a signal gives the terminal back as it was.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -166,6 +167,49 @@ TEST_CASE("xtel top once names a file it cannot read and shows a killed agent as
     REQUIRE(row.size() == 14);
     CHECK(row[3] == "dead");
     CHECK(row[10] == "2.00MiB");
+}
+
+TEST_CASE("xtel top shows another uid's agents only when --allow-uid names it", "[top]") {
+    constexpr const char* setpriv = "/usr/bin/setpriv";
+    if (::geteuid() != 0 || ::access(setpriv, X_OK) != 0) {
+        WARN(
+            "SKIPPED: running a demo as another uid needs the test to run as root, with setpriv "
+            "(util-linux)");
+        return;
+    }
+    const temp_dir dir;
+    REQUIRE(::chmod(dir.path().c_str(), 01777) == 0);
+    run_demo(dir.path(), {"--name", "own", "--op", "write", "--total", "1M", "--block", "64K"});
+    {
+        auto o = demo_options(
+            dir.path(), {"--name", "theirs", "--op", "write", "--total", "2M", "--block", "64K"});
+        o.argv.insert(o.argv.begin(),
+                      {setpriv, "--reuid=54321", "--regid=54321", "--clear-groups"});
+        prom_it::child_process theirs(o);
+        const auto rc = theirs.wait(120s);
+        INFO(theirs.output());
+        REQUIRE(rc == 0);
+    }
+
+    const auto r = top_once(dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(row_of(r.out, "own-initiator").size() == 14);
+    CHECK(row_of(r.out, "theirs-initiator").empty());
+    CHECK(r.out.find("unreadable files 2") != std::string::npos);
+    CHECK(r.err.find(fmt::format("xtel top: {} is not served (until it changes): foreign_owner: "
+                                 "owned by uid 54321",
+                                 (dir / "theirs-initiator.metrics").string())) !=
+          std::string::npos);
+
+    const auto allowed = top_once(dir.path(), {"--allow-uid", "54321"});
+    INFO(allowed.out << allowed.err);
+    CHECK(allowed.exit_code == 0);
+    CHECK(allowed.err.empty());
+    const auto row = row_of(allowed.out, "theirs-initiator");
+    REQUIRE(row.size() == 14);
+    CHECK(row[10] == "2.00MiB");
+    CHECK(row_of(allowed.out, "own-initiator").size() == 14);
 }
 
 TEST_CASE("xtel top answers an empty directory a missing one and a pipe clearly", "[top]") {

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "exporter_support.hpp"
 #include "prometheus_receiver.hpp"
 #include "prometheus_support.hpp"
 
@@ -38,56 +39,12 @@ using xtel_test::temp_dir;
 
 namespace {
 
-constexpr std::uint64_t transfers = 50;
-constexpr std::uint64_t block = 65536;
-
-/// The variables that name a rank (xtel/rank.hpp): a demo gets only those a test gives it, so
-/// that a test run under a launcher (Slurm, mpirun) sees the labels it expects.
-const std::vector<std::string> rank_variables = {
-    "RANK",         "LOCAL_RANK",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "SLURM_PROCID", "SLURM_LOCALID"};
-
-/// xfer_demo moving transfers x block bytes as agent `name` (its target is `name`_target) with
-/// the node exporter writing into `dir`; staying up `linger_s` seconds after; with `env` set.
-child_process start_demo(const temp_dir& dir,
-                         const std::string& name,
-                         int linger_s,
-                         std::vector<std::pair<std::string, std::string>> env = {}) {
-    spawn_options o;
-    o.argv = {XTEL_XFER_DEMO,
-              "--op",
-              "write",
-              "--total",
-              std::to_string(transfers * block),
-              "--block",
-              std::to_string(block),
-              "--initiator-name",
-              name,
-              "--target-name",
-              name + "_target",
-              "--linger",
-              std::to_string(linger_s)};
-    o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
-             {"NIXL_TELEMETRY_EXPORTER", "node"},
-             {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
-             {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};
-    o.env.insert(o.env.end(), env.begin(), env.end());
-    o.unset = rank_variables;
-    return child_process(o);
-}
-
-/// xtel-exporter over `dir` on a port the system picks, with `extra` arguments.
-child_process start_exporter(const temp_dir& dir, std::vector<std::string> extra = {}) {
-    spawn_options o;
-    o.argv = {XTEL_EXPORTER, "--listen", "127.0.0.1:0", "--dir", dir.path().string()};
-    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
-    return child_process(o);
-}
-
-/// The prefix of agent `name`'s agent_tx_bytes_total line, written by process `pid`.
-std::string tx_bytes(std::string_view name, pid_t pid) {
-    return fmt::format(R"(agent_tx_bytes_total{{agent_name="{}",pid="{}",hostname=")", name, pid);
-}
+using exporter_it::block;
+using exporter_it::read_errors;
+using exporter_it::start_demo;
+using exporter_it::start_exporter;
+using exporter_it::transfers;
+using exporter_it::tx_bytes;
 
 /// A demo staying up as agent `name` in `dir`, and an exporter over `dir` with `--stale-ttl`
 /// `ttl_s`, once it serves the demo's exact byte count: how the tests that kill it begin.
@@ -137,7 +94,7 @@ TEST_CASE("xtel-exporter serves every agent of the directory with its pid and ex
     // Each demo process holds two agents, the initiator and its target.
     CHECK(value_of(body, "xtel_exporter_agents ") == "4");
     CHECK(value_of(body, "xtel_exporter_agents_seen_total ") == "4");
-    CHECK(value_of(body, "xtel_exporter_snapshot_read_errors_total ") == "0");
+    CHECK(read_errors(body) == 0);
     CHECK(value_of(body, "xtel_exporter_scrape_duration_seconds_count ").has_value());
     CHECK(value_of(body, "process_resident_memory_bytes ").has_value());
 
@@ -186,7 +143,10 @@ TEST_CASE("xtel-exporter skips a foreign and a truncated file, logging each once
     INFO(body);
     const auto good = value_of(body, R"(agent_tx_bytes_total{agent_name="exp-good",)");
     CHECK(good == std::to_string(transfers * block));
-    CHECK(value_of(body, "xtel_exporter_snapshot_read_errors_total ") == "2");
+    CHECK(read_errors(body) == 2);
+    // Random bytes are no node file; the first half of a real one names areas it lacks.
+    CHECK(read_errors(body, "not_node_file") == "1");
+    CHECK(read_errors(body, "damaged") == "1");
     CHECK(value_of(body, "xtel_exporter_agents ") == "2");
     exporter.read_line("no such line", std::chrono::milliseconds(300));
     INFO(exporter.output());
@@ -234,6 +194,9 @@ TEST_CASE("xtel-exporter --help prints its usage, and a bad --listen exits 64", 
         CHECK(help.output().find("--stale-ttl") != std::string::npos);
         CHECK(help.output().find("--remote-write-interval SECONDS") != std::string::npos);
         CHECK(help.output().find("--user NAME") != std::string::npos);
+        CHECK(help.output().find("--allow-uid UID|NAME[,...]") != std::string::npos);
+        CHECK(help.output().find("--max-file-bytes BYTES") != std::string::npos);
+        CHECK(help.output().find("--max-series N") != std::string::npos);
         CHECK(help.output().find("LOCAL_RANK") != std::string::npos);
     }
     {
@@ -395,13 +358,15 @@ TEST_CASE("xtel-exporter started as root with --user nobody runs as nobody and s
     const auto body = scrape(port);
     INFO(body);
     CHECK(value_of(body, "xtel_exporter_agents ") == "0");
-    CHECK(value_of(body, "xtel_exporter_snapshot_read_errors_total ") == "0");
+    CHECK(read_errors(body) == 0);
     ::kill(exporter.pid(), SIGTERM);
     CHECK(exporter.wait(std::chrono::seconds(10)) == 0);
 }
 
-TEST_CASE("xtel-exporter refuses --user naming no account and remote-write options it cannot use",
-          "[exporter]") {
+TEST_CASE(
+    "xtel-exporter refuses --user or --allow-uid naming no account and limits or "
+    "remote-write options it cannot use",
+    "[exporter]") {
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"--user", "xtel-no-such-user"},
              {"--remote-write-interval", "5"},
@@ -410,7 +375,12 @@ TEST_CASE("xtel-exporter refuses --user naming no account and remote-write optio
              {"--remote-write-label", "zone=b"},
              {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-label", "le=1"},
              {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-label", "__name__=x"},
-             {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-label", "zone"}}) {
+             {"--remote-write", "http://127.0.0.1:1/w", "--remote-write-label", "zone"},
+             {"--allow-uid", "xtel-no-such-user"},
+             {"--allow-uid", "1000,"},
+             {"--max-file-bytes", "4096"},
+             {"--max-file-bytes", "32X"},
+             {"--max-series", "0"}}) {
         std::vector<std::string> argv{XTEL_EXPORTER};
         argv.insert(argv.end(), args.begin(), args.end());
         child_process bad(spawn_options{argv, {}, {}, {}});

@@ -270,6 +270,7 @@ TEST_CASE("a reader refuses what is not a node file with format_error", "[node_f
                                       "directory", "bad version", "bad state");
     CAPTURE(what);
     std::string reason;
+    nf::fault kind = nf::fault::not_node_file;
     if (what == "empty") {
         std::ofstream{path};
         reason = "truncated";
@@ -282,14 +283,17 @@ TEST_CASE("a reader refuses what is not a node file with format_error", "[node_f
     } else if (what == "fifo") {
         REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
         reason = "not a regular file";
+        kind = nf::fault::not_regular;
     } else if (what == "directory") {
         std::filesystem::create_directory(path);
         reason = "directory";
+        kind = nf::fault::not_regular;
     } else if (what != "missing") {
         nf::writer w(dir.path(), "x");
         reason = what == "bad version" ? "version 9" : "state 7";
     } else {
         reason = "cannot open";
+        kind = nf::fault::unreadable;
     }
     if (what == "bad version") {
         poke(path, offsetof(nf::file_header, version), std::uint32_t{9});
@@ -298,6 +302,78 @@ TEST_CASE("a reader refuses what is not a node file with format_error", "[node_f
     }
     CHECK_THROWS_AS(nf::reader(path), nf::format_error);
     CHECK_THROWS_WITH(nf::reader(path), Catch::Contains(path.string()) && Catch::Contains(reason));
+    try {
+        nf::reader r(path);
+        FAIL("no format_error");
+    } catch (const nf::format_error& e) {
+        CHECK(e.kind() == kind);
+    }
+}
+
+TEST_CASE(
+    "a node file larger than the reader's limit is refused as too large before a payload "
+    "byte is read",
+    "[node_file]") {
+    xtel_test::temp_dir dir;
+    nf::writer w(dir.path(), "agent");
+    REQUIRE(w.publish(numbered_payload(1, 1000)));
+    // What a faulty writer left: the latest area claims 256 MiB, in a sparse file that long.
+    poke(w.path(), offsetof(nf::file_header, areas) + offsetof(nf::area, capacity),
+         nf::max_payload_size);
+    poke(w.path(), offsetof(nf::file_header, areas) + offsetof(nf::area, length),
+         nf::max_payload_size);
+    REQUIRE(::truncate(w.path().c_str(), nf::header_size + nf::max_payload_size) == 0);
+    const std::uint64_t limit = 32 << 20;
+    try {
+        nf::reader r(w.path(), limit);
+        FAIL("opened a file over the limit");
+    } catch (const nf::format_error& e) {
+        CHECK(e.kind() == nf::fault::too_large);
+        CHECK_THAT(e.what(),
+                   Catch::Contains(std::to_string(nf::header_size + nf::max_payload_size)) &&
+                       Catch::Contains(std::to_string(limit)));
+    }
+}
+
+TEST_CASE("a node file that grows past the reader's limit is refused as too large when read",
+          "[node_file]") {
+    xtel_test::temp_dir dir;
+    nf::writer w(dir.path(), "agent");
+    REQUIRE(w.publish(numbered_payload(1, 1000)));
+    const auto size = std::filesystem::file_size(w.path());
+    nf::reader r(w.path(), size);
+    REQUIRE(r.read_latest());
+    // Outgrows the first areas: the file gets longer than the reader takes.
+    REQUIRE(w.publish(numbered_payload(2, 100'000)));
+    REQUIRE(std::filesystem::file_size(w.path()) > size);
+    try {
+        (void)r.read_latest();
+        FAIL("read a file grown over the limit");
+    } catch (const nf::format_error& e) {
+        CHECK(e.kind() == nf::fault::too_large);
+    }
+}
+
+TEST_CASE("a reader given an open descriptor reads that file and closes the descriptor",
+          "[node_file]") {
+    xtel_test::temp_dir dir;
+    nf::writer w(dir.path(), "agent");
+    const auto payload = numbered_payload(1, 1000);
+    REQUIRE(w.publish(payload));
+    int fd = ::open(w.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    REQUIRE(fd >= 0);
+    {
+        nf::reader r(fd, w.path());
+        CHECK(r.agent_name() == "agent");
+        CHECK(r.read_latest()->payload == payload);
+    }
+    CHECK(::fcntl(fd, F_GETFD) == -1);
+    // Closed also when the file is refused.
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+    fd = ::open((dir / "fifo").c_str(), O_RDONLY | O_NONBLOCK);
+    REQUIRE(fd >= 0);
+    CHECK_THROWS_AS(nf::reader(fd, dir / "fifo"), nf::format_error);
+    CHECK(::fcntl(fd, F_GETFD) == -1);
 }
 
 TEST_CASE("a node file truncated under its reader is a format_error and not a signal",

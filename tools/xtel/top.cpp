@@ -31,7 +31,10 @@ constexpr std::string_view program = "xtel top";
 class reading {
   public:
     explicit reading(const options& o)
-        : collector_(o.dir, std::chrono::seconds(o.stale_ttl_s), std::string(program)) {}
+        : collector_({.dir = o.dir,
+                      .stale_ttl = std::chrono::seconds(o.stale_ttl_s),
+                      .program = std::string(program),
+                      .allowed_uids = o.allowed_uids}) {}
 
     /// Lists the directory, reads every file, and makes the rows against the last reading.
     void refresh() {

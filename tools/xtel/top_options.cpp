@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "node/allowed_uids.hpp"
 #include "xtel/parse.hpp"
 
 namespace xtel::top {
@@ -11,6 +12,7 @@ namespace {
 constexpr std::string_view usage_text =
     "Usage: xtel top [--dir DIR] [--sort COLUMN] [--reverse] [--filter GLOB]\n"
     "                [--interval SECONDS] [--stale-ttl SECONDS] [--once]\n"
+    "                [--allow-uid UID|NAME[,...]]...\n"
     "\n"
     "A live view of every agent of this node: the metrics each agent started with\n"
     "NIXL_TELEMETRY_EXPORTER=node publishes into DIR/<agent name>.metrics, read as\n"
@@ -30,6 +32,9 @@ constexpr std::string_view usage_text =
     "  --stale-ttl SECONDS   how long an agent that has stopped is still shown (default 60)\n"
     "  --once                print one frame on stdout, the rates over one interval, and exit\n"
     "                        (no terminal needed: for scripts)\n"
+    "  --allow-uid UID|NAME[,...]\n"
+    "                        also show the node files these users own (repeatable); by\n"
+    "                        default only the files of the user it runs as, as xtel-exporter\n"
     "  --help                this text\n"
     "\n"
     "Keys: q quit, s and S the next and previous sort column, r reverse, f or / type a\n"
@@ -38,7 +43,7 @@ constexpr std::string_view usage_text =
     "64 bad usage.\n";
 
 constexpr std::string_view option_names[] = {"--dir",       "--sort",    "--filter", "--interval",
-                                             "--stale-ttl", "--reverse", "--once"};
+                                             "--stale-ttl", "--reverse", "--once",   "--allow-uid"};
 
 bool takes_value(std::string_view arg) {
     return arg != "--reverse" && arg != "--once";
@@ -105,6 +110,9 @@ void set(options& o, std::string_view arg, std::string_view value) {
         o.stale_ttl_s = parse::unsigned_integer("--stale-ttl", value, 0, 365 * 86400);
     } else if (arg == "--reverse") {
         o.reverse = true;
+    } else if (arg == "--allow-uid") {
+        const auto uids = detail::parse_allowed_uids("--allow-uid", value);
+        o.allowed_uids.insert(o.allowed_uids.end(), uids.begin(), uids.end());
     } else {
         o.once = true;
     }
@@ -139,7 +147,7 @@ options parse_options(int argc, char** argv) {
         if (!is_option(arg)) {
             throw usage_error(fmt::format(
                 "'{}' is not an option: expected --dir, --sort, --reverse, --filter, --interval, "
-                "--stale-ttl, --once or --help",
+                "--stale-ttl, --once, --allow-uid or --help",
                 arg));
         }
         if (!takes_value(arg) && has_value) {

@@ -1,11 +1,14 @@
 #pragma once
 // `xtel top`'s command line: the options, their defaults and the usage text.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "top_view.hpp"
 #include "xtel/error.hpp"
@@ -31,6 +34,8 @@ struct options {
     std::string filter;
     std::chrono::milliseconds interval{1000};
     std::uint64_t stale_ttl_s = 60;
+    /// --allow-uid: the owners whose node files are shown besides the uid it runs as.
+    std::vector<uid_t> allowed_uids;
     bool once = false;
     bool help = false;
 };

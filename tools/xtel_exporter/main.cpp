@@ -244,7 +244,13 @@ int serve(const options& o,
 
     // Declared before the server, whose thread reads the writer's counters: it goes after.
     pushers push(o, std::move(otlp));
-    node_metrics node(o.dir, std::chrono::seconds(o.stale_ttl_s), push.health());
+    node_metrics node({.dir = o.dir,
+                       .stale_ttl = std::chrono::seconds(o.stale_ttl_s),
+                       .program = "xtel-exporter",
+                       .allowed_uids = o.allowed_uids,
+                       .max_file_bytes = o.max_file_bytes,
+                       .max_series = o.max_series},
+                      push.health());
     detail::http_server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
         [&node](const detail::http::request_head& head) {

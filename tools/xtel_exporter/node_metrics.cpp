@@ -29,6 +29,13 @@ metrics::family_spec spec(std::string name, std::string help, metrics::metric_ty
     return s;
 }
 
+/// `s` with one label whose values the code fixes (so it never folds).
+metrics::family_spec labelled(metrics::family_spec s, std::string label) {
+    s.label_names.push_back(std::move(label));
+    s.fixed_labels = true;
+    return s;
+}
+
 /// Kept in microseconds, shown in seconds.
 metrics::family_spec seconds_summary(std::string name, std::string help) {
     auto s = spec(std::move(name), std::move(help), metrics::metric_type::summary);
@@ -39,19 +46,25 @@ metrics::family_spec seconds_summary(std::string name, std::string help) {
 
 }  // namespace
 
-node_metrics::node_metrics(const std::filesystem::path& dir,
-                           clock::duration stale_ttl,
+node_metrics::node_metrics(detail::node_collector::settings collector,
                            std::vector<push_health> pushers)
-    : collector_(dir, stale_ttl, "xtel-exporter"),
+    : collector_(std::move(collector)),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
       seen_(store_.add_family(spec("xtel_exporter_agents_seen_total",
                                    "Agents (node files and their writers) seen so far",
                                    counter))),
-      errors_(
-          store_.add_family(spec("xtel_exporter_snapshot_read_errors_total",
-                                 "Node files not served: not a node file, damaged, or undecodable",
-                                 counter))),
+      errors_(store_.add_family(labelled(
+          spec("xtel_exporter_snapshot_read_errors_total",
+               "Node files not served, by reason: foreign, not a node file, too large, damaged, "
+               "undecodable, an unverified writer, past the series cap; once per change",
+               counter),
+          "reason"))),
+      type_conflicts_(store_.add_family(
+          spec("xtel_exporter_type_conflicts_total",
+               "Families left out of an agent's series because a node file whose name sorts "
+               "first gives the family another type; once per file and family",
+               counter))),
       duration_(
           store_.add_family(seconds_summary("xtel_exporter_scrape_duration_seconds",
                                             "Time to read the node files and render /metrics"))),
@@ -86,9 +99,13 @@ node_metrics::node_metrics(const std::filesystem::path& dir,
         f.health = std::move(h);
         pushers_.push_back(std::move(f));
     }
-    // Made now, so that the first scrape shows them at 0 too.
-    for (const auto f : {agents_, seen_, errors_, duration_}) {
+    // Made now, so that the first scrape shows them at 0 too (an alert on a reason needs
+    // its series before the first refusal).
+    for (const auto f : {agents_, seen_, type_conflicts_, duration_}) {
         series(f);
+    }
+    for (std::size_t r = 0; r < detail::refusal_count; ++r) {
+        reason_series(static_cast<detail::refusal>(r));
     }
     for (const push_families& p : pushers_) {
         for (const auto f : {p.sent, p.failed_attempts, p.dropped, p.rejected, p.queued}) {
@@ -119,7 +136,11 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         out = agents_served_;
         store_.set(series(agents_), collector_.served());
         store_.set(series(seen_), collector_.seen_total());
-        store_.set(series(errors_), collector_.read_errors_total());
+        for (std::size_t r = 0; r < detail::refusal_count; ++r) {
+            const auto reason = static_cast<detail::refusal>(r);
+            store_.set(reason_series(reason), collector_.read_errors(reason));
+        }
+        store_.set(series(type_conflicts_), collector_.type_conflicts_total());
         for (const push_families& p : pushers_) {
             const push_counts c = p.health.probe();
             store_.set(series(p.sent), c.sent);
@@ -157,6 +178,10 @@ std::shared_ptr<const std::string> node_metrics::render(detail::representation r
 
 metrics::series_ref node_metrics::series(metrics::family_id f) {
     return store_.series_of(f, std::span<const std::string_view>{});
+}
+
+metrics::series_ref node_metrics::reason_series(detail::refusal r) {
+    return store_.series_of(errors_, {detail::to_string(r)});
 }
 
 void node_metrics::refresh_locked(bool force) {

@@ -46,11 +46,11 @@ class node_metrics {
   public:
     using clock = std::chrono::steady_clock;
 
-    /// Collects `dir` (see node_collector for `stale_ttl`). The files are read from start() on;
-    /// before it only the exporter's own health is served, with each pusher's families at 0.
-    node_metrics(const std::filesystem::path& dir,
-                 clock::duration stale_ttl,
-                 std::vector<push_health> pushers = {});
+    /// Collects as `collector` says (node_collector::settings). The files are read from
+    /// start() on; before it only the exporter's own health is served, with each pusher's
+    /// families and every refusal reason at 0.
+    explicit node_metrics(detail::node_collector::settings collector,
+                          std::vector<push_health> pushers = {});
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
     /// them.
@@ -76,6 +76,8 @@ class node_metrics {
 
     /// The one series of a family without labels.
     metrics::series_ref series(metrics::family_id f);
+    /// The series of xtel_exporter_snapshot_read_errors_total for `r`.
+    metrics::series_ref reason_series(detail::refusal r);
     void refresh_locked(bool force);
 
     std::mutex mutex_;
@@ -87,6 +89,7 @@ class node_metrics {
     metrics::family_id agents_;
     metrics::family_id seen_;
     metrics::family_id errors_;
+    metrics::family_id type_conflicts_;
     metrics::family_id duration_;
     std::vector<push_families> pushers_;
     /// When the exporter started: its own cumulative values' start.

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
+#include "node/allowed_uids.hpp"
+#include "xtel/node_file.hpp"
 #include "xtel/parse.hpp"
 
 namespace xtel::exporter_program {
@@ -14,18 +18,30 @@ constexpr std::string_view usage_text =
     "                      [--remote-write-label NAME=VALUE]...] [--otlp-endpoint URL\n"
     "                      [--otlp-protocol P] [--otlp-temporality T] [--otlp-compression C]\n"
     "                      [--otlp-interval SECONDS] [--otlp-header NAME=VALUE]...]\n"
-    "                     [--user NAME]\n"
+    "                     [--user NAME] [--allow-uid UID|NAME[,...]]...\n"
+    "                     [--max-file-bytes BYTES] [--max-series N]\n"
     "\n"
     "Serves on one /metrics the metrics every agent of this node publishes into\n"
     "DIR/<agent name>.metrics (NIXL_TELEMETRY_EXPORTER=node), and its own health. Each series\n"
     "carries agent_name and the writer's pid, and rank and local_rank when the agent's\n"
     "environment names them (RANK, LOCAL_RANK; else OMPI_COMM_WORLD_RANK,\n"
     "OMPI_COMM_WORLD_LOCAL_RANK; else SLURM_PROCID, SLURM_LOCALID). DIR is watched (inotify)\n"
-    "and listed again every few seconds.\n"
+    "and listed again every few seconds. A file is served only when the uid it runs as (or\n"
+    "--allow-uid) owns it and its live writer is the process its header names; the others\n"
+    "are logged once and counted in xtel_exporter_snapshot_read_errors_total by reason.\n"
     "\n"
     "  --dir DIR             the agents' NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH (default /dev/shm)\n"
     "  --listen HOST:PORT    where to serve /metrics (default 127.0.0.1:9465; port 0 picks one)\n"
     "  --stale-ttl SECONDS   how long an agent that has stopped is still served (default 60)\n"
+    "  --allow-uid UID|NAME[,...]\n"
+    "                        also serve the node files these users own (repeatable); by\n"
+    "                        default only the files of the user it runs as (after --user)\n"
+    "  --max-file-bytes BYTES\n"
+    "                        refuse, unread, a node file larger than this (default 32M;\n"
+    "                        K, M, G: 1024, 1024^2, 1024^3)\n"
+    "  --max-series N        time series served for the whole node at most (default\n"
+    "                        100000); a file that would pass it is refused whole, files\n"
+    "                        taken in name order\n"
     "  --remote-write URL    also push the same series to a Prometheus remote-write receiver\n"
     "                        (e.g. http://prometheus:9090/api/v1/write), retrying while it is\n"
     "                        down; xtel_exporter_remote_write_* count how it goes"
@@ -72,7 +88,10 @@ constexpr std::string_view option_names[] = {"--dir",
                                              "--otlp-compression",
                                              "--otlp-interval",
                                              "--otlp-header",
-                                             "--user"};
+                                             "--user",
+                                             "--allow-uid",
+                                             "--max-file-bytes",
+                                             "--max-series"};
 
 /// A Prometheus label name a push may add: [a-zA-Z_][a-zA-Z0-9_]*, not reserved (__*) and not
 /// one the series' form gives (le).
@@ -88,6 +107,41 @@ bool valid_label_name(std::string_view n) {
         }
     }
     return true;
+}
+
+/// Bytes, as digits with an optional K, M or G (1024, 1024^2, 1024^3): 32M.
+std::uint64_t byte_size(std::string_view option,
+                        std::string_view value,
+                        std::uint64_t min,
+                        std::uint64_t max,
+                        std::string_view accepted) {
+    std::uint64_t scale = 1;
+    std::string_view digits = value;
+    if (!digits.empty()) {
+        switch (digits.back()) {
+            case 'K':
+                scale = std::uint64_t{1} << 10;
+                break;
+            case 'M':
+                scale = std::uint64_t{1} << 20;
+                break;
+            case 'G':
+                scale = std::uint64_t{1} << 30;
+                break;
+            default:
+                break;
+        }
+    }
+    if (scale != 1) {
+        digits.remove_suffix(1);
+    }
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() ||
+        n > max / scale || n * scale < min) {
+        parse::fail(option, value, accepted);
+    }
+    return n * scale;
 }
 
 bool is_option(std::string_view arg) {
@@ -144,6 +198,20 @@ void set(options& o, std::string_view arg, std::string_view value) {
         o.otlp.interval_s = value;
     } else if (arg == "--otlp-header") {
         o.otlp.headers.emplace_back(value);
+    } else if (arg == "--allow-uid") {
+        const auto uids = detail::parse_allowed_uids("--allow-uid", value);
+        o.allowed_uids.insert(o.allowed_uids.end(), uids.begin(), uids.end());
+    } else if (arg == "--max-file-bytes") {
+        // The smallest: a new node file (the header and two 64 KiB areas). The largest: what
+        // a writer's file reaches with payloads at the format's 256 MiB limit.
+        o.max_file_bytes =
+            byte_size("--max-file-bytes", value,
+                      node_file::header_size + 2 * node_file::initial_area_capacity,
+                      std::uint64_t{1} << 30 << 2,
+                      "expected a number of bytes from 131328 (a new node file) to 4G, with an "
+                      "optional K, M or G (1024, 1024^2, 1024^3)");
+    } else if (arg == "--max-series") {
+        o.max_series = parse::unsigned_integer("--max-series", value, 1, 100'000'000);
     } else {
         if (value.empty()) {
             parse::fail("--user", value, "expected the name of an account");
@@ -180,7 +248,7 @@ options parse_options(int argc, char** argv) {
                             "--remote-write, --remote-write-interval, --remote-write-label, "
                             "--otlp-endpoint, --otlp-protocol, --otlp-temporality, "
                             "--otlp-compression, --otlp-interval, --otlp-header, "
-                            "--user or --help",
+                            "--user, --allow-uid, --max-file-bytes, --max-series or --help",
                             arg));
         }
         if (!has_value) {

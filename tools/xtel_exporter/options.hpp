@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "node/node_collector.hpp"
 #include "node/otlp_config.hpp"
 #include "xtel/error.hpp"
 #include "xtel/host_port.hpp"
@@ -48,6 +49,11 @@ struct options {
     node::otlp_flags otlp;
     /// The account to run as once the port is bound; empty: the one it was started as.
     std::string user;
+    /// --allow-uid: the owners whose node files are served besides the uid it runs as (names
+    /// resolved when the options are read).
+    std::vector<uid_t> allowed_uids;
+    std::uint64_t max_file_bytes = detail::node_collector::default_max_file_bytes;
+    std::uint64_t max_series = detail::node_collector::default_max_series;
     bool help = false;
 };
 

@@ -38,48 +38,73 @@ bool area_fits(const area& a, std::uint64_t file_size) noexcept {
            a.offset <= file_size && a.capacity <= file_size - a.offset;
 }
 
+/// Opens `path` for reading; throws format_error when it cannot be opened.
+int open_for_reading(const std::filesystem::path& path) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer to appear.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        throw format_error(fault::unreadable,
+                           fmt::format("{}: cannot open: {}", path.string(), errno_text(errno)));
+    }
+    return fd;
+}
+
 }  // namespace
 
-reader::reader(const std::filesystem::path& path) : path_(path) {
-    const auto name = path.string();
-    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer to appear.
-    fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-    if (fd.fd < 0) {
-        throw format_error(fmt::format("{}: cannot open: {}", name, errno_text(errno)));
-    }
+reader::reader(const std::filesystem::path& path, std::uint64_t max_file_bytes)
+    : reader(open_for_reading(path), path, max_file_bytes) {}
+
+reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_bytes)
+    : path_(std::move(path)), max_file_bytes_(max_file_bytes) {
+    fd_guard fd{file};
+    const auto name = path_.string();
     struct stat st {};
     if (::fstat(fd.fd, &st) != 0) {
-        throw format_error(fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
+        throw format_error(fault::unreadable,
+                           fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
     }
     if (S_ISDIR(st.st_mode)) {
-        throw format_error(fmt::format("{}: is a directory, not a node file", name));
+        throw format_error(fault::not_regular,
+                           fmt::format("{}: is a directory, not a node file", name));
     }
     if (!S_ISREG(st.st_mode)) {
-        throw format_error(fmt::format("{}: is not a regular file", name));
+        throw format_error(fault::not_regular, fmt::format("{}: is not a regular file", name));
     }
-    if (static_cast<std::uint64_t>(st.st_size) < header_size) {
-        throw format_error(fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > max_file_bytes_) {
+        throw format_error(fault::too_large,
+                           fmt::format("{}: {} bytes, larger than the {} bytes a node file may "
+                                       "have here (--max-file-bytes)",
+                                       name, size, max_file_bytes_));
+    }
+    if (size < header_size) {
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
                                        name, st.st_size, header_size));
     }
     file_header h{};
     if (!detail::read_header(fd.fd, h)) {
-        throw format_error(fmt::format("{}: cannot read the header", name));
+        throw format_error(fault::not_node_file, fmt::format("{}: cannot read the header", name));
     }
     if (std::memcmp(h.magic, magic, sizeof magic) != 0) {
-        throw format_error(fmt::format("{}: not a node file (bad magic)", name));
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: not a node file (bad magic)", name));
     }
     if (h.version != format_version) {
         throw format_error(
+            fault::not_node_file,
             fmt::format("{}: unsupported format version {} (this reader reads version {})", name,
                         h.version, format_version));
     }
     if (h.header_size != header_size) {
-        throw format_error(fmt::format("{}: unexpected header size {} (expected {})", name,
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: unexpected header size {} (expected {})", name,
                                        h.header_size, header_size));
     }
     if (h.state != static_cast<std::uint32_t>(writer_state::open) &&
         h.state != static_cast<std::uint32_t>(writer_state::closed)) {
-        throw format_error(fmt::format("{}: unknown writer state {} (expected 1 open or 2 closed)",
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: unknown writer state {} (expected 1 open or 2 closed)",
                                        name, h.state));
     }
     agent_name_.assign(h.agent_name, ::strnlen(h.agent_name, agent_name_size));
@@ -98,7 +123,8 @@ reader::~reader() {
 file_header reader::read_header() const {
     file_header h{};
     if (!detail::read_header(fd_, h)) {
-        throw format_error(fmt::format("{}: damaged: truncated below its {}-byte header",
+        throw format_error(fault::damaged,
+                           fmt::format("{}: damaged: truncated below its {}-byte header",
                                        path_.string(), header_size));
     }
     return h;
@@ -107,7 +133,8 @@ file_header reader::read_header() const {
 std::uint64_t reader::read_generation() const {
     std::uint64_t g = 0;
     if (!pread_all(fd_, &g, sizeof g, offsetof(file_header, generation))) {
-        throw format_error(fmt::format("{}: damaged: truncated below its {}-byte header",
+        throw format_error(fault::damaged,
+                           fmt::format("{}: damaged: truncated below its {}-byte header",
                                        path_.string(), header_size));
     }
     return g;
@@ -141,9 +168,18 @@ std::optional<publication> reader::read_latest(int attempts) {
         const file_header h = read_header();
         struct stat st {};
         if (::fstat(fd_, &st) != 0) {
-            throw format_error(fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
+            throw format_error(fault::unreadable,
+                               fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
         }
         const auto file_size = static_cast<std::uint64_t>(st.st_size);
+        if (file_size > max_file_bytes_) {
+            // Grown since it was opened: a live writer's payload outgrew the limit, or someone
+            // extended the file. Either way nothing of it is read.
+            throw format_error(fault::too_large,
+                               fmt::format("{}: grew to {} bytes, larger than the {} bytes a node "
+                                           "file may have here (--max-file-bytes)",
+                                           name, file_size, max_file_bytes_));
+        }
         const area* a = area_of(h, latest);
         const bool fits = a != nullptr && area_fits(*a, file_size);
         publication p;
@@ -157,17 +193,21 @@ std::optional<publication> reader::read_latest(int attempts) {
         }
         // Stable: the header copy is the one the writer left, so what is wrong with it is damage.
         if (a == nullptr) {
-            throw format_error(fmt::format(
-                "{}: damaged: no single area carries the latest generation {}", name, latest));
+            throw format_error(
+                fault::damaged,
+                fmt::format("{}: damaged: no single area carries the latest generation {}", name,
+                            latest));
         }
         if (!fits) {
             throw format_error(
+                fault::damaged,
                 fmt::format("{}: damaged: the latest area (offset {}, capacity {}, length {}) "
                             "does not fit the file of {} bytes",
                             name, a->offset, a->capacity, a->length, file_size));
         }
         if (!copied) {
-            throw format_error(fmt::format("{}: damaged: truncated while being read", name));
+            throw format_error(fault::damaged,
+                               fmt::format("{}: damaged: truncated while being read", name));
         }
         p.number = latest / 2;
         p.published_us = a->published_us;
