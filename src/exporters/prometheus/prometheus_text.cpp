@@ -8,6 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "xtel/metrics/exposition_rules.hpp"
+
 namespace xtel::detail {
 
 namespace {
@@ -368,11 +370,7 @@ std::string format_bound(double b, std::uint8_t decimals) {
         }
         return out;
     }
-    double scale = 1;
-    for (std::uint8_t i = 0; i < decimals; ++i) {
-        scale *= 10;
-    }
-    return fmt::format("{}", b / scale);
+    return fmt::format("{}", metrics::shown_bound(b, decimals));
 }
 
 std::string to_valid_utf8(std::string_view in) {
