@@ -5,15 +5,37 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "xtel/metrics/exposition_rules.hpp"
 
 namespace xtel::metrics {
 
 namespace {
 
 using limits = snapshot_codec_limits;
+
+constexpr bool reserves_snapshot_labels() {
+    for (const std::string_view l : snapshot_label_names) {
+        if (std::find(std::begin(reserved_label_names), std::end(reserved_label_names), l) ==
+            std::end(reserved_label_names)) {
+            return false;
+        }
+    }
+    return true;
+}
+// So that no family label can be one of the snapshot's: a series would carry it twice.
+static_assert(reserves_snapshot_labels(),
+              "reserved_label_names holds every name of snapshot_label_names");
+
+constexpr std::string_view metric_name_rule = "[a-zA-Z_:][a-zA-Z0-9_:]*";
+constexpr std::string_view label_name_rule = "[a-zA-Z_][a-zA-Z0-9_]*, not starting with __";
 
 constexpr std::byte magic[4] = {std::byte{'X'}, std::byte{'S'}, std::byte{'N'}, std::byte{'P'}};
 
@@ -268,9 +290,17 @@ series decode_series(reader& r, const family_spec& spec) {
                                            exemplars));
     }
     s.exemplars.resize(exemplars);
-    for (exemplar& e : s.exemplars) {
+    for (std::uint32_t i = 0; i < exemplars; ++i) {
+        exemplar& e = s.exemplars[i];
+        const std::size_t name_at = r.offset();
         e.label_name = r.string("an exemplar's label name");
         e.label_value = r.string("an exemplar's label value");
+        // Both empty: the bucket has no exemplar (what the store leaves in one).
+        if ((!e.label_name.empty() || !e.label_value.empty()) && !is_label_name(e.label_name)) {
+            r.fail(name_at, fmt::format("exemplar {}'s label name {} is not a label name: expected "
+                                        "{} (or empty, with an empty value: no exemplar)",
+                                        i, printable(e.label_name), label_name_rule));
+        }
         e.value = r.u64("an exemplar's value");
         e.timestamp_us = r.u64("an exemplar's timestamp");
     }
@@ -286,17 +316,65 @@ void decode_bounds(reader& r, family_spec& spec) {
                                n, to_string(spec.type)));
     }
     spec.bounds.reserve(n);
+    double shown_before = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
         const std::size_t b_at = r.offset();
         const double b = std::bit_cast<double>(r.u64("a bound"));
         if (std::isnan(b)) {
             r.fail(b_at, fmt::format("bound {} is NaN: expected strictly increasing numbers", i));
         }
+        if (std::isinf(b)) {
+            r.fail(b_at, fmt::format("bound {} is {}: expected finite bounds (the +Inf bucket is "
+                                     "implied, readers add it)",
+                                     i, b));
+        }
         if (i > 0 && !(b > spec.bounds.back())) {
             r.fail(b_at, fmt::format("bound {} is {} after {}: expected strictly increasing bounds",
                                      i, b, spec.bounds.back()));
         }
+        const double shown = shown_bound(b, spec.decimals);
+        if (i > 0 && !(shown > shown_before)) {
+            r.fail(b_at, fmt::format("bound {} is {} after {}: divided by 10^{} as shown, both are "
+                                     "{}: expected bounds that differ as shown",
+                                     i, b, spec.bounds.back(), spec.decimals, shown));
+        }
         spec.bounds.push_back(b);
+        shown_before = shown;
+    }
+}
+
+/// Refuses what a family's label name cannot be (label `index`; those before it are read).
+void check_label_name(reader& r,
+                      std::size_t at,
+                      std::size_t index,
+                      const family_spec& spec,
+                      const std::string& name) {
+    if (!is_label_name(name)) {
+        r.fail(at, fmt::format("label name {} {} is not a label name: expected {}", index,
+                               printable(name), label_name_rule));
+    }
+    if (std::find(std::begin(reserved_label_names), std::end(reserved_label_names), name) !=
+        std::end(reserved_label_names)) {
+        r.fail(at, fmt::format("label name {} {} is reserved: every series has it from the "
+                               "snapshot or the reader (agent_name, pid, rank, local_rank, "
+                               "instance)",
+                               index, printable(name)));
+    }
+    if (spec.type == metric_type::histogram && name == "le") {
+        r.fail(at, fmt::format("label name {} \"le\" is refused in a histogram: its bucket lines "
+                               "add le",
+                               index));
+    }
+    if (spec.type == metric_type::summary && name == "quantile") {
+        r.fail(at, fmt::format("label name {} \"quantile\" is refused in a summary: it names a "
+                               "summary's quantiles",
+                               index));
+    }
+    const auto& names = spec.label_names;
+    if (const auto it = std::find(names.begin(), names.begin() + index, name);
+        it != names.begin() + index) {
+        r.fail(at, fmt::format("label name {} {} is label name {}'s too: expected each name once",
+                               index, printable(name), it - names.begin()));
     }
 }
 
@@ -304,6 +382,10 @@ void decode_bounds(reader& r, family_spec& spec) {
 void decode_spec(reader& r, std::size_t index, const family_spec* previous, family_spec& spec) {
     const std::size_t name_at = r.offset();
     spec.name = r.string("the name");
+    if (!is_metric_name(spec.name)) {
+        r.fail(name_at, fmt::format("the name {} is not a metric name: expected {}",
+                                    printable(spec.name), metric_name_rule));
+    }
     r.at_family(index, &spec.name);
     if (previous != nullptr && !(previous->name < spec.name)) {
         r.fail(name_at, fmt::format("the name does not sort after family {}'s {}: expected "
@@ -334,31 +416,142 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
     }
     spec.fixed_labels = fixed == 1;
 
+    const std::size_t unit_at = r.offset();
     spec.unit = r.string("the unit");
+    if (!is_unit(spec.unit)) {
+        r.fail(unit_at, fmt::format("the unit {} is not a unit: expected [a-zA-Z0-9_]* (empty for "
+                                    "none)",
+                                    printable(spec.unit)));
+    }
+    if (!spec.unit.empty() &&
+        !unit_ends_name(spec.name, spec.unit, spec.type == metric_type::counter)) {
+        r.fail(unit_at, fmt::format("the unit {} does not end the name: expected a name ending in "
+                                    "_{}{}",
+                                    printable(spec.unit), spec.unit,
+                                    spec.type == metric_type::counter ? " (before _total)" : ""));
+    }
     const std::uint32_t names = r.count("the label name count", limits::max_labels, min_string);
     spec.label_names.reserve(names);
     for (std::uint32_t i = 0; i < names; ++i) {
-        spec.label_names.push_back(r.string("a label name"));
+        const std::size_t at = r.offset();
+        std::string name = r.string("a label name");
+        check_label_name(r, at, i, spec, name);
+        spec.label_names.push_back(std::move(name));
     }
     decode_bounds(r, spec);
+}
+
+/// Refuses a family with two series of the same label values: a reader would serve one series
+/// twice, and a remote-write receiver refuses the whole request over it. `starts` holds where
+/// each series begins.
+void check_unique_series(reader& r, const family_snapshot& f, std::span<const std::size_t> starts) {
+    const std::size_t n = f.series.size();
+    if (n < 2) {
+        return;
+    }
+    // Sorted by a hash of the values, then by the values themselves where hashes tie, so that
+    // values made to collide cost a comparison, not a quadratic search.
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> keys(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        std::uint64_t h = 0;
+        for (const std::string& v : f.series[i].label_values) {
+            h = (h ^ std::hash<std::string>{}(v)) * 0x100000001b3ull + v.size();
+        }
+        keys[i] = {h, i};
+    }
+    const auto values = [&](std::uint32_t i) -> const std::vector<std::string>& {
+        return f.series[i].label_values;
+    };
+    std::sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) {
+        if (a.first != b.first) {
+            return a.first < b.first;
+        }
+        if (values(a.second) != values(b.second)) {
+            return values(a.second) < values(b.second);
+        }
+        return a.second < b.second;
+    });
+    // Of every repeat, the one that comes first in the payload is named.
+    std::optional<std::pair<std::uint32_t, std::uint32_t>> repeat;  // {first, again}
+    for (std::size_t k = 1; k < n; ++k) {
+        const auto [first, again] = std::pair(keys[k - 1].second, keys[k].second);
+        if (keys[k - 1].first == keys[k].first && values(first) == values(again) &&
+            (!repeat || again < repeat->second)) {
+            repeat = {first, again};
+        }
+    }
+    if (repeat) {
+        std::string shown;
+        for (const std::string& v : values(repeat->second)) {
+            shown += shown.empty() ? "" : ", ";
+            shown += printable(v);
+        }
+        r.at_series(repeat->second);
+        r.fail(starts[repeat->second],
+               fmt::format("the label values ({}) are series {}'s too: expected each series once",
+                           shown, repeat->first));
+    }
 }
 
 void decode_families(reader& r, std::vector<family_snapshot>& out) {
     const std::uint32_t n = r.count("the family count", limits::max_families, min_family);
     out.reserve(n);  // so that the reader may point at a family's name while reading it
+    // Every line name written so far (name, name_bucket, ...) -> its family: two families may
+    // not write lines of one name (histogram x and gauge x_count), or readers serve one series
+    // twice.
+    std::unordered_map<std::string, std::uint32_t> lines;
+    std::vector<std::size_t> starts;
     for (std::uint32_t i = 0; i < n; ++i) {
         r.at_family(i, nullptr);
         family_snapshot& f = out.emplace_back();
+        const std::size_t at = r.offset();
         decode_spec(r, i, i > 0 ? &out[i - 1].spec : nullptr, f.spec);
+        for (std::string& line : metric_store::line_names(f.spec.name, f.spec.type)) {
+            const auto [it, added] = lines.try_emplace(std::move(line), i);
+            if (!added) {
+                r.fail(at, fmt::format("its line {} is family {}'s ({}) too: expected each line "
+                                       "name in one family",
+                                       printable(it->first), it->second,
+                                       printable(out[it->second].spec.name)));
+            }
+        }
         const std::uint32_t series_n =
             r.count("the series count", limits::max_series_per_family, min_series);
         f.series.reserve(series_n);
+        starts.resize(series_n);
         for (std::uint32_t j = 0; j < series_n; ++j) {
             r.at_series(j);
+            starts[j] = r.offset();
             f.series.push_back(decode_series(r, f.spec));
         }
+        check_unique_series(r, f, starts);
     }
     r.at_family(reader::none, nullptr);
+}
+
+/// The snapshot's own labels: those of snapshot_label_names, each at most once.
+void decode_labels(reader& r, std::vector<label>& out) {
+    const std::uint32_t n = r.count("the label count", limits::max_labels, min_label);
+    out.resize(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const std::size_t at = r.offset();
+        label& l = out[i];
+        l.name = r.string("a label's name");
+        if (std::find(std::begin(snapshot_label_names), std::end(snapshot_label_names), l.name) ==
+            std::end(snapshot_label_names)) {
+            r.fail(at, fmt::format("label {}'s name {} is refused: expected agent_name, rank or "
+                                   "local_rank (a reader adds pid and instance itself)",
+                                   i, printable(l.name)));
+        }
+        for (std::uint32_t j = 0; j < i; ++j) {
+            if (out[j].name == l.name) {
+                r.fail(at, fmt::format("label {}'s name {} is label {}'s too: expected each "
+                                       "label once",
+                                       i, printable(l.name), j));
+            }
+        }
+        l.value = r.string("a label's value");
+    }
 }
 
 }  // namespace
@@ -383,12 +576,7 @@ snapshot decode_snapshot(std::span<const std::byte> bytes) {
     reader r(bytes);
     decode_header(r);
     snapshot s;
-    const std::uint32_t labels = r.count("the label count", limits::max_labels, min_label);
-    s.labels.resize(labels);
-    for (label& l : s.labels) {
-        l.name = r.string("a label's name");
-        l.value = r.string("a label's value");
-    }
+    decode_labels(r, s.labels);
     decode_families(r, s.families);
     if (r.left() != 0) {
         r.fail(r.offset(),
