@@ -402,6 +402,12 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
                                     type));
     }
     spec.type = static_cast<metric_type>(type);
+    // OpenMetrics shows a counter's samples as <name>_total (and the store makes no other).
+    if (spec.type == metric_type::counter && !spec.name.ends_with("_total")) {
+        r.fail(name_at, fmt::format("the name {} of a counter does not end in _total: expected "
+                                    "a counter's name to end in _total",
+                                    printable(spec.name)));
+    }
 
     const std::size_t decimals_at = r.offset();
     spec.decimals = r.u8("the decimals");

@@ -368,6 +368,12 @@ TEST_CASE("a family name that is not a metric name is refused, quoted as one pri
               .spec.name == ":a_b:9");
 }
 
+TEST_CASE("a counter whose name does not end in _total is refused", "[snapshot_codec]") {
+    CHECK_THAT(refusal(encoded(one_family({"bytes", "", metric_type::counter, {}}, {}))),
+               Contains("byte 16: family 0 (\"bytes\"): the name \"bytes\" of a counter does not "
+                        "end in _total"));
+}
+
 TEST_CASE("a family label name that is not a label name is refused naming it", "[snapshot_codec]") {
     for (const std::string name : {"peer name", "__name__", "9th", "a:b", ""}) {
         INFO(name);

@@ -65,12 +65,13 @@ class snapshot_decode_error : public error {
 /// number of label names, buckets other than one per bound, exemplars other than none or one
 /// per bucket and one for +Inf, bytes after the end.
 ///
-/// The names: a family name that is not a metric name; a label name (the snapshot's, a
-/// family's, an exemplar's) that is not one (is_label_name); a unit that is not one, or that
-/// does not end the family's name (`_<unit>`, before a counter's `_total`); a snapshot label
-/// other than snapshot_label_names or one twice; a family label name twice, one of
-/// reserved_label_names, `le` in a histogram or `quantile` in a summary; two families that
-/// would write a line of the same name (histogram `x` and gauge `x_count`).
+/// The names: a family name that is not a metric name, or a counter's that does not end in
+/// _total; a label name (the snapshot's, a family's, an exemplar's) that is not one
+/// (is_label_name); a unit that is not one, or that does not end the family's name
+/// (`_<unit>`, before a counter's `_total`); a snapshot label other than snapshot_label_names
+/// or one twice; a family label name twice, one of reserved_label_names, `le` in a histogram
+/// or `quantile` in a summary; two families that would write a line of the same name
+/// (histogram `x` and gauge `x_count`).
 ///
 /// The values: bounds that are not finite or not strictly increasing, also once divided by
 /// 10^decimals as they are shown; a series whose label values are another's of its family.
