@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <string>
@@ -13,13 +12,6 @@
 namespace xtel::node {
 
 namespace {
-
-bool equal_lower(std::string_view a, std::string_view lower) {
-    return a.size() == lower.size() &&
-           std::equal(a.begin(), a.end(), lower.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == y;
-           });
-}
 
 /// What is wrong with `url`, or empty when nothing is.
 std::string problem(std::string_view url) {
@@ -32,10 +24,10 @@ std::string problem(std::string_view url) {
             return fmt::format("byte {} is a control byte", i);
         }
     }
+    // In lower case, as http_pusher takes it (libcurl would take any case).
     const auto scheme_end = url.find("://");
     if (scheme_end == std::string_view::npos ||
-        !(equal_lower(url.substr(0, scheme_end), "http") ||
-          equal_lower(url.substr(0, scheme_end), "https"))) {
+        (url.substr(0, scheme_end) != "http" && url.substr(0, scheme_end) != "https")) {
         return "it does not start with http:// or https://";
     }
     std::string_view authority = url.substr(scheme_end + 3);

@@ -8,7 +8,7 @@
 namespace xtel::node {
 
 /// Throws config_error (parse::fail: "<source>='<url>' is invalid: ...", one line) unless `url`
-/// is an http:// or https:// URL (the scheme in any case) with a host, a port of 1 to 65535
+/// is an http:// or https:// URL (in lower case) with a host, a port of 1 to 65535
 /// when it names one, and no space or control byte anywhere. `example` is shown as a URL that
 /// would be accepted.
 void check_push_url(std::string_view source, std::string_view url, std::string_view example);

@@ -438,14 +438,14 @@ TEST_CASE("a push URL that curl would refuse at every try is refused at start, i
                                      "it does not start with http:// or https://");
     for (const std::string_view bad :
          {"", "h:9090", "http:/h", "https:///v1", "http://user@/x", "http://:9090/x", "http://[]:1",
-          "http://[::1", "http://h:0/", "http://h:65536", "http://h:/x", "http://h:x1",
-          "http://\t"}) {
+          "http://[::1", "http://h:0/", "http://h:65536", "http://h:/x", "http://h:x1", "http://\t",
+          "HTTP://h", "htTp://h"}) {
         INFO(bad);
         CHECK(refused(bad).starts_with("--remote-write='"));
         CHECK(refused(bad) != "accepted");
     }
     for (const std::string_view good :
-         {"http://h", "HTTPS://h:443/api/v1/write?x=1", "http://u:p@h:1/", "http://[::1]:4318",
+         {"http://h", "https://h:443/api/v1/write?x=1", "http://u:p@h:1/", "http://[::1]:4318",
           "http://h:65535#f"}) {
         INFO(good);
         CHECK(refused(good) == "accepted");
