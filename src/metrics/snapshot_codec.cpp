@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -447,43 +448,85 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
     decode_bounds(r, spec);
 }
 
-/// Refuses a family with two series of the same label values: a reader would serve one series
-/// twice, and a remote-write receiver refuses the whole request over it. `starts` holds where
-/// each series begins.
-void check_unique_series(reader& r, const family_snapshot& f, std::span<const std::size_t> starts) {
-    const std::size_t n = f.series.size();
-    if (n < 2) {
-        return;
+/// A series' sort key: a hash of its label values in the high bits, its index in the low
+/// ones (limits::max_series_per_family fits them), taken as the series is read, its strings
+/// still in cache.
+constexpr int index_bits = 20;
+static_assert(limits::max_series_per_family <= (1u << index_bits));
+
+std::uint64_t series_key(const series& s, std::uint32_t index) {
+    std::uint64_t h = 0;
+    for (const std::string& v : s.label_values) {
+        h = (h ^ std::hash<std::string>{}(v)) * 0x100000001b3ull + v.size();
     }
-    // Sorted by a hash of the values, then by the values themselves where hashes tie, so that
-    // values made to collide cost a comparison, not a quadratic search.
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> keys(n);
-    for (std::uint32_t i = 0; i < n; ++i) {
-        std::uint64_t h = 0;
-        for (const std::string& v : f.series[i].label_values) {
-            h = (h ^ std::hash<std::string>{}(v)) * 0x100000001b3ull + v.size();
+    return (h << index_bits) | index;
+}
+
+/// Sorts `keys` by their hash bits (from index_bits up) in time linear in their number whatever
+/// they hold: a least-significant-digit radix sort, 4 passes of 11 bits. Equal hashes end up
+/// next to each other, which is all check_unique_series needs.
+void sort_by_hash(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch) {
+    constexpr int digit_bits = 11;
+    constexpr std::uint64_t digit_mask = (std::uint64_t{1} << digit_bits) - 1;
+    static_assert((64 - index_bits) % digit_bits == 0 && (64 - index_bits) / digit_bits % 2 == 0,
+                  "whole digits, and an even number of passes so the result is in keys");
+    std::array<std::uint32_t, std::size_t{1} << digit_bits> at{};
+    scratch.resize(keys.size());
+    for (int shift = index_bits; shift < 64; shift += digit_bits) {
+        at.fill(0);
+        for (const std::uint64_t k : keys) {
+            ++at[(k >> shift) & digit_mask];
         }
-        keys[i] = {h, i};
+        std::uint32_t sum = 0;
+        for (std::uint32_t& a : at) {
+            sum += std::exchange(a, sum);
+        }
+        for (const std::uint64_t k : keys) {
+            scratch[at[(k >> shift) & digit_mask]++] = k;
+        }
+        keys.swap(scratch);
     }
+}
+
+/// Refuses a family with two series of the same label values: a reader would serve one series
+/// twice, and a remote-write receiver refuses the whole request over it. `keys` holds each
+/// series' series_key (sorted here, `scratch` is the sort's), `starts` where each series
+/// begins.
+void check_unique_series(reader& r,
+                         const family_snapshot& f,
+                         std::vector<std::uint64_t>& keys,
+                         std::vector<std::uint64_t>& scratch,
+                         std::span<const std::size_t> starts) {
+    constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
     const auto values = [&](std::uint32_t i) -> const std::vector<std::string>& {
         return f.series[i].label_values;
     };
-    std::sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) {
-        if (a.first != b.first) {
-            return a.first < b.first;
-        }
-        if (values(a.second) != values(b.second)) {
-            return values(a.second) < values(b.second);
-        }
-        return a.second < b.second;
-    });
-    // Of every repeat, the one that comes first in the payload is named.
+    // Series of equal values have equal hashes, so they end up in one run of equal hashes;
+    // a run (almost always of one) is sorted by the values themselves, so that values made to
+    // collide cost a comparison each, not a quadratic search.
+    sort_by_hash(keys, scratch);
     std::optional<std::pair<std::uint32_t, std::uint32_t>> repeat;  // {first, again}
-    for (std::size_t k = 1; k < n; ++k) {
-        const auto [first, again] = std::pair(keys[k - 1].second, keys[k].second);
-        if (keys[k - 1].first == keys[k].first && values(first) == values(again) &&
-            (!repeat || again < repeat->second)) {
-            repeat = {first, again};
+    std::vector<std::uint32_t> run;
+    for (std::size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
+        end = begin + 1;
+        while (end < keys.size() && (keys[end] >> index_bits) == (keys[begin] >> index_bits)) {
+            ++end;
+        }
+        if (end - begin == 1) {
+            continue;
+        }
+        run.clear();
+        for (std::size_t k = begin; k < end; ++k) {
+            run.push_back(static_cast<std::uint32_t>(keys[k] & index_mask));
+        }
+        std::sort(run.begin(), run.end(), [&](std::uint32_t a, std::uint32_t b) {
+            return values(a) != values(b) ? values(a) < values(b) : a < b;
+        });
+        // Of every repeat, the one that comes first in the payload is named.
+        for (std::size_t k = 1; k < run.size(); ++k) {
+            if (values(run[k - 1]) == values(run[k]) && (!repeat || run[k] < repeat->second)) {
+                repeat = {run[k - 1], run[k]};
+            }
         }
     }
     if (repeat) {
@@ -507,6 +550,7 @@ void decode_families(reader& r, std::vector<family_snapshot>& out) {
     // twice.
     std::unordered_map<std::string, std::uint32_t> lines;
     std::vector<std::size_t> starts;
+    std::vector<std::uint64_t> keys, scratch;
     for (std::uint32_t i = 0; i < n; ++i) {
         r.at_family(i, nullptr);
         family_snapshot& f = out.emplace_back();
@@ -525,12 +569,14 @@ void decode_families(reader& r, std::vector<family_snapshot>& out) {
             r.count("the series count", limits::max_series_per_family, min_series);
         f.series.reserve(series_n);
         starts.resize(series_n);
+        keys.resize(series_n);
         for (std::uint32_t j = 0; j < series_n; ++j) {
             r.at_series(j);
             starts[j] = r.offset();
             f.series.push_back(decode_series(r, f.spec));
+            keys[j] = series_key(f.series.back(), j);
         }
-        check_unique_series(r, f, starts);
+        check_unique_series(r, f, keys, scratch, starts);
     }
     r.at_family(reader::none, nullptr);
 }
