@@ -454,10 +454,34 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
 constexpr int index_bits = 20;
 static_assert(limits::max_series_per_family <= (1u << index_bits));
 
+/// `v` as readers show it: each byte that does not start a valid UTF-8 sequence as U+FFFD.
+std::string shown_value(std::string_view v) {
+    std::string out;
+    while (!v.empty()) {
+        const std::size_t n = utf8_sequence(v);
+        out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : v.substr(0, n));
+        v.remove_prefix(std::max<std::size_t>(n, 1));
+    }
+    return out;
+}
+
+/// A series' label values as readers show them: two series whose values differ only in bytes
+/// that are not UTF-8 are one series once shown.
+std::vector<std::string> shown_values(const series& s) {
+    std::vector<std::string> out;
+    out.reserve(s.label_values.size());
+    for (const std::string& v : s.label_values) {
+        out.push_back(is_utf8(v) ? v : shown_value(v));
+    }
+    return out;
+}
+
 std::uint64_t series_key(const series& s, std::uint32_t index) {
     std::uint64_t h = 0;
     for (const std::string& v : s.label_values) {
-        h = (h ^ std::hash<std::string>{}(v)) * 0x100000001b3ull + v.size();
+        const std::size_t hv =
+            is_utf8(v) ? std::hash<std::string>{}(v) : std::hash<std::string>{}(shown_value(v));
+        h = (h ^ hv) * 0x100000001b3ull;
     }
     return (h << index_bits) | index;
 }
@@ -488,25 +512,22 @@ void sort_by_hash(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& 
     }
 }
 
-/// Refuses a family with two series of the same label values: a reader would serve one series
-/// twice, and a remote-write receiver refuses the whole request over it. `keys` holds each
-/// series' series_key (sorted here, `scratch` is the sort's), `starts` where each series
-/// begins.
+/// Refuses a family with two series of the same label values as readers show them: a reader
+/// would serve one series twice, and a remote-write receiver refuses the whole request over
+/// it. `keys` holds each series' series_key (sorted here, `scratch` is the sort's), `starts`
+/// where each series begins.
 void check_unique_series(reader& r,
                          const family_snapshot& f,
                          std::vector<std::uint64_t>& keys,
                          std::vector<std::uint64_t>& scratch,
                          std::span<const std::size_t> starts) {
     constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
-    const auto values = [&](std::uint32_t i) -> const std::vector<std::string>& {
-        return f.series[i].label_values;
-    };
-    // Series of equal values have equal hashes, so they end up in one run of equal hashes;
-    // a run (almost always of one) is sorted by the values themselves, so that values made to
-    // collide cost a comparison each, not a quadratic search.
+    // Series of equal values (as shown) have equal hashes, so they end up in one run of equal
+    // hashes; a run (almost always of one) is sorted by the values themselves, so that values
+    // made to collide cost a comparison each, not a quadratic search.
     sort_by_hash(keys, scratch);
-    std::optional<std::pair<std::uint32_t, std::uint32_t>> repeat;  // {first, again}
-    std::vector<std::uint32_t> run;
+    std::optional<std::pair<std::uint32_t, std::uint32_t>> repeat;        // {first, again}
+    std::vector<std::pair<std::vector<std::string>, std::uint32_t>> run;  // {shown, index}
     for (std::size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
         end = begin + 1;
         while (end < keys.size() && (keys[end] >> index_bits) == (keys[begin] >> index_bits)) {
@@ -517,27 +538,27 @@ void check_unique_series(reader& r,
         }
         run.clear();
         for (std::size_t k = begin; k < end; ++k) {
-            run.push_back(static_cast<std::uint32_t>(keys[k] & index_mask));
+            const auto i = static_cast<std::uint32_t>(keys[k] & index_mask);
+            run.emplace_back(shown_values(f.series[i]), i);
         }
-        std::sort(run.begin(), run.end(), [&](std::uint32_t a, std::uint32_t b) {
-            return values(a) != values(b) ? values(a) < values(b) : a < b;
-        });
+        std::sort(run.begin(), run.end());
         // Of every repeat, the one that comes first in the payload is named.
         for (std::size_t k = 1; k < run.size(); ++k) {
-            if (values(run[k - 1]) == values(run[k]) && (!repeat || run[k] < repeat->second)) {
-                repeat = {run[k - 1], run[k]};
+            if (run[k - 1].first == run[k].first && (!repeat || run[k].second < repeat->second)) {
+                repeat = {run[k - 1].second, run[k].second};
             }
         }
     }
     if (repeat) {
         std::string shown;
-        for (const std::string& v : values(repeat->second)) {
+        for (const std::string& v : f.series[repeat->second].label_values) {
             shown += shown.empty() ? "" : ", ";
             shown += printable(v);
         }
         r.at_series(repeat->second);
         r.fail(starts[repeat->second],
-               fmt::format("the label values ({}) are series {}'s too: expected each series once",
+               fmt::format("the label values ({}) are series {}'s too, as readers show them "
+                           "(bytes that are not UTF-8 as U+FFFD): expected each series once",
                            shown, repeat->first));
     }
 }
