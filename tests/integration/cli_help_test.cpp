@@ -225,8 +225,8 @@ TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cl
 }
 
 TEST_CASE(
-    "xtel-exporter refuses at start, in one line with exit status 64, a push URL or header "
-    "it could never send",
+    "xtel-exporter refuses at start in one line with exit status 64 a push URL or header it "
+    "could never send",
     "[cli]") {
     struct bad_start {
         std::vector<std::string> args;

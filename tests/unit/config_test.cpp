@@ -181,7 +181,7 @@ TEST_CASE("an item given twice is refused when repeats are, naming the item") {
     }
 }
 
-TEST_CASE("a configuration error shows the control bytes of a value escaped, on one line") {
+TEST_CASE("a configuration error shows the control bytes of a value escaped on one line") {
     try {
         xtel::parse::fail("SOME_VAR", "a\r\nb\tc\x01\x7f d\xc3\xa9", "expected no \n");
         FAIL("no exception");

@@ -246,7 +246,7 @@ TEST_CASE("histogram bounds must be finite and differ once divided by 10^decimal
     CHECK_NOTHROW(s.add_family({"h5", "h", metric_type::histogram, {}, 6, {1e-300, 2e-300}}));
 }
 
-TEST_CASE("a unit is letters, digits and underscores, and ends the family's name") {
+TEST_CASE("a unit is letters and digits and underscores and ends the family's name") {
     metric_store s;
     CHECK_THROWS_WITH(s.add_family({"a_seconds", "h", metric_type::gauge, {}, 0, {}, "sec onds"}),
                       Catch::Contains("metric family 'a_seconds' has the unit 'sec onds': expected "

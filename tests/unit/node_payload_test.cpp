@@ -42,7 +42,7 @@ const family_spec& spec_of(const xtel::metrics::snapshot& s, std::string_view na
 
 }  // namespace
 
-TEST_CASE("an agent's node-file snapshot decodes, its xtel_agent_info without a pid label") {
+TEST_CASE("an agent's node-file snapshot decodes with an xtel_agent_info without a pid label") {
     prometheus_agent agent("a", "host", {10, 100}, {"legacy", "comprehensive", "time"}, 100,
                            xtel::process_rank{3, 1}, pid_shown_by::reader);
     agent.publish();

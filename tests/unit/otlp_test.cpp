@@ -413,7 +413,7 @@ TEST_CASE("a malformed OTLP setting names the variable or flag, the value and wh
           "http/json");
 }
 
-TEST_CASE("a push URL that curl would refuse at every try is refused at start, in one line",
+TEST_CASE("a push URL that curl would refuse at every try is refused at start in one line",
           "[otlp]") {
     const auto refused = [](std::string_view url) {
         try {
@@ -452,7 +452,7 @@ TEST_CASE("a push URL that curl would refuse at every try is refused at start, i
     }
 }
 
-TEST_CASE("every OTLP endpoint, variable or flag, is checked as a push URL", "[otlp]") {
+TEST_CASE("every OTLP endpoint variable or flag is checked as a push URL", "[otlp]") {
     CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1 x"}}) ==
           "OTEL_EXPORTER_OTLP_ENDPOINT='http://127.0.0.1:1 x' is invalid: expected an http:// or "
           "https:// URL with a host, without spaces or control bytes (for example "
@@ -466,7 +466,8 @@ TEST_CASE("every OTLP endpoint, variable or flag, is checked as a push URL", "[o
     CHECK(error_of({}, f).ends_with("it has no host"));
 }
 
-TEST_CASE("a header value with CR or LF is blamed, not its name, and shown escaped", "[otlp]") {
+TEST_CASE("a header value with CR or LF is blamed rather than its name and shown escaped",
+          "[otlp]") {
     node::otlp_flags f;
     f.endpoint = "http://c";
     f.headers = {"a=b\r\nX-Evil: 1"};

@@ -352,7 +352,7 @@ TEST_CASE("bytes after the last family are refused", "[snapshot_codec]") {
                                         ": 1 bytes after the last family: expected the end"));
 }
 
-TEST_CASE("a family name that is not a metric name is refused, quoted as one printable line",
+TEST_CASE("a family name that is not a metric name is refused and quoted as one printable line",
           "[snapshot_codec]") {
     // A newline would have written lines of the payload's choosing into /metrics.
     CHECK_THAT(refusal(encoded(one_family({"a\nb\"\xff", "", metric_type::counter, {}}, {}))),
@@ -419,7 +419,7 @@ TEST_CASE("a family label name given twice is refused", "[snapshot_codec]") {
         Contains("label name 2 \"op\" is label name 0's too: expected each name once"));
 }
 
-TEST_CASE("a snapshot label other than agent_name, rank and local_rank is refused",
+TEST_CASE("a snapshot label other than agent_name or rank or local_rank is refused",
           "[snapshot_codec]") {
     for (const std::string name : {"pid", "instance", "hostname", "agent name", ""}) {
         INFO(name);
