@@ -119,7 +119,8 @@ inline std::size_t series_of(const xtel::metrics::snapshot& s,
 inline std::shared_ptr<const xtel::metrics::snapshot> agent_snapshot(const std::string& agent,
                                                                      std::size_t peers) {
     const auto s = model_settings();
-    xtel::detail::prometheus_agent a(agent, s.hostname, s.buckets, s.builders, s.max_series);
+    xtel::detail::prometheus_agent a(agent, s.hostname, s.buckets, s.builders, s.max_series, {},
+                                     xtel::detail::pid_shown_by::reader);
     const agent_traffic traffic(peers);
     a.apply_transfers(traffic.records(), traffic.labels());
     a.publish();

@@ -12,8 +12,13 @@
 namespace xtel::parse {
 
 /// Throws config_error "<var>='<value>' is invalid: <accepted>", the one shape every
-/// configuration error has.
+/// configuration error has. Control bytes in it (the value's, or a part of it that `accepted`
+/// quotes) are shown as escape_controls writes them, so the message stays one line.
 [[noreturn]] void fail(std::string_view var, std::string_view value, std::string_view accepted);
+
+/// `s` with each control byte escaped: \r, \n, \t, the others (and DEL) as \xNN. Bytes from
+/// 0x80 up are kept, so UTF-8 stays readable.
+std::string escape_controls(std::string_view s);
 
 /// `s` without the white space (std::isspace in the C locale) at either end.
 std::string_view trim(std::string_view s);

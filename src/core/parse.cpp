@@ -28,7 +28,28 @@ bool is_name_char(char c) {
 }  // namespace
 
 void fail(std::string_view var, std::string_view value, std::string_view accepted) {
-    throw config_error(fmt::format("{}='{}' is invalid: {}", var, value, accepted));
+    throw config_error(
+        escape_controls(fmt::format("{}='{}' is invalid: {}", var, value, accepted)));
+}
+
+std::string escape_controls(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (const char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '\r') {
+            out += "\\r";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (u < 0x20 || u == 0x7f) {
+            out += fmt::format("\\x{:02x}", u);
+        } else {
+            out += c;
+        }
+    }
+    return out;
 }
 
 std::string_view trim(std::string_view s) {

@@ -8,23 +8,11 @@
 #include <algorithm>
 #include <map>
 
+#include "xtel/metrics/exposition_rules.hpp"
+
 namespace xtel::metrics {
 
 namespace {
-
-bool is_label_name(std::string_view s) {
-    if (s.empty() || s.starts_with("__")) {
-        return false;
-    }
-    const auto head = [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    };
-    if (!head(s[0])) {
-        return false;
-    }
-    return std::all_of(s.begin(), s.end(),
-                       [&](char c) { return head(c) || (c >= '0' && c <= '9'); });
-}
 
 std::string known_keys() {
     std::string out;

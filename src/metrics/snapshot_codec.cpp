@@ -3,17 +3,40 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "xtel/metrics/exposition_rules.hpp"
 
 namespace xtel::metrics {
 
 namespace {
 
 using limits = snapshot_codec_limits;
+
+constexpr bool reserves_snapshot_labels() {
+    for (const std::string_view l : snapshot_label_names) {
+        if (std::find(std::begin(reserved_label_names), std::end(reserved_label_names), l) ==
+            std::end(reserved_label_names)) {
+            return false;
+        }
+    }
+    return true;
+}
+// So that no family label can be one of the snapshot's: a series would carry it twice.
+static_assert(reserves_snapshot_labels(),
+              "reserved_label_names holds every name of snapshot_label_names");
+
+constexpr std::string_view metric_name_rule = "[a-zA-Z_:][a-zA-Z0-9_:]*";
+constexpr std::string_view label_name_rule = "[a-zA-Z_][a-zA-Z0-9_]*, not starting with __";
 
 constexpr std::byte magic[4] = {std::byte{'X'}, std::byte{'S'}, std::byte{'N'}, std::byte{'P'}};
 
@@ -268,9 +291,17 @@ series decode_series(reader& r, const family_spec& spec) {
                                            exemplars));
     }
     s.exemplars.resize(exemplars);
-    for (exemplar& e : s.exemplars) {
+    for (std::uint32_t i = 0; i < exemplars; ++i) {
+        exemplar& e = s.exemplars[i];
+        const std::size_t name_at = r.offset();
         e.label_name = r.string("an exemplar's label name");
         e.label_value = r.string("an exemplar's label value");
+        // Both empty: the bucket has no exemplar (what the store leaves in one).
+        if ((!e.label_name.empty() || !e.label_value.empty()) && !is_label_name(e.label_name)) {
+            r.fail(name_at, fmt::format("exemplar {}'s label name {} is not a label name: expected "
+                                        "{} (or empty, with an empty value: no exemplar)",
+                                        i, printable(e.label_name), label_name_rule));
+        }
         e.value = r.u64("an exemplar's value");
         e.timestamp_us = r.u64("an exemplar's timestamp");
     }
@@ -286,17 +317,65 @@ void decode_bounds(reader& r, family_spec& spec) {
                                n, to_string(spec.type)));
     }
     spec.bounds.reserve(n);
+    double shown_before = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
         const std::size_t b_at = r.offset();
         const double b = std::bit_cast<double>(r.u64("a bound"));
         if (std::isnan(b)) {
             r.fail(b_at, fmt::format("bound {} is NaN: expected strictly increasing numbers", i));
         }
+        if (std::isinf(b)) {
+            r.fail(b_at, fmt::format("bound {} is {}: expected finite bounds (the +Inf bucket is "
+                                     "implied, readers add it)",
+                                     i, b));
+        }
         if (i > 0 && !(b > spec.bounds.back())) {
             r.fail(b_at, fmt::format("bound {} is {} after {}: expected strictly increasing bounds",
                                      i, b, spec.bounds.back()));
         }
+        const double shown = shown_bound(b, spec.decimals);
+        if (i > 0 && !(shown > shown_before)) {
+            r.fail(b_at, fmt::format("bound {} is {} after {}: divided by 10^{} as shown, both are "
+                                     "{}: expected bounds that differ as shown",
+                                     i, b, spec.bounds.back(), spec.decimals, shown));
+        }
         spec.bounds.push_back(b);
+        shown_before = shown;
+    }
+}
+
+/// Refuses what a family's label name cannot be (label `index`; those before it are read).
+void check_label_name(reader& r,
+                      std::size_t at,
+                      std::size_t index,
+                      const family_spec& spec,
+                      const std::string& name) {
+    if (!is_label_name(name)) {
+        r.fail(at, fmt::format("label name {} {} is not a label name: expected {}", index,
+                               printable(name), label_name_rule));
+    }
+    if (std::find(std::begin(reserved_label_names), std::end(reserved_label_names), name) !=
+        std::end(reserved_label_names)) {
+        r.fail(at, fmt::format("label name {} {} is reserved: every series has it from the "
+                               "snapshot or the reader (agent_name, pid, rank, local_rank, "
+                               "instance)",
+                               index, printable(name)));
+    }
+    if (spec.type == metric_type::histogram && name == "le") {
+        r.fail(at, fmt::format("label name {} \"le\" is refused in a histogram: its bucket lines "
+                               "add le",
+                               index));
+    }
+    if (spec.type == metric_type::summary && name == "quantile") {
+        r.fail(at, fmt::format("label name {} \"quantile\" is refused in a summary: it names a "
+                               "summary's quantiles",
+                               index));
+    }
+    const auto& names = spec.label_names;
+    if (const auto it = std::find(names.begin(), names.begin() + index, name);
+        it != names.begin() + index) {
+        r.fail(at, fmt::format("label name {} {} is label name {}'s too: expected each name once",
+                               index, printable(name), it - names.begin()));
     }
 }
 
@@ -304,6 +383,10 @@ void decode_bounds(reader& r, family_spec& spec) {
 void decode_spec(reader& r, std::size_t index, const family_spec* previous, family_spec& spec) {
     const std::size_t name_at = r.offset();
     spec.name = r.string("the name");
+    if (!is_metric_name(spec.name)) {
+        r.fail(name_at, fmt::format("the name {} is not a metric name: expected {}",
+                                    printable(spec.name), metric_name_rule));
+    }
     r.at_family(index, &spec.name);
     if (previous != nullptr && !(previous->name < spec.name)) {
         r.fail(name_at, fmt::format("the name does not sort after family {}'s {}: expected "
@@ -320,6 +403,12 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
                                     type));
     }
     spec.type = static_cast<metric_type>(type);
+    // OpenMetrics shows a counter's samples as <name>_total (and the store makes no other).
+    if (spec.type == metric_type::counter && !spec.name.ends_with("_total")) {
+        r.fail(name_at, fmt::format("the name {} of a counter does not end in _total: expected "
+                                    "a counter's name to end in _total",
+                                    printable(spec.name)));
+    }
 
     const std::size_t decimals_at = r.offset();
     spec.decimals = r.u8("the decimals");
@@ -334,31 +423,208 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
     }
     spec.fixed_labels = fixed == 1;
 
+    const std::size_t unit_at = r.offset();
     spec.unit = r.string("the unit");
+    if (!is_unit(spec.unit)) {
+        r.fail(unit_at, fmt::format("the unit {} is not a unit: expected [a-zA-Z0-9_]* (empty for "
+                                    "none)",
+                                    printable(spec.unit)));
+    }
+    if (!spec.unit.empty() &&
+        !unit_ends_name(spec.name, spec.unit, spec.type == metric_type::counter)) {
+        r.fail(unit_at, fmt::format("the unit {} does not end the name: expected a name ending in "
+                                    "_{}{}",
+                                    printable(spec.unit), spec.unit,
+                                    spec.type == metric_type::counter ? " (before _total)" : ""));
+    }
     const std::uint32_t names = r.count("the label name count", limits::max_labels, min_string);
     spec.label_names.reserve(names);
     for (std::uint32_t i = 0; i < names; ++i) {
-        spec.label_names.push_back(r.string("a label name"));
+        const std::size_t at = r.offset();
+        std::string name = r.string("a label name");
+        check_label_name(r, at, i, spec, name);
+        spec.label_names.push_back(std::move(name));
     }
     decode_bounds(r, spec);
+}
+
+/// A series' sort key: a hash of its label values in the high bits, its index in the low
+/// ones (limits::max_series_per_family fits them), taken as the series is read, its strings
+/// still in cache.
+constexpr int index_bits = 20;
+static_assert(limits::max_series_per_family <= (1u << index_bits));
+
+/// `v` as readers show it: each byte that does not start a valid UTF-8 sequence as U+FFFD.
+std::string shown_value(std::string_view v) {
+    std::string out;
+    while (!v.empty()) {
+        const std::size_t n = utf8_sequence(v);
+        out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : v.substr(0, n));
+        v.remove_prefix(std::max<std::size_t>(n, 1));
+    }
+    return out;
+}
+
+/// A series' label values as readers show them: two series whose values differ only in bytes
+/// that are not UTF-8 are one series once shown.
+std::vector<std::string> shown_values(const series& s) {
+    std::vector<std::string> out;
+    out.reserve(s.label_values.size());
+    for (const std::string& v : s.label_values) {
+        out.push_back(is_utf8(v) ? v : shown_value(v));
+    }
+    return out;
+}
+
+std::uint64_t series_key(const series& s, std::uint32_t index) {
+    std::uint64_t h = 0;
+    for (const std::string& v : s.label_values) {
+        const std::size_t hv =
+            is_utf8(v) ? std::hash<std::string>{}(v) : std::hash<std::string>{}(shown_value(v));
+        h = (h ^ hv) * 0x100000001b3ull;
+    }
+    return (h << index_bits) | index;
+}
+
+/// Sorts `keys` by their hash bits (from index_bits up) in time linear in their number whatever
+/// they hold: a least-significant-digit radix sort, 4 passes of 11 bits. Equal hashes end up
+/// next to each other, which is all check_unique_series needs.
+void sort_by_hash(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch) {
+    constexpr int digit_bits = 11;
+    constexpr std::uint64_t digit_mask = (std::uint64_t{1} << digit_bits) - 1;
+    static_assert((64 - index_bits) % digit_bits == 0 && (64 - index_bits) / digit_bits % 2 == 0,
+                  "whole digits, and an even number of passes so the result is in keys");
+    std::array<std::uint32_t, std::size_t{1} << digit_bits> at{};
+    scratch.resize(keys.size());
+    for (int shift = index_bits; shift < 64; shift += digit_bits) {
+        at.fill(0);
+        for (const std::uint64_t k : keys) {
+            ++at[(k >> shift) & digit_mask];
+        }
+        std::uint32_t sum = 0;
+        for (std::uint32_t& a : at) {
+            sum += std::exchange(a, sum);
+        }
+        for (const std::uint64_t k : keys) {
+            scratch[at[(k >> shift) & digit_mask]++] = k;
+        }
+        keys.swap(scratch);
+    }
+}
+
+/// Refuses a family with two series of the same label values as readers show them: a reader
+/// would serve one series twice, and a remote-write receiver refuses the whole request over
+/// it. `keys` holds each series' series_key (sorted here, `scratch` is the sort's), `starts`
+/// where each series begins.
+void check_unique_series(reader& r,
+                         const family_snapshot& f,
+                         std::vector<std::uint64_t>& keys,
+                         std::vector<std::uint64_t>& scratch,
+                         std::span<const std::size_t> starts) {
+    constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
+    // Series of equal values (as shown) have equal hashes, so they end up in one run of equal
+    // hashes; a run (almost always of one) is sorted by the values themselves, so that values
+    // made to collide cost a comparison each, not a quadratic search.
+    sort_by_hash(keys, scratch);
+    std::optional<std::pair<std::uint32_t, std::uint32_t>> repeat;        // {first, again}
+    std::vector<std::pair<std::vector<std::string>, std::uint32_t>> run;  // {shown, index}
+    for (std::size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
+        end = begin + 1;
+        while (end < keys.size() && (keys[end] >> index_bits) == (keys[begin] >> index_bits)) {
+            ++end;
+        }
+        if (end - begin == 1) {
+            continue;
+        }
+        run.clear();
+        for (std::size_t k = begin; k < end; ++k) {
+            const auto i = static_cast<std::uint32_t>(keys[k] & index_mask);
+            run.emplace_back(shown_values(f.series[i]), i);
+        }
+        std::sort(run.begin(), run.end());
+        // Of every repeat, the one that comes first in the payload is named.
+        for (std::size_t k = 1; k < run.size(); ++k) {
+            if (run[k - 1].first == run[k].first && (!repeat || run[k].second < repeat->second)) {
+                repeat = {run[k - 1].second, run[k].second};
+            }
+        }
+    }
+    if (repeat) {
+        std::string shown;
+        for (const std::string& v : f.series[repeat->second].label_values) {
+            shown += shown.empty() ? "" : ", ";
+            shown += printable(v);
+        }
+        r.at_series(repeat->second);
+        r.fail(starts[repeat->second],
+               fmt::format("the label values ({}) are series {}'s too, as readers show them "
+                           "(bytes that are not UTF-8 as U+FFFD): expected each series once",
+                           shown, repeat->first));
+    }
 }
 
 void decode_families(reader& r, std::vector<family_snapshot>& out) {
     const std::uint32_t n = r.count("the family count", limits::max_families, min_family);
     out.reserve(n);  // so that the reader may point at a family's name while reading it
+    // Every line name written so far (name, name_bucket, ...) -> its family: two families may
+    // not write lines of one name (histogram x and gauge x_count), or readers serve one series
+    // twice.
+    std::unordered_map<std::string, std::uint32_t> lines;
+    std::vector<std::size_t> starts;
+    std::vector<std::uint64_t> keys, scratch;
     for (std::uint32_t i = 0; i < n; ++i) {
         r.at_family(i, nullptr);
         family_snapshot& f = out.emplace_back();
+        const std::size_t at = r.offset();
         decode_spec(r, i, i > 0 ? &out[i - 1].spec : nullptr, f.spec);
+        for (std::string& line : metric_store::line_names(f.spec.name, f.spec.type)) {
+            const auto [it, added] = lines.try_emplace(std::move(line), i);
+            if (!added) {
+                r.fail(at, fmt::format("its line {} is family {}'s ({}) too: expected each line "
+                                       "name in one family",
+                                       printable(it->first), it->second,
+                                       printable(out[it->second].spec.name)));
+            }
+        }
         const std::uint32_t series_n =
             r.count("the series count", limits::max_series_per_family, min_series);
         f.series.reserve(series_n);
+        starts.resize(series_n);
+        keys.resize(series_n);
         for (std::uint32_t j = 0; j < series_n; ++j) {
             r.at_series(j);
+            starts[j] = r.offset();
             f.series.push_back(decode_series(r, f.spec));
+            keys[j] = series_key(f.series.back(), j);
         }
+        check_unique_series(r, f, keys, scratch, starts);
     }
     r.at_family(reader::none, nullptr);
+}
+
+/// The snapshot's own labels: those of snapshot_label_names, each at most once.
+void decode_labels(reader& r, std::vector<label>& out) {
+    const std::uint32_t n = r.count("the label count", limits::max_labels, min_label);
+    out.resize(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const std::size_t at = r.offset();
+        label& l = out[i];
+        l.name = r.string("a label's name");
+        if (std::find(std::begin(snapshot_label_names), std::end(snapshot_label_names), l.name) ==
+            std::end(snapshot_label_names)) {
+            r.fail(at, fmt::format("label {}'s name {} is refused: expected agent_name, rank or "
+                                   "local_rank (a reader adds pid and instance itself)",
+                                   i, printable(l.name)));
+        }
+        for (std::uint32_t j = 0; j < i; ++j) {
+            if (out[j].name == l.name) {
+                r.fail(at, fmt::format("label {}'s name {} is label {}'s too: expected each "
+                                       "label once",
+                                       i, printable(l.name), j));
+            }
+        }
+        l.value = r.string("a label's value");
+    }
 }
 
 }  // namespace
@@ -383,12 +649,7 @@ snapshot decode_snapshot(std::span<const std::byte> bytes) {
     reader r(bytes);
     decode_header(r);
     snapshot s;
-    const std::uint32_t labels = r.count("the label count", limits::max_labels, min_label);
-    s.labels.resize(labels);
-    for (label& l : s.labels) {
-        l.name = r.string("a label's name");
-        l.value = r.string("a label's value");
-    }
+    decode_labels(r, s.labels);
     decode_families(r, s.families);
     if (r.left() != 0) {
         r.fail(r.offset(),

@@ -2,31 +2,15 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/metric_store.hpp"
 
 namespace xtel::metrics {
 
 namespace {
-
-bool is_metric_name(std::string_view s) {
-    const auto head = [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
-    };
-    return !s.empty() && head(s[0]) && std::all_of(s.begin(), s.end(), [&](char c) {
-        return head(c) || (c >= '0' && c <= '9');
-    });
-}
-
-bool is_label_name(std::string_view s) {
-    const auto head = [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    };
-    return !s.empty() && !s.starts_with("__") && head(s[0]) &&
-           std::all_of(s.begin(), s.end(),
-                       [&](char c) { return head(c) || (c >= '0' && c <= '9'); });
-}
 
 /// Length-prefixed, so no label value can make two label sets encode alike.
 void encode(std::string& out, std::span<const std::string_view> values) {
@@ -92,19 +76,32 @@ void metric_store::check_new(const family_spec& spec) const {
             "metric family '{}' is a {} with bucket bounds: expected bounds only for a histogram",
             spec.name, to_string(spec.type)));
     }
-    for (std::size_t i = 1; i < spec.bounds.size(); ++i) {
-        if (!(spec.bounds[i] > spec.bounds[i - 1])) {
+    for (std::size_t i = 0; i < spec.bounds.size(); ++i) {
+        // Readers show each bound divided by 10^decimals, and add +Inf themselves.
+        if (!std::isfinite(spec.bounds[i]) ||
+            (i > 0 && !(shown_bound(spec.bounds[i], spec.decimals) >
+                        shown_bound(spec.bounds[i - 1], spec.decimals)))) {
             throw metrics_error(fmt::format(
-                "histogram family '{}' has bounds [{}]: expected strictly increasing bounds",
-                spec.name, fmt::join(spec.bounds, ",")));
+                "histogram family '{}' has bounds [{}]: expected strictly increasing bounds, "
+                "finite, and still increasing divided by 10^{} (as they are shown)",
+                spec.name, fmt::join(spec.bounds, ","), spec.decimals));
         }
+    }
+    if (!is_unit(spec.unit) ||
+        (!spec.unit.empty() &&
+         !unit_ends_name(spec.name, spec.unit, spec.type == metric_type::counter))) {
+        throw metrics_error(fmt::format(
+            "metric family '{}' has the unit '{}': expected [a-zA-Z0-9_]* that ends the name "
+            "(_<unit>, before a counter's _total), or none",
+            spec.name, spec.unit));
     }
     for (std::size_t i = 0; i < spec.label_names.size(); ++i) {
         const auto& l = spec.label_names[i];
-        if (!is_label_name(l) || (spec.type == metric_type::histogram && l == "le")) {
+        if (!is_label_name(l) || (spec.type == metric_type::histogram && l == "le") ||
+            (spec.type == metric_type::summary && l == "quantile")) {
             throw metrics_error(fmt::format(
                 "label '{}' of metric family '{}' is invalid: expected [a-zA-Z_][a-zA-Z0-9_]* not "
-                "starting with \"__\" (and not le in a histogram)",
+                "starting with \"__\" (and not le in a histogram, quantile in a summary)",
                 l, spec.name));
         }
         if (std::find(spec.label_names.begin(), spec.label_names.begin() + i, l) !=

@@ -41,22 +41,9 @@ bool is_node_file_name(std::string_view name) {
            name.find(".crashed.") == std::string_view::npos && !name.starts_with('.');
 }
 
-/// Adds the writer's `pid` to the labels every series of `s` carries. A family with a label of
-/// its own named pid (xtel_agent_info: the agent's process, the writer) loses that column, so
-/// no series names the label twice, which no exposition format allows.
+/// Adds the writer's `pid` to the labels every series of `s` carries. No family has a label of
+/// that name: decode_snapshot refuses one (agents leave it out of a node file's xtel_agent_info).
 void add_pid_label(metrics::snapshot& s, std::uint32_t pid) {
-    for (auto& f : s.families) {
-        auto& names = f.spec.label_names;
-        const auto it = std::find(names.begin(), names.end(), "pid");
-        if (it == names.end()) {
-            continue;
-        }
-        const auto column = it - names.begin();
-        names.erase(it);
-        for (auto& series : f.series) {
-            series.label_values.erase(series.label_values.begin() + column);
-        }
-    }
     s.labels.push_back({"pid", std::to_string(pid)});
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "node/push_url.hpp"
 #include "xtel/error.hpp"
 #include "xtel/parse.hpp"
 
@@ -87,15 +88,8 @@ bool is_header_value(std::string_view s) {
 }
 
 std::string url_of(const setting& s, bool append_path) {
-    const std::size_t scheme = s.value.starts_with("http://")    ? 7
-                               : s.value.starts_with("https://") ? 8
-                                                                 : 0;
     // A host must follow the scheme: "http://" alone would become "http:/v1/metrics".
-    if (scheme == 0 || s.value.size() == scheme || s.value[scheme] == '/') {
-        parse::fail(s.source, s.value,
-                    "expected an http:// or https:// URL with a host (for example "
-                    "http://collector:4318)");
-    }
+    check_push_url(s.source, s.value, "http://collector:4318");
     if (!append_path) {
         return s.value;
     }
@@ -210,13 +204,20 @@ std::optional<otlp_options> otlp_options_from(const env_lookup& env,
             std::chrono::milliseconds(parse::unsigned_integer(i->source, i->value, 100, 3'600'000));
     }
 
+    // The message names the part at fault; parse::fail shows its control bytes escaped.
     const auto check_header = [](std::string_view source, std::string_view whole,
                                  const std::string& name, const std::string& value) {
-        if (!is_token(name) || !is_header_value(value)) {
+        if (!is_token(name)) {
             parse::fail(source, whole,
-                        fmt::format("'{}' is not a header: a name is letters, digits and "
-                                    "!#$%&'*+-.^_`|~, a value has no line break",
+                        fmt::format("the header name '{}' is not one: expected letters, digits "
+                                    "and !#$%&'*+-.^_`|~",
                                     name));
+        }
+        if (!is_header_value(value)) {
+            parse::fail(source, whole,
+                        fmt::format("the value of header '{}' ('{}') holds CR, LF or NUL: expected "
+                                    "a value without line breaks",
+                                    name, value));
         }
     };
     if (const auto h =

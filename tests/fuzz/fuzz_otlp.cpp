@@ -1,7 +1,8 @@
 // Fuzz target: what xtel-exporter reads from outside for OTLP. The input's first line is the
 // Content-Type of a receiver's 2xx answer and the rest its body (parse_otlp_response); the
 // same bytes, split at '\n', are also the values of the OTEL_* variables (otlp_options_from).
-// The only acceptable failure is xtel::config_error from the settings.
+// The only acceptable failure is xtel::config_error from the settings, and its message is one
+// line; what the settings accept is a URL libcurl takes and headers that cannot end early.
 
 #include <cstddef>
 #include <cstdint>
@@ -61,11 +62,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     __builtin_trap();
                 }
             }
+            // The URL is one libcurl takes: a scheme, a host, no space or control byte.
             if (!o->url.starts_with("http://") && !o->url.starts_with("https://")) {
                 __builtin_trap();
             }
+            const std::string_view after_scheme =
+                std::string_view(o->url).substr(o->url.find("://") + 3);
+            if (after_scheme.empty() || after_scheme[0] == '/' || after_scheme[0] == ':') {
+                __builtin_trap();
+            }
+            for (const char c : o->url) {
+                if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+                    __builtin_trap();
+                }
+            }
         }
-    } catch (const xtel::config_error&) {
+    } catch (const xtel::config_error& e) {
+        // One line whatever the bytes: the value's control bytes are shown escaped.
+        for (const char c : std::string_view(e.what())) {
+            if (static_cast<unsigned char>(c) < 0x20) {
+                __builtin_trap();
+            }
+        }
     }
     return 0;
 }

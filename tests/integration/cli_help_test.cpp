@@ -16,11 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include "prometheus_support.hpp"
 #include "test_util.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using prom_it::child_process;
+using prom_it::spawn_options;
 using xtel_test::run_result;
 using xtel_test::temp_dir;
 
@@ -219,6 +222,58 @@ TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cl
          {"--allow-uid UID|NAME[,...]", "--max-file-bytes BYTES", "--max-series N"}) {
         CHECK(r.out.find(word) != std::string::npos);
     }
+}
+
+TEST_CASE(
+    "xtel-exporter refuses at start in one line with exit status 64 a push URL or header it "
+    "could never send",
+    "[cli]") {
+    struct bad_start {
+        std::vector<std::string> args;
+        std::vector<std::pair<std::string, std::string>> env;
+        std::string said;
+    };
+    // Each was accepted at start and then retried for ever ("URL using bad/illegal format"),
+    // or blamed the header's name and printed its CR/LF raw.
+    const auto c = GENERATE(
+        bad_start{{"--remote-write", "http://"}, {}, "--remote-write='http://' is invalid: "},
+        bad_start{{"--remote-write", "http://127.0.0.1:1 x"}, {}, "; byte 18 is a space"},
+        bad_start{
+            {"--remote-write", "ftp://h/write"}, {}, "does not start with http:// or https://"},
+        bad_start{{},
+                  {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1 x"}},
+                  "OTEL_EXPORTER_OTLP_ENDPOINT='http://127.0.0.1:1 x' is invalid: "},
+        bad_start{{},
+                  {{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http:///v1/metrics"}},
+                  "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT='http:///v1/metrics' is invalid: "},
+        bad_start{{"--otlp-endpoint", "https://:4318"}, {}, "; it has no host"},
+        bad_start{{"--otlp-endpoint", "http://c:4318", "--otlp-header", "a=b\r\nX-Evil: 1"},
+                  {},
+                  "--otlp-header='a=b\\r\\nX-Evil: 1' is invalid: the value of header 'a' "
+                  "('b\\r\\nX-Evil: 1') holds CR, LF or NUL"},
+        bad_start{{},
+                  {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
+                   {"OTEL_EXPORTER_OTLP_HEADERS", "a=b%0D%0AX-Evil:%201"}},
+                  "the value of header 'a' ('b\\r\\nX-Evil: 1') holds CR, LF or NUL"});
+    const temp_dir dir;
+    std::vector<std::string> argv = {XTEL_EXPORTER, "--dir", dir.path().string(), "--listen",
+                                     "127.0.0.1:0"};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    child_process exporter(
+        spawn_options{argv,
+                      c.env,
+                      {},
+                      {},
+                      {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                       "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+                       "OTEL_METRICS_EXPORTER"}});
+    exporter.read_line("no such line", std::chrono::seconds(5));
+    INFO(exporter.output());
+    CHECK(exporter.wait(std::chrono::seconds(5)) == 64);
+    CHECK(lines_in(exporter.output()) == 1);
+    CHECK(exporter.output().starts_with("xtel-exporter: "));
+    CHECK(exporter.output().find(c.said) != std::string::npos);
+    CHECK(exporter.output().find('\r') == std::string::npos);
 }
 
 TEST_CASE("xtel and xtel top print their usage on stdout and exit 0 wherever help is asked",

@@ -707,11 +707,12 @@ TEST_CASE(
     using xtel::metrics::metric_type;
     nf::writer first(dir.path(), "exp-first");
     nf::writer second(dir.path(), "exp-second");
-    auto theirs = snapshot_of("exp-second", "shared", metric_type::gauge, 2);
+    auto theirs = snapshot_of("exp-second", "shared_total", metric_type::gauge, 2);
     auto own = snapshot_of("exp-second", "second_only", metric_type::gauge, 1);
-    // Sorted by name, as a snapshot's families are: "second_only" before "shared".
+    // Sorted by name, as a snapshot's families are: "second_only" before "shared_total".
     theirs.families.insert(theirs.families.begin(), own.families[0]);
-    REQUIRE(first.publish(encoded(snapshot_of("exp-first", "shared", metric_type::counter, 3))));
+    REQUIRE(
+        first.publish(encoded(snapshot_of("exp-first", "shared_total", metric_type::counter, 3))));
     REQUIRE(second.publish(encoded(theirs)));
     auto exporter = start_exporter(dir);
     const int port = served_port(exporter);
@@ -723,13 +724,14 @@ TEST_CASE(
         body = scrape(port);
     }
     INFO(body);
-    CHECK(count_of(body, "# TYPE shared counter") == 1);
-    CHECK(count_of(body, R"(shared{agent_name="exp-first")") == 3);
-    CHECK(count_of(body, R"(shared{agent_name="exp-second")") == 0);
+    CHECK(count_of(body, "# TYPE shared_total counter") == 1);
+    CHECK(count_of(body, R"(shared_total{agent_name="exp-first")") == 3);
+    CHECK(count_of(body, R"(shared_total{agent_name="exp-second")") == 0);
     CHECK(count_of(body, R"(second_only{agent_name="exp-second")") == 1);
     CHECK(value_of(body, "xtel_exporter_type_conflicts_total ") == "1");
     CHECK(value_of(body, "xtel_exporter_agents ") == "2");
     const auto said = output_of(exporter);
     INFO(said);
-    CHECK(count_of(said, "exp-second.metrics: family shared is left out: it is a gauge here") == 1);
+    CHECK(count_of(said,
+                   "exp-second.metrics: family shared_total is left out: it is a gauge here") == 1);
 }

@@ -123,6 +123,9 @@ TEST_CASE("an agent's node file holds its metric state after every flush, and af
         CHECK(value_of(s, "xtel_transfer_duration_seconds", {"write", "target"}) == 3u);
         CHECK(value_of(s, "xtel_memory_registered_bytes", {}) == std::uint64_t{1} << 16);
         CHECK(value_of(s, "xtel_connections", {}) == 1u);
+        // The exporter adds the writer's pid to every series: the file's xtel_agent_info has
+        // no pid label of its own, which would make a series carry it twice.
+        CHECK(value_of(s, "xtel_agent_info", {"ucx"}) == 1u);
         CHECK(value_of(s, "xtel_exporter_up", {"node"}) == 1u);
         CHECK(value_of(s, "xtel_errors_total", {"not_found"}) == 0u);
         // The exemplar of the request id travels in the file too.

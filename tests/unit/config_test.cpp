@@ -7,6 +7,7 @@
 #include "test_util.hpp"
 #include "xtel/config.hpp"
 #include "xtel/error.hpp"
+#include "xtel/parse.hpp"
 
 TEST_CASE("telemetry is off when NIXL_TELEMETRY_ENABLE is unset") {
     const auto c = xtel::config::from_env(xtel_test::env_table({}));
@@ -177,6 +178,16 @@ TEST_CASE("an item given twice is refused when repeats are, naming the item") {
     } catch (const xtel::config_error& e) {
         CHECK(std::string(e.what()) ==
               "SOME_VAR='a, b ,b' is invalid: b is named twice; expected names");
+    }
+}
+
+TEST_CASE("a configuration error shows the control bytes of a value escaped on one line") {
+    try {
+        xtel::parse::fail("SOME_VAR", "a\r\nb\tc\x01\x7f d\xc3\xa9", "expected no \n");
+        FAIL("no exception");
+    } catch (const xtel::config_error& e) {
+        CHECK(std::string(e.what()) ==
+              "SOME_VAR='a\\r\\nb\\tc\\x01\\x7f d\xc3\xa9' is invalid: expected no \\n");
     }
 }
 

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -226,6 +227,41 @@ TEST_CASE("histogram bounds must increase, belong to histograms, and le is not a
                       Catch::Contains("expected bounds only for a histogram"));
     CHECK_THROWS_WITH(s.add_family({"h2", "h", metric_type::histogram, {"le"}, 0, {10}}),
                       Catch::Contains("label 'le' of metric family 'h2' is invalid"));
+}
+
+TEST_CASE("histogram bounds must be finite and differ once divided by 10^decimals") {
+    metric_store s;
+    const double inf = std::numeric_limits<double>::infinity();
+    CHECK_THROWS_WITH(s.add_family({"h1", "h", metric_type::histogram, {}, 0, {10, inf}}),
+                      Catch::Contains("expected strictly increasing bounds, finite"));
+    CHECK_THROWS_WITH(s.add_family({"h2", "h", metric_type::histogram, {}, 0, {-inf}}),
+                      Catch::Contains("expected strictly increasing bounds, finite"));
+    CHECK_THROWS_WITH(
+        s.add_family(
+            {"h3", "h", metric_type::histogram, {}, 0, {std::numeric_limits<double>::quiet_NaN()}}),
+        Catch::Contains("expected strictly increasing bounds, finite"));
+    // Both are 0 in seconds: one le twice.
+    CHECK_THROWS_WITH(s.add_family({"h4", "h", metric_type::histogram, {}, 6, {1e-320, 2e-320}}),
+                      Catch::Contains("still increasing divided by 10^6"));
+    CHECK_NOTHROW(s.add_family({"h5", "h", metric_type::histogram, {}, 6, {1e-300, 2e-300}}));
+}
+
+TEST_CASE("a unit is letters and digits and underscores and ends the family's name") {
+    metric_store s;
+    CHECK_THROWS_WITH(s.add_family({"a_seconds", "h", metric_type::gauge, {}, 0, {}, "sec onds"}),
+                      Catch::Contains("metric family 'a_seconds' has the unit 'sec onds': expected "
+                                      "[a-zA-Z0-9_]* that ends the name"));
+    CHECK_THROWS_WITH(s.add_family({"a_seconds", "h", metric_type::gauge, {}, 0, {}, "bytes"}),
+                      Catch::Contains("has the unit 'bytes'"));
+    CHECK_NOTHROW(s.add_family({"b_bytes_total", "h", metric_type::counter, {}, 0, {}, "bytes"}));
+    CHECK_NOTHROW(s.add_family({"c_bytes", "h", metric_type::gauge, {}, 0, {}, "bytes"}));
+}
+
+TEST_CASE("quantile is not a label of a summary") {
+    metric_store s;
+    CHECK_THROWS_WITH(s.add_family({"sm", "h", metric_type::summary, {"quantile"}}),
+                      Catch::Contains("label 'quantile' of metric family 'sm' is invalid"));
+    CHECK_NOTHROW(s.add_family({"g", "h", metric_type::gauge, {"quantile"}}));
 }
 
 TEST_CASE("a family whose lines would take another family's line names is refused") {

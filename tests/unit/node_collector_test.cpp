@@ -376,10 +376,10 @@ TEST_CASE("the collector leaves out the family a later file types differently an
     const xtel_test::log_capture logs;
     nf::writer a(dir.path(), "a");
     nf::writer b(dir.path(), "b");
-    REQUIRE(a.publish(payload_of("a", {family("shared", metric_type::counter, 1),
+    REQUIRE(a.publish(payload_of("a", {family("shared_total", metric_type::counter, 1),
                                        family("a_only", metric_type::gauge, 1)})));
-    const auto b_payload = payload_of(
-        "b", {family("shared", metric_type::gauge, 1), family("b_only", metric_type::gauge, 1)});
+    const auto b_payload = payload_of("b", {family("shared_total", metric_type::gauge, 1),
+                                            family("b_only", metric_type::gauge, 1)});
     REQUIRE(b.publish(b_payload));
     node_collector c(settings_of(dir));
     for (int i = 0; i < 3; ++i) {
@@ -387,8 +387,8 @@ TEST_CASE("the collector leaves out the family a later file types differently an
         const auto sb = snapshot_of(c, "b");
         REQUIRE(sa);
         REQUIRE(sb);
-        CHECK(has_family(*sa, "shared"));
-        CHECK_FALSE(has_family(*sb, "shared"));
+        CHECK(has_family(*sa, "shared_total"));
+        CHECK_FALSE(has_family(*sb, "shared_total"));
         CHECK(has_family(*sb, "b_only"));
         REQUIRE(b.publish(b_payload));  // a new payload of the same: not a new conflict
     }
@@ -396,10 +396,11 @@ TEST_CASE("the collector leaves out the family a later file types differently an
     const auto warnings = logs.at(xtel::log_level::warning);
     INFO(fmt::format("{}", fmt::join(warnings, "\n")));
     REQUIRE(warnings.size() == 1);
-    CHECK_THAT(warnings[0], Catch::Contains("b.metrics: family shared is left out: it is a gauge "
-                                            "here") &&
-                                Catch::Contains("a.metrics (whose name sorts first) serves it as "
-                                                "a counter"));
+    CHECK_THAT(warnings[0],
+               Catch::Contains("b.metrics: family shared_total is left out: it is a gauge "
+                               "here") &&
+                   Catch::Contains("a.metrics (whose name sorts first) serves it as "
+                                   "a counter"));
     CHECK(c.read_errors_total() == 0);
 }
 

@@ -13,6 +13,7 @@
 #include "fake_receiver.hpp"
 #include "node/otlp.hpp"
 #include "node/otlp_config.hpp"
+#include "node/push_url.hpp"
 #include "otlp_metrics.pb.h"
 #include "test_util.hpp"
 #include "xtel/error.hpp"
@@ -317,7 +318,8 @@ TEST_CASE("the OTLP endpoint variables and flag give the URL as the specificatio
           "http://flag:9/v1/metrics");
     CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"}}) ==
           "OTEL_EXPORTER_OTLP_ENDPOINT='collector:4318' is invalid: expected an http:// or "
-          "https:// URL with a host (for example http://collector:4318)");
+          "https:// URL with a host, without spaces or control bytes (for example "
+          "http://collector:4318); it does not start with http:// or https://");
     // Found by fuzz_otlp: without a host the path would have eaten into the scheme.
     CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://"}})
               .starts_with("OTEL_EXPORTER_OTLP_ENDPOINT='http://' is invalid"));
@@ -400,14 +402,87 @@ TEST_CASE("a malformed OTLP setting names the variable or flag, the value and wh
     CHECK(with("OTEL_EXPORTER_OTLP_HEADERS", "a=%zz") ==
           "OTEL_EXPORTER_OTLP_HEADERS='a=%zz' is invalid: expected key=value pairs separated by "
           "commas, values percent-encoded; 'a=%zz' has a bad %-escape");
-    CHECK(with("OTEL_EXPORTER_OTLP_HEADERS", "a=b%0D%0AX-Evil: 1").find("is not a header") !=
-          std::string::npos);
+    CHECK(with("OTEL_EXPORTER_OTLP_HEADERS", "a b=c") ==
+          "OTEL_EXPORTER_OTLP_HEADERS='a b=c' is invalid: the header name 'a b' is not one: "
+          "expected letters, digits and !#$%&'*+-.^_`|~");
     CHECK(with("OTEL_RESOURCE_ATTRIBUTES", "=x").find("an empty key") != std::string::npos);
     node::otlp_flags f;
     f.protocol = "json";
     CHECK(error_of(on, f) ==
           "--otlp-protocol='json' is invalid: expected http/protobuf or "
           "http/json");
+}
+
+TEST_CASE("a push URL that curl would refuse at every try is refused at start in one line",
+          "[otlp]") {
+    const auto refused = [](std::string_view url) {
+        try {
+            node::check_push_url("--remote-write", url, "http://p:9090/api/v1/write");
+        } catch (const config_error& e) {
+            const std::string what = e.what();
+            CHECK(what.find_first_of("\r\n") == std::string::npos);
+            return what;
+        }
+        return std::string("accepted");
+    };
+    const std::string accepted =
+        "expected an http:// or https:// URL with a host, without spaces or control bytes (for "
+        "example http://p:9090/api/v1/write); ";
+    CHECK(refused("http://") ==
+          "--remote-write='http://' is invalid: " + accepted + "it has no host");
+    CHECK(refused("http://127.0.0.1:1 x") ==
+          "--remote-write='http://127.0.0.1:1 x' is invalid: " + accepted + "byte 18 is a space");
+    CHECK(refused("http://h/\r\nX: 1") == "--remote-write='http://h/\\r\\nX: 1' is invalid: " +
+                                              accepted + "byte 9 is a control byte");
+    CHECK(refused("ftp://h/") == "--remote-write='ftp://h/' is invalid: " + accepted +
+                                     "it does not start with http:// or https://");
+    for (const std::string_view bad :
+         {"", "h:9090", "http:/h", "https:///v1", "http://user@/x", "http://:9090/x", "http://[]:1",
+          "http://[::1", "http://h:0/", "http://h:65536", "http://h:/x", "http://h:x1", "http://\t",
+          "HTTP://h", "htTp://h"}) {
+        INFO(bad);
+        CHECK(refused(bad).starts_with("--remote-write='"));
+        CHECK(refused(bad) != "accepted");
+    }
+    for (const std::string_view good :
+         {"http://h", "https://h:443/api/v1/write?x=1", "http://u:p@h:1/", "http://[::1]:4318",
+          "http://h:65535#f"}) {
+        INFO(good);
+        CHECK(refused(good) == "accepted");
+    }
+}
+
+TEST_CASE("every OTLP endpoint variable or flag is checked as a push URL", "[otlp]") {
+    CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1 x"}}) ==
+          "OTEL_EXPORTER_OTLP_ENDPOINT='http://127.0.0.1:1 x' is invalid: expected an http:// or "
+          "https:// URL with a host, without spaces or control bytes (for example "
+          "http://collector:4318); byte 18 is a space");
+    CHECK(error_of({{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://c:4318/v1\r/metrics"}})
+              .starts_with("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT='http://c:4318/v1\\r/metrics' is "
+                           "invalid"));
+    node::otlp_flags f;
+    f.endpoint = "http://:4318";
+    CHECK(error_of({}, f).starts_with("--otlp-endpoint='http://:4318' is invalid"));
+    CHECK(error_of({}, f).ends_with("it has no host"));
+}
+
+TEST_CASE("a header value with CR or LF is blamed rather than its name and shown escaped",
+          "[otlp]") {
+    node::otlp_flags f;
+    f.endpoint = "http://c";
+    f.headers = {"a=b\r\nX-Evil: 1"};
+    CHECK(error_of({}, f) ==
+          "--otlp-header='a=b\\r\\nX-Evil: 1' is invalid: the value of header 'a' "
+          "('b\\r\\nX-Evil: 1') holds CR, LF or NUL: expected a value without line breaks");
+    // The variable's values are percent-decoded first: the decoded value is the one shown.
+    CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"},
+                    {"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "a=b%0D%0AX-Evil: 1"}}) ==
+          "OTEL_EXPORTER_OTLP_METRICS_HEADERS='a=b%0D%0AX-Evil: 1' is invalid: the value of header "
+          "'a' ('b\\r\\nX-Evil: 1') holds CR, LF or NUL: expected a value without line breaks");
+    CHECK(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"},
+                    {"OTEL_EXPORTER_OTLP_HEADERS", "k=%00"}})
+              .ends_with("the value of header 'k' ('\\x00') holds CR, LF or NUL: expected a value "
+                         "without line breaks"));
 }
 
 TEST_CASE("Retry-After is read as seconds or as an HTTP date", "[otlp]") {

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "node/allowed_uids.hpp"
+#include "node/push_url.hpp"
 #include "xtel/node_file.hpp"
 #include "xtel/parse.hpp"
 
@@ -166,11 +167,7 @@ void set(options& o, std::string_view arg, std::string_view value) {
                 "--remote-write is not in this build of xtel-exporter: it was built with "
                 "XTEL_REMOTE_WRITE=OFF (protobuf, snappy and libcurl are needed for it)");
         }
-        if (!value.starts_with("http://") && !value.starts_with("https://")) {
-            parse::fail("--remote-write", value,
-                        "expected an http:// or https:// URL (for example "
-                        "http://prometheus:9090/api/v1/write)");
-        }
+        node::check_push_url("--remote-write", value, "http://prometheus:9090/api/v1/write");
         o.remote_write_url = value;
     } else if (arg == "--remote-write-label") {
         const auto eq = value.find('=');

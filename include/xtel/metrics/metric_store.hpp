@@ -155,10 +155,12 @@ class metric_store {
 
     /// The id of the family `spec` describes, added when new. Throws metrics_error when
     /// `check` refuses it, the name is not a metric name, a counter's name does not end in
-    /// _total, a label name is invalid, repeated or reserved, histogram bounds are not
-    /// strictly increasing (or given to another type), the name is taken by a family of
-    /// another spec, or a line name it would use (name, name_bucket, name_sum, name_count) is
-    /// one another family uses.
+    /// _total, a label name is invalid, repeated or reserved (or le in a histogram, quantile
+    /// in a summary), the unit is not one or does not end the name, histogram bounds are not
+    /// finite and strictly increasing as shown (or given to another type), the name is taken
+    /// by a family of another spec, or a line name it would use (name, name_bucket, name_sum,
+    /// name_count) is one another family uses (exposition_rules.hpp: what decode_snapshot
+    /// checks too).
     family_id add_family(family_spec spec);
 
     /// The series of `values` in family `f`, made when new (counters and gauges at 0, empty

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "xtel/error.hpp"
@@ -31,6 +32,15 @@ struct snapshot_codec_limits {
     static constexpr std::uint32_t max_string_bytes = 1u << 20;
 };
 
+/// The labels a snapshot may carry for all its series, each at most once: what an agent's node
+/// exporter writes (agent_name, then rank and local_rank when the agent knows them).
+inline constexpr std::string_view snapshot_label_names[] = {"agent_name", "rank", "local_rank"};
+
+/// Label names no family may use: the snapshot's own, and those a reader adds to every series
+/// it serves (xtel-exporter adds the writer's pid; remote write adds instance).
+inline constexpr std::string_view reserved_label_names[] = {"agent_name", "pid", "rank",
+                                                            "local_rank", "instance"};
+
 /// Appends the encoding of `s` to `out` (cleared first; its capacity is kept, so a publisher
 /// that reuses `out` allocates only when a snapshot outgrows the last).
 /// PRECONDITION: `s` is shaped as take_snapshot makes it (the rules decode_snapshot checks:
@@ -44,14 +54,30 @@ class snapshot_decode_error : public error {
     using error::error;
 };
 
-/// Decodes what encode_snapshot wrote. Throws snapshot_decode_error on anything else: too
-/// short, another magic or an unknown version, a count or length past the bytes left or past
-/// snapshot_codec_limits, a type other than the four or decimals above 18, a fixed_labels byte
-/// other than 0 or 1, families not sorted by name (or a name twice), bounds for a type other
-/// than histogram, bounds that are NaN or not strictly increasing, a series whose number of
-/// label values is not the family's number of label names, buckets other than one per bound,
-/// exemplars other than none or one per bucket and one for +Inf, bytes after the end. Never
-/// reads outside `bytes` and allocates in proportion to its size.
+/// Decodes what encode_snapshot wrote, and only a snapshot that every reader can serve whole:
+/// one bad family in one agent's file must not make Prometheus drop the node's whole scrape, nor
+/// a receiver refuse the node's whole push. Throws snapshot_decode_error on anything else.
+///
+/// The bytes: too short, another magic or an unknown version, a count or length past the bytes
+/// left or past snapshot_codec_limits, a type other than the four or decimals above 18, a
+/// fixed_labels byte other than 0 or 1, families not sorted by name (or a name twice), bounds
+/// for a type other than histogram, a series whose number of label values is not the family's
+/// number of label names, buckets other than one per bound, exemplars other than none or one
+/// per bucket and one for +Inf, bytes after the end.
+///
+/// The names: a family name that is not a metric name, or a counter's that does not end in
+/// _total; a label name (the snapshot's, a family's, an exemplar's) that is not one
+/// (is_label_name); a unit that is not one, or that does not end the family's name
+/// (`_<unit>`, before a counter's `_total`); a snapshot label other than snapshot_label_names
+/// or one twice; a family label name twice, one of reserved_label_names, `le` in a histogram
+/// or `quantile` in a summary; two families that would write a line of the same name
+/// (histogram `x` and gauge `x_count`).
+///
+/// The values: bounds that are not finite or not strictly increasing, also once divided by
+/// 10^decimals as they are shown; a series whose label values are another's of its family.
+///
+/// Messages are one line naming the byte offset, the family and series, and quoting what is
+/// wrong printably. Never reads outside `bytes` and allocates in proportion to its size.
 snapshot decode_snapshot(std::span<const std::byte> bytes);
 
 }  // namespace xtel::metrics

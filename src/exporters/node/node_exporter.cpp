@@ -28,7 +28,8 @@ node_exporter::node_exporter(const exporter_context& ctx, const node_settings& s
                                                         settings.metrics.buckets,
                                                         settings.metrics.builders,
                                                         settings.metrics.max_series,
-                                                        settings.metrics.rank)) {
+                                                        settings.metrics.rank,
+                                                        detail::pid_shown_by::reader)) {
     try {
         writer_ = std::make_unique<node_file::writer>(settings.directory, ctx.agent_name);
         path_ = writer_->path();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/names.hpp"
 
 namespace xtel::detail {
@@ -132,14 +133,22 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                                    std::vector<double> bounds,
                                    const std::vector<std::string>& builders,
                                    std::size_t max_series,
-                                   const process_rank& rank)
+                                   const process_rank& rank,
+                                   pid_shown_by pid)
     : agent_name_(std::move(agent_name)),
       hostname_(hostname),
       labels_(agent_labels(agent_name_, rank)) {
     metrics::processor_options opts;
     opts.max_series = max_series;
-    for (const metrics::label& l : labels_) {
-        opts.reserved_labels.push_back(l.name);
+    if (pid == pid_shown_by::reader) {
+        // Refused here, where a builder learns why, rather than by the reader, which would
+        // refuse the agent's whole file.
+        opts.reserved_labels.assign(std::begin(metrics::reserved_label_names),
+                                    std::end(metrics::reserved_label_names));
+    } else {
+        for (const metrics::label& l : labels_) {
+            opts.reserved_labels.push_back(l.name);
+        }
     }
     opts.check = [this](const family_spec& spec) { reserve_name(spec); };
     opts.builders = builders;
@@ -304,16 +313,26 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                                 {},
                                 true});
     store.set(build, {XTEL_VERSION_STRING, ucx_version_text()}, 1);
+    const bool own_pid = pid == pid_shown_by::agent;
+    std::vector<std::string> info_labels{"backend"};
+    if (own_pid) {
+        info_labels.emplace_back("pid");
+    }
     const auto info = add_own({"xtel_agent_info",
                                "1: the agent's backend and process; its transports are "
                                "xtel_transport_lanes.",
                                metric_type::gauge,
-                               {"backend", "pid"},
+                               std::move(info_labels),
                                0,
                                {},
                                {},
                                true});
-    store.set(info, {"ucx", fmt::format_int(::getpid()).str()}, 1);
+    const std::string pid_text = fmt::format_int(::getpid()).str();
+    if (own_pid) {
+        store.set(info, {"ucx", pid_text}, 1);
+    } else {
+        store.set(info, {"ucx"}, 1);
+    }
     publish();
 }
 

@@ -27,6 +27,12 @@
 
 namespace xtel::detail {
 
+/// Who shows the agent's process id. The agent's own /metrics shows it as xtel_agent_info's
+/// `pid` label. A node file's reader adds the writer's pid to every series it serves
+/// (xtel-exporter), so there the agent leaves it out and reserves the names readers add
+/// (metrics::reserved_label_names: decode_snapshot refuses a family that uses one).
+enum class pid_shown_by : bool { agent, reader };
+
 /// One agent's metrics, in two sets (docs/metrics.md): the NIXL set, with the names, types,
 /// units and labels upstream NIXL serves, and the xtel set, in base units with the variation
 /// in labels. apply(), apply_transfers(), apply_health() and publish() run on that agent's
@@ -46,7 +52,8 @@ class prometheus_agent {
                      std::vector<double> bounds,
                      const std::vector<std::string>& builders = {"legacy", "comprehensive", "time"},
                      std::size_t max_series = metrics::metric_store::default_max_series,
-                     const process_rank& rank = {});
+                     const process_rank& rank = {},
+                     pid_shown_by pid = pid_shown_by::agent);
 
     prometheus_agent(const prometheus_agent&) = delete;
     prometheus_agent& operator=(const prometheus_agent&) = delete;

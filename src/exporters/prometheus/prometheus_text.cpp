@@ -8,6 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "xtel/metrics/exposition_rules.hpp"
+
 namespace xtel::detail {
 
 namespace {
@@ -15,40 +17,7 @@ namespace {
 using metrics::family_snapshot;
 using metrics::metric_type;
 
-/// Length of the valid UTF-8 sequence at the start of `s`, or 0.
-std::size_t utf8_sequence(std::string_view s) {
-    const auto b0 = static_cast<unsigned char>(s[0]);
-    std::size_t n = 0;
-    std::uint32_t cp = 0;
-    if (b0 < 0x80) {
-        return 1;
-    } else if ((b0 & 0xE0) == 0xC0) {
-        n = 2;
-        cp = b0 & 0x1F;
-    } else if ((b0 & 0xF0) == 0xE0) {
-        n = 3;
-        cp = b0 & 0x0F;
-    } else if ((b0 & 0xF8) == 0xF0) {
-        n = 4;
-        cp = b0 & 0x07;
-    } else {
-        return 0;
-    }
-    if (s.size() < n) {
-        return 0;
-    }
-    for (std::size_t i = 1; i < n; ++i) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        if ((b & 0xC0) != 0x80) {
-            return 0;
-        }
-        cp = (cp << 6) | (b & 0x3F);
-    }
-    constexpr std::uint32_t min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
-    const bool overlong = cp < min_for_length[n];
-    const bool surrogate = cp >= 0xD800 && cp <= 0xDFFF;
-    return overlong || surrogate || cp > 0x10FFFF ? 0 : n;
-}
+using metrics::utf8_sequence;
 
 /// Appends `in` escaped for the exposition format; bytes that are not UTF-8 become U+FFFD,
 /// since Prometheus rejects a whole scrape over one invalid label value.
@@ -368,11 +337,7 @@ std::string format_bound(double b, std::uint8_t decimals) {
         }
         return out;
     }
-    double scale = 1;
-    for (std::uint8_t i = 0; i < decimals; ++i) {
-        scale *= 10;
-    }
-    return fmt::format("{}", b / scale);
+    return fmt::format("{}", metrics::shown_bound(b, decimals));
 }
 
 std::string to_valid_utf8(std::string_view in) {
