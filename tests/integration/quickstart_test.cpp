@@ -375,7 +375,8 @@ void check_exact_bytes(const std::vector<const block*>& run, const blocks_run_re
     const auto top = printed_by(run, r, "--once");
     INFO(top);
     CHECK(xtel_test::count_of(top, "agents 8: 8 live, 0 closed, 0 dead") == 1);
-    CHECK(xtel_test::count_of(top, fmt::format("total  tx 10.0MiB ({} B)  rx 0B (0 B)", bytes_written)) == 1);
+    CHECK(xtel_test::count_of(
+              top, fmt::format("total  tx 10.0MiB ({} B)  rx 0B (0 B)", bytes_written)) == 1);
 }
 
 }  // namespace

@@ -100,8 +100,8 @@ TEST_CASE("xtel top once shows every agent of the directory with the exact bytes
     CHECK(r.err.empty());
     CHECK(r.out.find("agents 4: 0 live, 4 closed, 0 dead") != std::string::npos);
     // Every byte written (tx) and read (rx), summed exactly over the four agents.
-    CHECK(r.out.find(fmt::format("total  tx 5.00MiB ({} B)  rx 4.00MiB ({} B)", 5 * mib, 4 * mib)) !=
-          std::string::npos);
+    CHECK(r.out.find(fmt::format("total  tx 5.00MiB ({} B)  rx 4.00MiB ({} B)", 5 * mib,
+                                 4 * mib)) != std::string::npos);
     const auto row = row_of(r.out, "once-a-initiator");
     REQUIRE(row.size() == 14);
     CHECK(row[1] == std::to_string(a));
@@ -129,7 +129,8 @@ TEST_CASE("xtel top once filters by name and sorts by the column asked", "[top]"
     const auto filtered = top_once(dir.path(), {"--filter", "small-*"});
     INFO(filtered.out << filtered.err);
     CHECK(filtered.exit_code == 0);
-    CHECK(filtered.out.find(fmt::format("total  tx 1.00MiB ({} B)  rx 0B (0 B)", 1 * mib)) != std::string::npos);
+    CHECK(filtered.out.find(fmt::format("total  tx 1.00MiB ({} B)  rx 0B (0 B)", 1 * mib)) !=
+          std::string::npos);
     CHECK(filtered.out.find("filter 'small-*' (2 hidden)") != std::string::npos);
     CHECK(row_of(filtered.out, "big-initiator").empty());
     CHECK_FALSE(row_of(filtered.out, "small-initiator").empty());
@@ -161,7 +162,8 @@ TEST_CASE("xtel top once names a file it cannot read and shows a killed agent as
     CHECK(r.err.find(fmt::format("xtel top: {} is not served (until it changes)",
                                  (dir / "broken.metrics").string())) != std::string::npos);
     CHECK(r.out.find("agents 2: 0 live, 0 closed, 2 dead") != std::string::npos);
-    CHECK(r.out.find(fmt::format("total  tx 2.00MiB ({} B)  rx 0B (0 B)", 2 * mib)) != std::string::npos);
+    CHECK(r.out.find(fmt::format("total  tx 2.00MiB ({} B)  rx 0B (0 B)", 2 * mib)) !=
+          std::string::npos);
     CHECK(r.out.find("unreadable files 1") != std::string::npos);
     const auto row = row_of(r.out, "killed-initiator");
     REQUIRE(row.size() == 14);
