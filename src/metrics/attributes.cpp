@@ -181,9 +181,13 @@ raw_record transfer_raw_record(const transfer_attributes& attrs,
                                const context& ctx) {
     raw_record r;
     const std::size_t issued = labels.size();
+    // Strings as readers show them (bytes that are not UTF-8 as U+FFFD): two peers whose names
+    // differ only there would otherwise be two series every reader shows as one, and a node
+    // file with a series twice is refused whole.
     const auto label = [&](std::string_view key, label_id id) {
         if (id != label_table::unknown && id < issued) {
-            r.set(key, labels.name(id));
+            std::string name = labels.name(id);
+            r.set(key, is_utf8(name) ? std::move(name) : shown_value(name));
         }
     };
     label("backend", attrs.backend);
@@ -199,7 +203,7 @@ raw_record transfer_raw_record(const transfer_attributes& attrs,
         r.set("agent_name", ctx.agent_name);
     }
     if (!ctx.hostname.empty()) {
-        r.set("hostname", ctx.hostname);
+        r.set("hostname", is_utf8(ctx.hostname) ? ctx.hostname : shown_value(ctx.hostname));
     }
     return r;
 }

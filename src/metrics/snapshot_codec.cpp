@@ -454,17 +454,6 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
 constexpr int index_bits = 20;
 static_assert(limits::max_series_per_family <= (1u << index_bits));
 
-/// `v` as readers show it: each byte that does not start a valid UTF-8 sequence as U+FFFD.
-std::string shown_value(std::string_view v) {
-    std::string out;
-    while (!v.empty()) {
-        const std::size_t n = utf8_sequence(v);
-        out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : v.substr(0, n));
-        v.remove_prefix(std::max<std::size_t>(n, 1));
-    }
-    return out;
-}
-
 /// A series' label values as readers show them: two series whose values differ only in bytes
 /// that are not UTF-8 are one series once shown.
 std::vector<std::string> shown_values(const series& s) {

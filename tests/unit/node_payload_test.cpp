@@ -77,3 +77,37 @@ TEST_CASE(
     CHECK_NOTHROW(own.add_builder(std::make_unique<one_family>(
         family_spec{"mine_total", "h", metric_type::counter, {"instance"}})));
 }
+
+TEST_CASE(
+    "peers whose names differ only in bytes that are not UTF-8 are one series the readers take") {
+    prometheus_agent agent("a", "host", {10, 100}, {"legacy", "comprehensive", "time"}, 100, {},
+                           pid_shown_by::reader);
+    xtel::label_table labels;
+    std::vector<xtel::transfer_record> records(2);
+    // Two remote metadata blobs naming "r\x95ad" and "r\xe5ad": readers show both as r<U+FFFD>ad.
+    records[0].attrs.remote_agent = labels.intern(
+        "r\x95"
+        "ad");
+    records[1].attrs.remote_agent = labels.intern(
+        "r\xe5"
+        "ad");
+    for (auto& r : records) {
+        r.bytes = 100;
+        r.requests = 1;
+        r.xfer_us = 5;
+        r.post_us = 1;
+    }
+    agent.apply_transfers(records, labels);
+    agent.publish();
+    std::vector<std::byte> bytes;
+    xtel::metrics::encode_snapshot(*agent.snapshot(), bytes);
+    const auto back = xtel::metrics::decode_snapshot(bytes);  // refused whole before
+    const auto& f = *std::find_if(back.families.begin(), back.families.end(), [](const auto& f) {
+        return f.spec.name == "xtel_transfer_bytes_total";
+    });
+    REQUIRE(f.series.size() == 1);
+    CHECK(f.series[0].value == 200);
+    CHECK(std::find(f.series[0].label_values.begin(), f.series[0].label_values.end(),
+                    "r\xEF\xBF\xBD"
+                    "ad") != f.series[0].label_values.end());
+}

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace xtel::metrics {
@@ -103,6 +104,17 @@ constexpr bool is_utf8(std::string_view s) noexcept {
         s.remove_prefix(n);
     }
     return true;
+}
+
+/// `v` as readers show it: each byte that does not start a valid UTF-8 sequence as U+FFFD.
+inline std::string shown_value(std::string_view v) {
+    std::string out;
+    while (!v.empty()) {
+        const std::size_t n = utf8_sequence(v);
+        out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : v.substr(0, n));
+        v.remove_prefix(std::max<std::size_t>(n, 1));
+    }
+    return out;
 }
 
 /// A histogram bound as readers show it (`le`, remote write, OTLP): divided by 10^decimals.

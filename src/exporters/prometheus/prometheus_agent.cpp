@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/names.hpp"
 
@@ -368,7 +369,10 @@ const std::string& prometheus_agent::peer_name(label_id id, const label_table& l
         peers_.resize(static_cast<std::size_t>(id) + 1);
     }
     if (peers_[id].empty()) {
-        peers_[id] = labels.name(id);
+        // As readers show it: two peers whose names differ only in bytes that are not UTF-8
+        // would otherwise be two series that every reader shows as one, and a node file with
+        // a series twice is refused whole.
+        peers_[id] = metrics::shown_value(labels.name(id));
     }
     return peers_[id];
 }
