@@ -82,6 +82,16 @@ refusal refusal_of(node_file::fault f) {
 
 }  // namespace
 
+void node_collector::reserve_families(std::vector<std::string> names) {
+    auto& reserved = settings_.reserved_families;
+    reserved.insert(reserved.end(), std::make_move_iterator(names.begin()),
+                    std::make_move_iterator(names.end()));
+}
+
+std::string_view node_collector::name_of(left_out r) noexcept {
+    return r == left_out::type_conflict ? "type_conflict" : "reserved_name";
+}
+
 std::string_view to_string(refusal r) noexcept {
     switch (r) {
         case refusal::foreign_owner:
@@ -519,28 +529,40 @@ void node_collector::resolve_type_conflicts(
     const std::vector<std::pair<const std::string*, source*>>& chosen) {
     struct first_seen {
         metrics::metric_type type;
-        const std::string* file;
+        const std::string* file;  ///< null: a family the program serves itself
     };
     std::unordered_map<std::string_view, first_seen> types;
+    for (const auto& reserved : settings_.reserved_families) {
+        types.try_emplace(reserved, first_seen{metrics::metric_type::gauge, nullptr});
+    }
     std::vector<std::string> conflicts;
     for (const auto& [name, s] : chosen) {
         conflicts.clear();
         for (const auto& f : s->latest->families) {
             const auto [it, added] = types.try_emplace(f.spec.name, first_seen{f.spec.type, name});
-            if (added || it->second.type == f.spec.type) {
+            if (added || (it->second.file != nullptr && it->second.type == f.spec.type)) {
                 continue;
             }
             conflicts.push_back(f.spec.name);
-            if (!std::binary_search(s->left_out.begin(), s->left_out.end(), f.spec.name)) {
-                ++type_conflicts_total_;
-                detail::log(log_level::warning,
-                            "{}: {}: family {} is left out: it is a {} here, and {} (whose name "
-                            "sorts first) serves it as a {}",
-                            settings_.program, (settings_.dir / *name).string(), f.spec.name,
-                            metrics::to_string(f.spec.type),
-                            (settings_.dir / *it->second.file).string(),
-                            metrics::to_string(it->second.type));
+            if (std::binary_search(s->left_out.begin(), s->left_out.end(), f.spec.name)) {
+                continue;  // reported when it started
             }
+            const auto path = (settings_.dir / *name).string();
+            if (it->second.file == nullptr) {
+                ++left_out_[static_cast<std::size_t>(left_out::reserved_name)];
+                detail::log(log_level::warning,
+                            "{}: {}: family {} is left out: {} serves a family of that name "
+                            "itself",
+                            settings_.program, path, f.spec.name, settings_.program);
+                continue;
+            }
+            ++left_out_[static_cast<std::size_t>(left_out::type_conflict)];
+            detail::log(log_level::warning,
+                        "{}: {}: family {} is left out: it is a {} here, and {} (whose name "
+                        "sorts first) serves it as a {}",
+                        settings_.program, path, f.spec.name, metrics::to_string(f.spec.type),
+                        (settings_.dir / *it->second.file).string(),
+                        metrics::to_string(it->second.type));
         }
         // Families are sorted by name in a snapshot, so conflicts is too.
         if (conflicts.empty()) {

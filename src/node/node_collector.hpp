@@ -78,7 +78,20 @@ class node_collector {
         std::vector<uid_t> allowed_uids;
         std::uint64_t max_file_bytes = default_max_file_bytes;
         std::uint64_t max_series = default_max_series;
+        /// Families the program serves itself (xtel-exporter's health and process families):
+        /// an agent's family of such a name is left out, so that no file can stand in for
+        /// them or add series to them.
+        std::vector<std::string> reserved_families;
     };
+
+    /// Why a family is left out of an agent's snapshot: the values of
+    /// xtel_exporter_families_left_out_total's `reason` label.
+    enum class left_out : std::uint8_t {
+        type_conflict,  ///< a file whose name sorts first gives the family another type
+        reserved_name,  ///< the program serves a family of that name itself
+    };
+    static constexpr std::size_t left_out_count = 2;
+    static std::string_view name_of(left_out r) noexcept;
 
     /// Whether the writer of a file is still there, as the file's state and lock tell.
     enum class writer_state {
@@ -130,11 +143,16 @@ class node_collector {
     std::uint64_t read_errors(refusal r) const noexcept {
         return read_errors_[static_cast<std::size_t>(r)];
     }
-    /// Families left out of a file because an earlier file gives the family another type;
-    /// each (file, family) counted once per time it starts.
-    std::uint64_t type_conflicts_total() const noexcept { return type_conflicts_total_; }
+    /// Families left out of a file for `r`; each (file, family) counted once per time it
+    /// starts.
+    std::uint64_t families_left_out(left_out r) const noexcept {
+        return left_out_[static_cast<std::size_t>(r)];
+    }
 
     const settings& config() const noexcept { return settings_; }
+
+    /// Adds to settings::reserved_families: the program's own families, once it has made them.
+    void reserve_families(std::vector<std::string> names);
 
   private:
     /// A file as listed (fstatat without following links): a file refused once is tried again
@@ -217,7 +235,7 @@ class node_collector {
     std::size_t served_ = 0;
     std::uint64_t seen_total_ = 0;
     std::array<std::uint64_t, refusal_count> read_errors_{};
-    std::uint64_t type_conflicts_total_ = 0;
+    std::array<std::uint64_t, left_out_count> left_out_{};
     /// Payload bytes of snapshots dropped since memory was last given back.
     std::uint64_t dropped_bytes_ = 0;
 };

@@ -241,7 +241,10 @@ TEST_CASE("xtel-exporter shows every refusal reason at 0 before any file is refu
         CAPTURE(reason);
         CHECK(read_errors(body, reason) == "0");
     }
-    CHECK(value_of(body, "xtel_exporter_type_conflicts_total ") == "0");
+    for (const char* reason : {"type_conflict", "reserved_name"}) {
+        CHECK(value_of(body, fmt::format("xtel_exporter_families_left_out_total{{reason=\"{}\"}} ",
+                                         reason)) == "0");
+    }
 }
 
 TEST_CASE("xtel-exporter refuses a node file another uid wrote and renamed into its directory",
@@ -728,10 +731,45 @@ TEST_CASE(
     CHECK(count_of(body, R"(shared_total{agent_name="exp-first")") == 3);
     CHECK(count_of(body, R"(shared_total{agent_name="exp-second")") == 0);
     CHECK(count_of(body, R"(second_only{agent_name="exp-second")") == 1);
-    CHECK(value_of(body, "xtel_exporter_type_conflicts_total ") == "1");
+    CHECK(value_of(body, R"(xtel_exporter_families_left_out_total{reason="type_conflict"} )") ==
+          "1");
     CHECK(value_of(body, "xtel_exporter_agents ") == "2");
     const auto said = output_of(exporter);
     INFO(said);
     CHECK(count_of(said,
                    "exp-second.metrics: family shared_total is left out: it is a gauge here") == 1);
+}
+
+TEST_CASE("an agent's family of a name xtel-exporter serves itself is left out and reported once",
+          "[exporter]") {
+    const temp_dir dir;
+    using xtel::metrics::metric_type;
+    nf::writer forger(dir.path(), "exp-forger");
+    // xtel-exporter's own counter as a gauge of 5 series: rendered before the exporter's own,
+    // it stood in for it; of the same type, its series joined the exporter's family.
+    auto fake = snapshot_of("exp-forger", "xtel_exporter_snapshot_read_errors_total",
+                            metric_type::gauge, 5);
+    REQUIRE(forger.publish(encoded(fake)));
+    auto exporter = start_exporter(dir);
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    std::string body;
+    for (int i = 0; i < 4; ++i) {
+        REQUIRE(forger.publish(encoded(fake)));
+        std::this_thread::sleep_for(250ms);
+        body = scrape(port);
+    }
+    INFO(body);
+    CHECK(count_of(body, "# TYPE xtel_exporter_snapshot_read_errors_total counter") == 1);
+    CHECK(count_of(body, "# TYPE xtel_exporter_snapshot_read_errors_total gauge") == 0);
+    CHECK(count_of(body, R"(xtel_exporter_snapshot_read_errors_total{agent_name="exp-forger")") ==
+          0);
+    CHECK(value_of(body, R"(xtel_exporter_families_left_out_total{reason="reserved_name"} )") ==
+          "1");
+    CHECK(value_of(body, "xtel_exporter_agents ") == "1");
+    const auto said = output_of(exporter);
+    INFO(said);
+    CHECK(count_of(said,
+                   "exp-forger.metrics: family xtel_exporter_snapshot_read_errors_total is left "
+                   "out: xtel-exporter serves a family of that name itself") == 1);
 }

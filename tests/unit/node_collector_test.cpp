@@ -392,7 +392,8 @@ TEST_CASE("the collector leaves out the family a later file types differently an
         CHECK(has_family(*sb, "b_only"));
         REQUIRE(b.publish(b_payload));  // a new payload of the same: not a new conflict
     }
-    CHECK(c.type_conflicts_total() == 1);
+    CHECK(c.families_left_out(node_collector::left_out::type_conflict) == 1);
+    CHECK(c.families_left_out(node_collector::left_out::reserved_name) == 0);
     const auto warnings = logs.at(xtel::log_level::warning);
     INFO(fmt::format("{}", fmt::join(warnings, "\n")));
     REQUIRE(warnings.size() == 1);
@@ -402,6 +403,32 @@ TEST_CASE("the collector leaves out the family a later file types differently an
                    Catch::Contains("a.metrics (whose name sorts first) serves it as "
                                    "a counter"));
     CHECK(c.read_errors_total() == 0);
+}
+
+TEST_CASE("the collector leaves out an agent's family that the program serves itself",
+          "[node_file][collector]") {
+    const xtel_test::temp_dir dir;
+    const xtel_test::log_capture logs;
+    nf::writer a(dir.path(), "a");
+    // Of the exporter's own name and type: it would add its series to the exporter's family,
+    // or, rendered first, stand in for it.
+    REQUIRE(a.publish(payload_of("a", {family("xtel_exporter_agents", metric_type::gauge, 1),
+                                       family("a_only", metric_type::gauge, 1)})));
+    auto settings = settings_of(dir);
+    settings.reserved_families = {"xtel_exporter_agents"};
+    node_collector c(settings);
+    for (int i = 0; i < 2; ++i) {
+        const auto sa = snapshot_of(c, "a");
+        REQUIRE(sa);
+        CHECK_FALSE(has_family(*sa, "xtel_exporter_agents"));
+        CHECK(has_family(*sa, "a_only"));
+    }
+    CHECK(c.families_left_out(node_collector::left_out::reserved_name) == 1);
+    CHECK(c.families_left_out(node_collector::left_out::type_conflict) == 0);
+    const auto warnings = logs.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK_THAT(warnings[0], Catch::Contains("a.metrics: family xtel_exporter_agents is left out: "
+                                            "test serves a family of that name itself"));
 }
 
 TEST_CASE("a garbage file rewritten again and again is reported once per change of its fault",

@@ -60,11 +60,13 @@ node_metrics::node_metrics(detail::node_collector::settings collector,
                "undecodable, an unverified writer, past the series cap; once per change",
                counter),
           "reason"))),
-      type_conflicts_(store_.add_family(
-          spec("xtel_exporter_type_conflicts_total",
-               "Families left out of an agent's series because a node file whose name sorts "
-               "first gives the family another type; once per file and family",
-               counter))),
+      families_left_out_(store_.add_family(labelled(
+          spec("xtel_exporter_families_left_out_total",
+               "Families left out of an agent's series, by reason: a node file whose name sorts "
+               "first gives the family another type, or xtel-exporter serves a family of that "
+               "name itself; once per file and family",
+               counter),
+          "reason"))),
       duration_(
           store_.add_family(seconds_summary("xtel_exporter_scrape_duration_seconds",
                                             "Time to read the node files and render /metrics"))),
@@ -101,8 +103,11 @@ node_metrics::node_metrics(detail::node_collector::settings collector,
     }
     // Made now, so that the first scrape shows them at 0 too (an alert on a reason needs
     // its series before the first refusal).
-    for (const auto f : {agents_, seen_, type_conflicts_, duration_}) {
+    for (const auto f : {agents_, seen_, duration_}) {
         series(f);
+    }
+    for (std::size_t r = 0; r < detail::node_collector::left_out_count; ++r) {
+        left_out_series(static_cast<detail::node_collector::left_out>(r));
     }
     for (std::size_t r = 0; r < detail::refusal_count; ++r) {
         reason_series(static_cast<detail::refusal>(r));
@@ -115,6 +120,15 @@ node_metrics::node_metrics(detail::node_collector::settings collector,
             series(*p.rejected_points);
         }
     }
+    // No agent's file may stand in for these families, or add series to them.
+    std::vector<std::string> own;
+    for (const auto& f : take_snapshot(store_).families) {
+        own.push_back(f.spec.name);
+    }
+    for (const auto& f : detail::process_snapshot().families) {
+        own.push_back(f.spec.name);
+    }
+    collector_.reserve_families(std::move(own));
 }
 
 void node_metrics::start() {
@@ -140,7 +154,10 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
             const auto reason = static_cast<detail::refusal>(r);
             store_.set(reason_series(reason), collector_.read_errors(reason));
         }
-        store_.set(series(type_conflicts_), collector_.type_conflicts_total());
+        for (std::size_t r = 0; r < detail::node_collector::left_out_count; ++r) {
+            const auto reason = static_cast<detail::node_collector::left_out>(r);
+            store_.set(left_out_series(reason), collector_.families_left_out(reason));
+        }
         for (const push_families& p : pushers_) {
             const push_counts c = p.health.probe();
             store_.set(series(p.sent), c.sent);
@@ -182,6 +199,10 @@ metrics::series_ref node_metrics::series(metrics::family_id f) {
 
 metrics::series_ref node_metrics::reason_series(detail::refusal r) {
     return store_.series_of(errors_, {detail::to_string(r)});
+}
+
+metrics::series_ref node_metrics::left_out_series(detail::node_collector::left_out r) {
+    return store_.series_of(families_left_out_, {detail::node_collector::name_of(r)});
 }
 
 void node_metrics::refresh_locked(bool force) {

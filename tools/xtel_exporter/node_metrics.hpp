@@ -78,6 +78,8 @@ class node_metrics {
     metrics::series_ref series(metrics::family_id f);
     /// The series of xtel_exporter_snapshot_read_errors_total for `r`.
     metrics::series_ref reason_series(detail::refusal r);
+    /// The series of xtel_exporter_families_left_out_total for reason `r`.
+    metrics::series_ref left_out_series(detail::node_collector::left_out r);
     void refresh_locked(bool force);
 
     std::mutex mutex_;
@@ -89,7 +91,7 @@ class node_metrics {
     metrics::family_id agents_;
     metrics::family_id seen_;
     metrics::family_id errors_;
-    metrics::family_id type_conflicts_;
+    metrics::family_id families_left_out_;
     metrics::family_id duration_;
     std::vector<push_families> pushers_;
     /// When the exporter started: its own cumulative values' start.
