@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
@@ -21,6 +22,7 @@
 #include "node/series_count.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node_file.hpp"
+#include "xtel/parse.hpp"
 
 namespace xtel::detail {
 
@@ -33,6 +35,12 @@ constexpr auto forget_gone_after = std::chrono::minutes(10);
 constexpr std::size_t max_gone = 4096;
 /// Memory is given back to the system once snapshots of this many payload bytes were dropped.
 constexpr std::uint64_t release_after_bytes = 1 << 20;
+
+/// A payload whose agent_name label is not the agent its file's header names.
+class name_mismatch : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
 
 /// `<agent>.metrics`, not a crashed writer's `<agent>.metrics.crashed.<pid>` (those are kept
 /// for a person to look at, and their agent may be running again under the plain name).
@@ -112,6 +120,8 @@ std::string_view to_string(refusal r) noexcept {
             return "writer_mismatch";
         case refusal::writer_unverified:
             return "writer_unverified";
+        case refusal::name_mismatch:
+            return "name_mismatch";
         case refusal::series_limit:
             return "series_limit";
     }
@@ -284,6 +294,17 @@ void node_collector::open(int dir_fd, const std::string& name, source& s) {
             std::make_unique<node_file::reader>(fd, settings_.dir / name, settings_.max_file_bytes);
     } catch (const node_file::format_error& e) {
         refuse(name, s, refusal_of(e.kind()), e.what());
+        return;
+    }
+    // A writer names its file after its agent: a file under another agent's name (a copy, or
+    // one renamed there) would serve that agent's series twice, or in its place.
+    if (name != s.reader->agent_name() + std::string(node_file::file_suffix)) {
+        const std::string header_name = s.reader->agent_name();
+        s.reader.reset();
+        refuse(name, s, refusal::name_mismatch,
+               fmt::format("its header names agent '{}', whose file would be '{}{}'",
+                           parse::escape_controls(header_name), parse::escape_controls(header_name),
+                           node_file::file_suffix));
     }
 }
 
@@ -438,6 +459,13 @@ bool node_collector::read(source& s, std::uint64_t budget) {
     // A payload the count could not walk is decoded all the same, for decode_snapshot's
     // message naming what is wrong (it allocates in proportion to the bytes only).
     auto snap = metrics::decode_snapshot(p->payload);
+    for (const auto& l : snap.labels) {
+        if (l.name == "agent_name" && l.value != s.reader->agent_name()) {
+            throw name_mismatch(fmt::format(
+                "its payload's agent_name '{}' is not the agent '{}' its header names",
+                parse::escape_controls(l.value), parse::escape_controls(s.reader->agent_name())));
+        }
+    }
     add_pid_label(snap, s.reader->writer_pid());
     snap.start_time_us = s.reader->created_us();
     if (!s.seen) {
@@ -506,6 +534,9 @@ std::vector<node_collector::agent> node_collector::refresh_agents(clock::time_po
         } catch (const metrics::snapshot_decode_error& e) {
             refuse(name, s, refusal::bad_snapshot,
                    fmt::format("{}: {}", (settings_.dir / name).string(), e.what()));
+            continue;
+        } catch (const name_mismatch& e) {
+            refuse(name, s, refusal::name_mismatch, e.what());
             continue;
         }
         if (s.latest) {

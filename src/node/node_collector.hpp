@@ -47,9 +47,10 @@ enum class refusal : std::uint8_t {
     bad_snapshot,       ///< the payload does not decode
     writer_mismatch,    ///< the process holding its lock is not the writer its header names
     writer_unverified,  ///< its lock is held by a process this one cannot see
+    name_mismatch,      ///< its file name, header and payload name different agents
     series_limit,       ///< its series would take the node past max_series
 };
-inline constexpr std::size_t refusal_count = 10;
+inline constexpr std::size_t refusal_count = 11;
 
 /// The name of `r` as the reason label shows it ("foreign_owner").
 std::string_view to_string(refusal r) noexcept;

@@ -345,15 +345,16 @@ TEST_CASE("xtel-exporter refuses a live node file whose lock another writer proc
                                   [&](const std::string& s) { return value_of(s, line) == truth; }),
                      line) == truth);
 
-    // A second real writer, of this uid, publishing the victim's name with a false count; its
-    // header patched to name the victim's pid before it is renamed in.
+    // A second real writer, of this uid, publishing a false count under an agent name of its
+    // own; its header patched to name the victim's pid, so that its series would pass for the
+    // victim process's, before it is renamed in.
     auto fake =
-        snapshot_of("exp-victim", "agent_tx_bytes_total", xtel::metrics::metric_type::counter, 1);
+        snapshot_of("aa-forged", "agent_tx_bytes_total", xtel::metrics::metric_type::counter, 1);
     fake.families[0].spec.label_names = {"hostname"};
     fake.families[0].series[0].label_values = {"forged"};
-    const forked_writer forger(staging.path(), "exp-victim", encoded(fake));
-    patch_writer_pid(staging / "exp-victim.metrics", victim.pid());
-    fs::rename(staging / "exp-victim.metrics", dir / "aa-forged.metrics");
+    const forked_writer forger(staging.path(), "aa-forged", encoded(fake));
+    patch_writer_pid(staging / "aa-forged.metrics", victim.pid());
+    fs::rename(staging / "aa-forged.metrics", dir / "aa-forged.metrics");
 
     std::string body;
     for (int i = 0; i < 12; ++i) {
@@ -363,6 +364,7 @@ TEST_CASE("xtel-exporter refuses a live node file whose lock another writer proc
     INFO(body);
     CHECK(count_of(body, fmt::format(R"(agent_tx_bytes_total{{agent_name="exp-victim",pid="{}")",
                                      victim.pid())) == 1);
+    CHECK(count_of(body, R"(agent_name="aa-forged")") == 0);
     CHECK(value_of(body, line) == truth);
     CHECK(read_errors(body, "writer_mismatch") == "1");
     CHECK(read_errors(body) == 1);
@@ -595,14 +597,63 @@ TEST_CASE(
     CHECK(count_of(said, "exp-b.metrics is served again") == 1);
 }
 
+TEST_CASE("a node file under another agent's name is refused as a name mismatch", "[exporter]") {
+    const temp_dir dir;
+    const temp_dir staging;
+    auto victim = start_demo(dir, "exp-victim", 120);
+    auto exporter = start_exporter(dir);
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    const auto line = tx_bytes("exp-victim", victim.pid());
+    const auto truth = std::to_string(transfers * block);
+    REQUIRE(value_of(scrape_until(port,
+                                  [&](const std::string& s) { return value_of(s, line) == truth; }),
+                     line) == truth);
+    // A writer of this uid naming the victim in its header and payload, its file renamed in
+    // under a name of its own: its series would sit beside the victim's, of another pid.
+    auto fake =
+        snapshot_of("exp-victim", "agent_tx_bytes_total", xtel::metrics::metric_type::counter, 1);
+    fake.families[0].spec.label_names = {"hostname"};
+    fake.families[0].series[0].label_values = {"forged"};
+    const forked_writer forger(staging.path(), "exp-victim", encoded(fake));
+    fs::rename(staging / "exp-victim.metrics", dir / "aa-forged.metrics");
+    // And a file named as its header says, whose payload names the victim.
+    nf::writer liar(dir.path(), "ab-liar");
+    REQUIRE(liar.publish(encoded(fake)));
+
+    const auto body = scrape_until(
+        port, [](const std::string& s) { return read_errors(s, "name_mismatch") == "2"; });
+    INFO(body);
+    CHECK(read_errors(body, "name_mismatch") == "2");
+    CHECK(count_of(body, R"(agent_tx_bytes_total{agent_name="exp-victim")") == 1);
+    CHECK(value_of(body, line) == truth);
+    const auto said = output_of(exporter);
+    INFO(said);
+    CHECK(count_of(said,
+                   "aa-forged.metrics is not served (until it changes): name_mismatch: its "
+                   "header names agent 'exp-victim', whose file would be "
+                   "'exp-victim.metrics'") == 1);
+    CHECK(count_of(said,
+                   "ab-liar.metrics is not served (until it changes): name_mismatch: its "
+                   "payload's agent_name 'exp-victim' is not the agent 'ab-liar' its "
+                   "header names") == 1);
+}
+
 TEST_CASE("a node file deleted between the listing and its opening is neither logged nor counted",
           "[exporter]") {
     const temp_dir dir;
-    {
-        auto demo = start_demo(dir, "exp-model", 0);
-        REQUIRE(demo.wait(120s) == 0);
+    const temp_dir staging;
+    // Sixteen agents' files, each closed by its writer, to copy in and delete.
+    std::vector<std::string> models;
+    for (int k = 0; k < 16; ++k) {
+        const auto name = fmt::format("exp-churn-{}", k);
+        {
+            nf::writer w(staging.path(), name);
+            REQUIRE(w.publish(
+                encoded(snapshot_of(name, "churn_total", xtel::metrics::metric_type::counter, 1))));
+        }
+        models.push_back(prom_it::read_file(staging / (name + ".metrics")));
     }
-    const auto model = prom_it::read_file(dir / "exp-model.metrics");
     auto exporter = start_exporter(dir);
     const int port = served_port(exporter);
     REQUIRE(port > 0);
@@ -614,7 +665,7 @@ TEST_CASE("a node file deleted between the listing and its opening is neither lo
         for (int i = 0; !stop; ++i) {
             const auto tmp = dir / fmt::format(".churn-{}.tmp", i % 16);
             const auto path = dir / fmt::format("exp-churn-{}.metrics", i % 16);
-            prom_it::write_file(tmp, model);
+            prom_it::write_file(tmp, models[static_cast<std::size_t>(i % 16)]);
             std::error_code ec;
             fs::rename(tmp, path, ec);
             if (i % 3 == 0) {

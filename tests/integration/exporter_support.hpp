@@ -111,7 +111,8 @@ inline std::optional<std::string> read_errors(const std::string& body, std::stri
 
 /// Every refusal reason, as the exporter's counter labels them.
 inline const std::vector<std::string> refusal_reasons = {
-    "foreign_owner", "not_regular",  "too_large",       "unreadable",        "not_node_file",
-    "damaged",       "bad_snapshot", "writer_mismatch", "writer_unverified", "series_limit"};
+    "foreign_owner",     "not_regular",   "too_large",    "unreadable",
+    "not_node_file",     "damaged",       "bad_snapshot", "writer_mismatch",
+    "writer_unverified", "name_mismatch", "series_limit"};
 
 }  // namespace exporter_it

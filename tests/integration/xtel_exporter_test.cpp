@@ -116,8 +116,8 @@ TEST_CASE("xtel-exporter serves every agent of the directory with its pid and ex
 
 TEST_CASE("xtel-exporter skips a foreign and a truncated file, logging each once", "[exporter]") {
     const temp_dir dir;
-    {
-        auto demo = start_demo(dir, "exp-good", 0);
+    for (const char* name : {"exp-good", "cut"}) {
+        auto demo = start_demo(dir, name, 0);
         REQUIRE(demo.wait(std::chrono::seconds(120)) == 0);
     }
     std::mt19937 random(42);
@@ -126,7 +126,8 @@ TEST_CASE("xtel-exporter skips a foreign and a truncated file, logging each once
         c = static_cast<char>(random());
     }
     prom_it::write_file(dir.path() / "x.metrics", noise);
-    const auto real = prom_it::read_file(dir.path() / "exp-good.metrics");
+    // The agent "cut"'s own file, cut to its first half.
+    const auto real = prom_it::read_file(dir.path() / "cut.metrics");
     REQUIRE(real.size() > 512);
     prom_it::write_file(dir.path() / "cut.metrics",
                         std::string_view(real).substr(0, real.size() / 2));
@@ -147,7 +148,8 @@ TEST_CASE("xtel-exporter skips a foreign and a truncated file, logging each once
     // Random bytes are no node file; the first half of a real one names areas it lacks.
     CHECK(read_errors(body, "not_node_file") == "1");
     CHECK(read_errors(body, "damaged") == "1");
-    CHECK(value_of(body, "xtel_exporter_agents ") == "2");
+    // exp-good, exp-good_target and cut_target.
+    CHECK(value_of(body, "xtel_exporter_agents ") == "3");
     exporter.read_line("no such line", std::chrono::milliseconds(300));
     INFO(exporter.output());
     CHECK(count_of(exporter.output(), "is not served") == 2);
