@@ -166,7 +166,9 @@ void http_server::respond(connection& c,
     c.sent = 0;
     c.close_after = close;
     c.state = connection::phase::writing;
-    c.deadline = steady::now() + limits_.write_timeout;
+    const auto now = steady::now();
+    c.last_progress = now;
+    c.deadline = now + limits_.write_timeout;
 }
 
 // ---- writing ------------------------------------------------------------------------------
@@ -196,6 +198,7 @@ bool http_server::send_some(connection& c) {
     const auto n = ::sendmsg(c.fd, &m, MSG_NOSIGNAL);
     if (n > 0) {
         c.sent += static_cast<std::size_t>(n);
+        c.last_progress = steady::now();
         return true;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -34,6 +34,8 @@ struct http_server::connection {
     unsigned answered = 0;
     /// When the request being awaited began to be awaited: who has waited longest is evicted.
     std::chrono::steady_clock::time_point waiting_since;
+    /// While writing: when the client last took some of the answer (or it began).
+    std::chrono::steady_clock::time_point last_progress;
     std::chrono::steady_clock::time_point deadline;
 };
 

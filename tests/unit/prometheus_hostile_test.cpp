@@ -16,13 +16,20 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "http/request.hpp"
+#include "http/server.hpp"
 #include "prometheus_fixtures.hpp"
 
 using prom_test::exporter_under_test;
+using prom_test::log_capture;
 using prom_test::tx_transfer;
 
 namespace {
@@ -33,11 +40,16 @@ using clock_type = std::chrono::steady_clock;
 /// a test can open many without waiting for each to be accepted.
 class client_socket {
   public:
-    client_socket(std::uint16_t port, bool nonblocking = false)
+    /// `receive_buffer` (bytes, 0: the system's) bounds what the kernel takes of answers the
+    /// client does not read.
+    client_socket(std::uint16_t port, bool nonblocking = false, int receive_buffer = 0)
         : fd_(::socket(
               AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0)) {
         if (fd_ < 0) {
             return;
+        }
+        if (receive_buffer > 0) {
+            ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
         }
         sockaddr_in a{};
         a.sin_family = AF_INET;
@@ -149,6 +161,63 @@ class scoped_nofile {
   private:
     rlimit old_{};
 };
+
+/// The endpoint's server (http/server.hpp) serving /metrics from bodies the test makes, with
+/// limits of the test's choosing. A request whose Accept header is `hold` keeps the server's
+/// one thread in the body callback until release(): meanwhile the test lines up what the next
+/// round of events will find.
+class held_server {
+  public:
+    using body_factory = std::function<std::shared_ptr<const std::string>()>;
+
+    explicit held_server(xtel::detail::http_limits limits, body_factory make_body = {})
+        : make_body_(make_body ? std::move(make_body)
+                               : [] { return std::make_shared<const std::string>("ok\n"); }),
+          server_(
+              xtel::host_port::parse("test", "127.0.0.1:0"),
+              "/metrics",
+              "",
+              [this](const xtel::detail::http::request_head& head) { return entity(head); },
+              limits) {}
+    ~held_server() { release(); }
+    held_server(const held_server&) = delete;
+    held_server& operator=(const held_server&) = delete;
+
+    std::uint16_t port() const { return server_.bound().port; }
+    xtel::detail::http_server_stats stats() const { return server_.stats(); }
+
+    /// Whether a `hold` request is in the callback within 5 s.
+    bool wait_held() {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, std::chrono::seconds(5), [this] { return held_; });
+    }
+    void release() {
+        const std::lock_guard lock(mutex_);
+        released_ = true;
+        changed_.notify_all();
+    }
+
+  private:
+    xtel::detail::http_entity entity(const xtel::detail::http::request_head& head) {
+        const auto accept = head.accept.values();
+        if (std::find(accept.begin(), accept.end(), "hold") != accept.end()) {
+            std::unique_lock lock(mutex_);
+            held_ = true;
+            changed_.notify_all();
+            changed_.wait(lock, [this] { return released_; });
+        }
+        return {make_body_(), "text/plain; charset=utf-8", false};
+    }
+
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool held_ = false;
+    bool released_ = false;
+    body_factory make_body_;
+    xtel::detail::http_server server_;  // last: its thread stops before the rest goes
+};
+
+constexpr std::string_view plain_get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
 
 }  // namespace
 
@@ -319,4 +388,59 @@ TEST_CASE("connections closed while a spawned process holds copies of their sock
     }
     CHECK(served_while_copied);
     CHECK(real_scrape_works(a.port()));
+}
+
+TEST_CASE("a request that arrived while the server was busy is answered, not lost to a newcomer",
+          "[http]") {
+    // The connection closed to admit a newcomer was the one that had waited longest for its
+    // request as the server last saw it; a request that had reached the kernel since was lost
+    // with it, and its client got a reset or an empty reply (issue 27: the failed scrapes under
+    // attack). The server now reads such a connection before closing it.
+    xtel::detail::http_limits limits;
+    limits.max_connections = 4;
+    held_server server(limits);
+    const client_socket scraper(server.port());
+    REQUIRE(scraper.connected());
+    std::vector<client_socket> idle;
+    for (int i = 0; i < 2; ++i) {
+        idle.emplace_back(server.port());
+    }
+    // Past its grace, the scraper's connection is the first one a newcomer may close.
+    std::this_thread::sleep_for(limits.request_grace + std::chrono::milliseconds(100));
+    const client_socket holder(server.port());
+    REQUIRE(holder.send("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: hold\r\n\r\n"));
+    REQUIRE(server.wait_held());
+    // While the server's thread is held: a newcomer (the listening socket is ready first), then
+    // the scraper's request, then more newcomers.
+    std::vector<client_socket> newcomers;
+    newcomers.emplace_back(server.port());
+    REQUIRE(scraper.send(plain_get));
+    for (int i = 0; i < 4; ++i) {
+        newcomers.emplace_back(server.port());
+    }
+    server.release();
+    const auto answer = scraper.receive_all();
+    CHECK(status_line(answer) == "HTTP/1.1 200 OK");
+    CHECK(answer.ends_with("\r\n\r\nok\n"));
+    CHECK(server.stats().closed_crowded >= 2);  // the idle ones made room instead
+}
+
+TEST_CASE("a connection has its grace to send its request however many connect after it",
+          "[http]") {
+    xtel::detail::http_limits limits;
+    limits.max_connections = 4;
+    limits.request_grace = std::chrono::milliseconds(3000);
+    held_server server(limits);
+    const client_socket slow(server.port());
+    REQUIRE(slow.connected());
+    // Newcomers that say nothing either: they wait in the accept queue, and close nobody
+    // before the grace is over.
+    std::vector<client_socket> crowd;
+    for (int i = 0; i < 16; ++i) {
+        crowd.emplace_back(server.port(), true);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(slow.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"));
+    CHECK(status_line(slow.receive_all()) == "HTTP/1.1 200 OK");
+    CHECK(server.stats().closed_crowded == 0);
 }
