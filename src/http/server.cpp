@@ -258,7 +258,8 @@ int http_server::wait_timeout_ms(steady::time_point now) const {
 }
 
 http_server_stats http_server::stats() const noexcept {
-    return {closed_crowded_.load(std::memory_order_relaxed)};
+    return {closed_crowded_.load(std::memory_order_relaxed),
+            closed_held_bytes_.load(std::memory_order_relaxed)};
 }
 
 std::size_t http_server::open_connections() const noexcept {

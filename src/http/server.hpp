@@ -12,10 +12,13 @@
 ///     the crowd cannot close a scraper's connection before its request is read either;
 ///   - a request head must arrive whole within request_timeout and fit in
 ///     http::max_head_bytes (http_request.hpp), and bodies are never read;
+///   - a connection holds one answer at a time: the requests a client pipelines behind the one
+///     being answered stay in the kernel, beyond the max_head_bytes read with it;
 ///   - an answer must be taken by the client within write_timeout;
-///   - every answer to GET/HEAD shares one rendered body (per representation) until the
-///     metrics change, so scrapes that do not read what they asked for hold no more memory
-///     than one scrape of each representation does.
+///   - answers share the body the callback gives them (one per representation until the
+///     metrics change); bodies that no newer answer shares, held only by connections still
+///     writing them, take at most max_held_bytes between them: past that the connection that
+///     has taken nothing for longest is closed.
 /// The resource may have several representations (formats, gzip): the body callback picks one
 /// from the request head, and the answer says which (Content-Type, Content-Encoding) and what
 /// it was picked by (Vary).
@@ -67,12 +70,19 @@ struct http_limits {
     std::chrono::milliseconds linger_timeout{500};
     /// Requests answered on one connection before it is closed.
     unsigned max_requests_per_connection = 1000;
+    /// Bytes of the bodies that only connections still writing them hold: those of
+    /// representations whose newer answers have a newer body (clients that do not read pin
+    /// them). The bodies being handed out now are not counted (the body callback keeps them
+    /// anyway), and the last of the others is kept whatever its size.
+    std::size_t max_held_bytes = std::size_t{32} << 20;
 };
 
 /// What http_server has done to stay within its limits, counted since it started.
 struct http_server_stats {
     /// Connections closed to admit newer ones (max_connections).
     std::uint64_t closed_crowded = 0;
+    /// Connections closed while writing a body no newer answer shares (max_held_bytes).
+    std::uint64_t closed_held_bytes = 0;
 };
 
 class http_server {
@@ -104,6 +114,13 @@ class http_server {
   private:
     /// Defined in http/connection.hpp.
     struct connection;
+
+    /// The body the latest 200 answer of one representation got.
+    struct latest_body {
+        std::string_view content_type;
+        bool gzip = false;
+        std::weak_ptr<const std::string> body;
+    };
 
     // Listening and the loop: accepting, evicting, deadlines (server.cpp).
     void read_bound_port(const host_port& address);
@@ -142,6 +159,10 @@ class http_server {
                  bool head_only,
                  std::string_view text,
                  const http::request_head* request);
+    /// Records the body a 200 answer got, then keeps the bodies that connections alone hold
+    /// within max_held_bytes.
+    void hold_body(connection& c, const http_entity& e);
+    void limit_held_bytes();
     bool write_answer(connection& c);
     bool send_some(connection& c);
     void finish_answer(connection& c);
@@ -158,13 +179,16 @@ class http_server {
     int wake_fd_ = -1;
     int epoll_fd_ = -1;
     std::vector<std::unique_ptr<connection>> connections_;  // the server thread's only
+    std::vector<latest_body> latest_;                       // the server thread's only
     std::chrono::steady_clock::time_point accept_resume_{};
     bool accepting_ = true;
     /// Accepting stopped by pause_for_crowd (it resumes early when a connection closes).
     bool crowd_paused_ = false;
     bool warned_crowd_ = false;
     bool warned_accept_ = false;
+    bool warned_held_ = false;
     std::atomic<std::uint64_t> closed_crowded_{0};
+    std::atomic<std::uint64_t> closed_held_bytes_{0};
     std::thread thread_;
 };
 

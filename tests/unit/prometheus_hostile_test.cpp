@@ -17,9 +17,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +220,42 @@ class held_server {
 };
 
 constexpr std::string_view plain_get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/// The local port of a connected socket.
+std::uint16_t local_port(int fd) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin_port);
+}
+
+/// What /proc/net/tcp shows of the IPv4 socket from `local` to `remote` (ports on
+/// 127.0.0.1): bytes sent and not yet acknowledged, and bytes received and not yet read.
+struct tcp_queues {
+    long sent = -1;
+    long received = -1;
+};
+
+tcp_queues queues_of(std::uint16_t local, std::uint16_t remote) {
+    std::ifstream table("/proc/net/tcp");
+    std::string line;
+    std::getline(table, line);  // the column names
+    while (std::getline(table, line)) {
+        // sl local_address rem_address st tx_queue:rx_queue ...
+        std::istringstream fields(line);
+        std::string sl, local_address, remote_address, state, queues;
+        fields >> sl >> local_address >> remote_address >> state >> queues;
+        const auto port_of = [](const std::string& address) {
+            return std::stoul(address.substr(address.find(':') + 1), nullptr, 16);
+        };
+        if (port_of(local_address) == local && port_of(remote_address) == remote) {
+            const auto colon = queues.find(':');
+            return {std::stol(queues.substr(0, colon), nullptr, 16),
+                    std::stol(queues.substr(colon + 1), nullptr, 16)};
+        }
+    }
+    return {};
+}
 
 }  // namespace
 
@@ -443,4 +481,72 @@ TEST_CASE("a connection has its grace to send its request however many connect a
     REQUIRE(slow.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"));
     CHECK(status_line(slow.receive_all()) == "HTTP/1.1 200 OK");
     CHECK(server.stats().closed_crowded == 0);
+}
+
+TEST_CASE(
+    "clients that do not read hold at most max_held_bytes of old bodies: the one stalled "
+    "longest is closed, the one taking the current body kept",
+    "[http]") {
+    // Each answer gets a newer body, as xtel-exporter's did when every rendering differed.
+    constexpr std::size_t body_size = std::size_t{4} << 20;
+    xtel::detail::http_limits limits;
+    limits.max_held_bytes = std::size_t{10} << 20;  // two old bodies, not three
+    std::atomic<char> version{'a'};
+    const log_capture log;
+    held_server server(limits, [&] {
+        return std::make_shared<const std::string>(body_size, version.fetch_add(1));
+    });
+    // Small receive buffers: each answer stalls with most of its body unsent.
+    std::vector<client_socket> unread;
+    for (int i = 0; i < 5; ++i) {
+        unread.emplace_back(server.port(), false, 4096);
+        REQUIRE(unread.back().send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a clear order of stalls
+    }
+    // The 4th answer left three old bodies (12 MiB): the first client was closed; the 5th,
+    // the second.
+    const auto give_up = clock_type::now() + std::chrono::seconds(5);
+    while (server.stats().closed_held_bytes < 2 && clock_type::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(server.stats().closed_held_bytes == 2);
+    CHECK_FALSE(log.find(xtel::log_level::warning, "bodies no newer answer shares").empty());
+    const auto whole = [&](const std::string& answer) {
+        return status_line(answer) == "HTTP/1.1 200 OK" &&
+               answer.size() == answer.find("\r\n\r\n") + 4 + body_size;
+    };
+    CHECK_FALSE(whole(unread[0].receive_all()));
+    CHECK_FALSE(whole(unread[1].receive_all()));
+    for (std::size_t i = 2; i < unread.size(); ++i) {
+        INFO("client " << i);
+        CHECK(whole(unread[i].receive_all()));
+    }
+}
+
+TEST_CASE("requests pipelined behind an answer the client does not read stay in the kernel",
+          "[http]") {
+    // One answer at a time per connection, and the server reads no further than the head it
+    // answers (and at most max_head_bytes with it): what a client pipelines behind costs the
+    // process nothing.
+    held_server server({}, [] { return std::make_shared<const std::string>(4 << 20, 'b'); });
+    const client_socket unread(server.port(), false, 4096);
+    REQUIRE(unread.connected());
+    std::string pipelined;
+    while (pipelined.size() < (256 << 10)) {
+        pipelined += plain_get;
+    }
+    REQUIRE(unread.send(pipelined));
+    // The requests not read: in the client's socket, unacknowledged, or in the server's,
+    // received and not read by the process.
+    const std::uint16_t client_port = local_port(unread.fd());
+    const auto in_kernel = [&] {
+        return queues_of(client_port, server.port()).sent +
+               queues_of(server.port(), client_port).received;
+    };
+    const long expected = static_cast<long>(pipelined.size() - xtel::detail::http::max_head_bytes);
+    const auto give_up = clock_type::now() + std::chrono::seconds(5);
+    while (in_kernel() < expected && clock_type::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(in_kernel() >= expected);
 }
