@@ -157,6 +157,9 @@ node_metrics::node_metrics(detail::node_collector::settings collector,
     for (const auto& f : detail::process_snapshot().families) {
         own.push_back(f.spec.name);
     }
+    for (const auto& f : endpoint_snapshot({}, 0).families) {
+        own.push_back(f.spec.name);
+    }
     collector_.reserve_families(std::move(own));
 }
 
