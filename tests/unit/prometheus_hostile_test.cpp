@@ -428,7 +428,7 @@ TEST_CASE("connections closed while a spawned process holds copies of their sock
     CHECK(real_scrape_works(a.port()));
 }
 
-TEST_CASE("a request that arrived while the server was busy is answered, not lost to a newcomer",
+TEST_CASE("a request that arrived while the server was busy is answered and not lost to a newcomer",
           "[http]") {
     // The connection closed to admit a newcomer was the one that had waited longest for its
     // request as the server last saw it; a request that had reached the kernel since was lost
@@ -484,8 +484,8 @@ TEST_CASE("a connection has its grace to send its request however many connect a
 }
 
 TEST_CASE(
-    "clients that do not read hold at most max_held_bytes of old bodies: the one stalled "
-    "longest is closed, the one taking the current body kept",
+    "past max_held_bytes of old bodies the client stalled longest is closed and the one taking "
+    "the current body is kept",
     "[http]") {
     // Each answer gets a newer body, as xtel-exporter's did when every rendering differed.
     constexpr std::size_t body_size = std::size_t{4} << 20;

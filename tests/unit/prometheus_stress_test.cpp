@@ -116,8 +116,8 @@ void raise_nofile(rlim_t want) {
 }  // namespace
 
 TEST_CASE(
-    "every real scrape gets the whole body while slow, idle, oversized, unread and brief "
-    "clients at 3000 a second attack at once",
+    "every real scrape gets the whole body while every hostile row attacks at once with 3000 "
+    "brief connections a second",
     "[http][concurrency]") {
     const auto duration = stress_duration();
     raise_nofile(4096);
