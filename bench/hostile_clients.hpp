@@ -1,20 +1,24 @@
 #pragma once
 // Hostile clients of a Prometheus endpoint on 127.0.0.1, for the benchmark that measures what
 // an attack on the endpoint costs the transfers beside it
-// (BM_ucx_write/.../prometheus_under_attack) and for the endpoint's stress test
-// (tests/unit/prometheus_stress_test.cpp).
+// (BM_ucx_write/.../prometheus_under_attack), for the endpoint's stress test
+// (tests/unit/prometheus_stress_test.cpp) and for xtel-exporter's
+// (tests/integration/xtel_exporter_stress_test.cpp).
 //
-// One thread (on whichever core the scheduler gives it) keeps `connections` connections open, twice
-// the endpoint's limit of 64 so that it keeps closing some to admit others; each is reopened
-// `reconnect` after the endpoint closes it. They take turns being one of `mix`:
+// One thread (on whichever core the scheduler gives it) keeps a crowd of connections open, by
+// default 128, twice the endpoint's limit of 64, so that it keeps closing some to admit others;
+// each is reopened `reconnect` after the endpoint closes it. Each is one of:
 //   - slow: half a request head, then one more byte every `trickle`, never finishing;
 //   - idle: connected, saying nothing;
-//   - oversized: a 16 KiB header line (the endpoint answers 431);
+//   - oversized: a header line of `oversized_bytes`, sent as fast as the endpoint takes it (it
+//     answers 431 after 8 KiB);
 //   - body: GET announcing a gigabyte, then 64 KiB of it (413);
 //   - brief: a whole request, then closed at once without reading the answer;
-//   - unread: 64 pipelined requests, none of the answers read, until the endpoint closes it.
-// Every `scrape_every` (0: never) the same thread also scrapes /metrics as Prometheus would,
-// with its own connection and a 2 s deadline, and counts whether it got 200.
+//   - unread: `pipelined` requests sent at once, none of the answers read, until the endpoint
+//     closes it.
+// On top of the crowd it may open `brief_per_second` brief connections a second. Every
+// `scrape_every` (0: never) the same thread also scrapes /metrics as Prometheus would, with its
+// own connection and a 2 s deadline, and counts whether it got 200.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -24,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -37,24 +42,66 @@ class hostile_clients {
   public:
     enum class kind { slow, idle, oversized, body, brief, unread };
 
+    /// `count` connections of one kind, kept open.
+    struct group {
+        kind k = kind::idle;
+        int count = 0;
+    };
+
     struct options {
         std::uint16_t port = 0;
-        int connections = 128;
+        /// The connections kept open; the groups' connections are opened interleaved.
+        std::vector<group> crowd{
+            {kind::slow, 32}, {kind::idle, 32}, {kind::oversized, 32}, {kind::body, 32}};
         std::chrono::milliseconds reconnect{100};
         std::chrono::milliseconds trickle{200};
         std::chrono::milliseconds scrape_every{100};
-        std::vector<kind> mix{kind::slow, kind::idle, kind::oversized, kind::body};
+        /// The length of an oversized client's header line.
+        std::size_t oversized_bytes = 16384;
+        /// Requests an unread client sends.
+        int pipelined = 64;
+        /// Brief connections opened a second on top of the crowd; 0: none.
+        int brief_per_second = 0;
     };
 
-    explicit hostile_clients(options o) : opts_(o), thread_([this] { run(); }) {}
+    /// Every hostile row of docs/reliability.md at once, as the stress tests attack: slowloris
+    /// (the endpoint's limit of 64 and 50 more, a byte every 30 ms), 500 idle, 16 with a 1 MiB
+    /// header, 64 pipelining 20 requests they never read, 8 announcing a body, each reopened
+    /// 5 ms after it is closed, and 3000 brief connections a second. No scrapes of its own.
+    static options all_rows(std::uint16_t port) {
+        options o;
+        o.port = port;
+        o.crowd = {{kind::slow, 114},
+                   {kind::idle, 500},
+                   {kind::oversized, 16},
+                   {kind::unread, 64},
+                   {kind::body, 8}};
+        o.reconnect = std::chrono::milliseconds(5);
+        o.trickle = std::chrono::milliseconds(30);
+        o.scrape_every = std::chrono::milliseconds(0);
+        o.oversized_bytes = std::size_t{1} << 20;
+        o.pipelined = 20;
+        o.brief_per_second = 3000;
+        return o;
+    }
+
+    explicit hostile_clients(options o)
+        : opts_(std::move(o)),
+          oversized_(make_oversized(opts_.oversized_bytes)),
+          pipelined_(make_pipelined(opts_.pipelined)),
+          thread_([this] { run(); }) {}
     ~hostile_clients() { stop(); }
     hostile_clients(const hostile_clients&) = delete;
     hostile_clients& operator=(const hostile_clients&) = delete;
 
     std::uint64_t scrapes_ok() const { return scrapes_ok_.load(); }
     std::uint64_t scrapes_failed() const { return scrapes_failed_.load(); }
-    /// Hostile connections opened so far.
+    /// Hostile connections opened so far, brief_per_second's among them.
     std::uint64_t opened() const { return opened_.load(); }
+    /// Connections opened so far by brief_per_second.
+    std::uint64_t brief_opened() const { return brief_opened_.load(); }
+    /// Connections that could not be opened within 50 ms (the endpoint's accept queue full).
+    std::uint64_t connect_failures() const { return connect_failures_.load(); }
     /// CPU seconds the attacking thread used, and how long it ran; read after stop().
     double cpu_seconds() const { return cpu_seconds_; }
     double seconds_running() const { return seconds_running_; }
@@ -78,13 +125,30 @@ class hostile_clients {
         kind k = kind::idle;
         int fd = -1;
         clock::time_point next{};  // reopen, or trickle the next byte
+        std::size_t sent = 0;      // of an oversized client's request
     };
 
-    int connect_to() const {
+    static std::string make_oversized(std::size_t bytes) {
+        return "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(bytes, 'b');
+    }
+
+    static std::string make_pipelined(int requests) {
+        std::string r;
+        for (int i = 0; i < requests; ++i) {
+            r += "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        }
+        return r;
+    }
+
+    /// A connected socket, or -1. A connect that the endpoint's full accept queue holds up
+    /// gives up after `timeout` rather than stall the attack.
+    int connect_to(std::chrono::milliseconds timeout) const {
         const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             return -1;
         }
+        const timeval t{0, static_cast<suseconds_t>(timeout.count() * 1000)};
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_port = htons(opts_.port);
@@ -96,14 +160,33 @@ class hostile_clients {
         return fd;
     }
 
+    int connect_hostile() {
+        const int fd = connect_to(std::chrono::milliseconds(50));
+        if (fd < 0) {
+            ++connect_failures_;
+        } else {
+            ++opened_;
+            ::fcntl(fd, F_SETFL, O_NONBLOCK);
+        }
+        return fd;
+    }
+
+    void open_brief() {
+        client c;
+        c.fd = connect_hostile();
+        if (c.fd >= 0) {
+            ++brief_opened_;
+            send(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+            ::close(c.fd);
+        }
+    }
+
     void open(client& c, int epoll_fd, clock::time_point now) {
-        c.fd = connect_to();
+        c.fd = connect_hostile();
         if (c.fd < 0) {
             c.next = now + opts_.reconnect;
             return;
         }
-        ++opened_;
-        ::fcntl(c.fd, F_SETFL, O_NONBLOCK);
         if (c.k == kind::brief) {
             send(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
             close(c, now);
@@ -114,17 +197,8 @@ class hostile_clients {
         ev.events = c.k == kind::unread ? EPOLLRDHUP : EPOLLIN | EPOLLRDHUP;
         ev.data.ptr = &c;
         ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, c.fd, &ev);
-        static const std::string big_header =
-            "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(16384, 'b');
         static const std::string body =
             "GET /metrics HTTP/1.1\r\nContent-Length: 1073741824\r\n\r\n" + std::string(65536, 'x');
-        static const std::string pipelined = [] {
-            std::string r;
-            for (int i = 0; i < 64; ++i) {
-                r += "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-            }
-            return r;
-        }();
         switch (c.k) {
             case kind::slow:
                 send(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ");
@@ -133,13 +207,14 @@ class hostile_clients {
             case kind::idle:
                 break;
             case kind::oversized:
-                send(c, big_header);
+                c.sent = 0;
+                send_oversized(c, now);
                 break;
             case kind::body:
                 send(c, body);
                 break;
             case kind::unread:
-                send(c, pipelined);
+                send(c, pipelined_);
                 break;
             case kind::brief:
                 break;
@@ -151,6 +226,23 @@ class hostile_clients {
             ::send(c.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
 
+    /// Sends what the socket takes of the rest of the oversized head; closes the client once
+    /// the endpoint has closed the connection.
+    void send_oversized(client& c, clock::time_point now) {
+        while (c.sent < oversized_.size()) {
+            const auto n = ::send(c.fd, oversized_.data() + c.sent, oversized_.size() - c.sent,
+                                  MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) {
+                c.sent += static_cast<std::size_t>(n);
+                continue;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                close(c, now);
+            }
+            return;
+        }
+    }
+
     void close(client& c, clock::time_point now) {
         ::close(c.fd);
         c.fd = -1;
@@ -158,7 +250,7 @@ class hostile_clients {
     }
 
     bool scrape() const {
-        const int fd = connect_to();
+        const int fd = connect_to(std::chrono::milliseconds(2000));
         if (fd < 0) {
             return false;
         }
@@ -177,14 +269,34 @@ class hostile_clients {
                answer.find("agent_tx_bytes_total") != std::string::npos;
     }
 
+    /// The crowd, its groups interleaved.
+    std::vector<client> make_crowd() const {
+        std::vector<client> out;
+        std::vector<int> left;
+        for (const group& g : opts_.crowd) {
+            left.push_back(std::max(g.count, 0));
+        }
+        for (bool any = true; any;) {
+            any = false;
+            for (std::size_t i = 0; i < left.size(); ++i) {
+                if (left[i] > 0) {
+                    --left[i];
+                    out.push_back(client{opts_.crowd[i].k});
+                    any = true;
+                }
+            }
+        }
+        return out;
+    }
+
     void run() {
         const auto started = clock::now();
         const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-        std::vector<client> clients(static_cast<std::size_t>(opts_.connections));
-        for (std::size_t i = 0; i < clients.size(); ++i) {
-            clients[i].k = opts_.mix[i % opts_.mix.size()];
-        }
+        std::vector<client> clients = make_crowd();
         auto next_scrape = clock::now();
+        std::uint64_t brief_due_base = 0;  // brief connections owed before the attack resumed
+        auto brief_since = clock::now();
+        std::uint64_t brief_made = 0;
         epoll_event events[64];
         char drain[65536];
         while (!stop_) {
@@ -201,13 +313,31 @@ class hostile_clients {
                 } else if (c.fd >= 0 && c.k == kind::slow && now >= c.next) {
                     send(c, "a");
                     c.next = now + opts_.trickle;
+                } else if (c.fd >= 0 && c.k == kind::oversized) {
+                    send_oversized(c, now);
+                }
+            }
+            // Brief connections on a schedule of their own: as many as the rate asks for since
+            // the attack (re)started, so that a round that ran late catches up.
+            if (!hostile || opts_.brief_per_second <= 0) {
+                brief_due_base = brief_made;
+                brief_since = now;
+            } else {
+                const double seconds = std::chrono::duration<double>(now - brief_since).count();
+                const auto due =
+                    brief_due_base + static_cast<std::uint64_t>(seconds * opts_.brief_per_second);
+                for (; brief_made < due && !stop_; ++brief_made) {
+                    open_brief();
                 }
             }
             if (opts_.scrape_every.count() > 0 && now >= next_scrape) {
                 (scrape() ? scrapes_ok_ : scrapes_failed_)++;
                 next_scrape = now + opts_.scrape_every;
             }
-            const int n = ::epoll_wait(epoll_fd, events, 64, 10);
+            // Short waits when brief connections are due: a 10 ms wait would send them in
+            // bursts of 30 at 3 000 a second.
+            const int wait_ms = opts_.brief_per_second > 0 && hostile ? 1 : 10;
+            const int n = ::epoll_wait(epoll_fd, events, 64, wait_ms);
             now = clock::now();
             for (int i = 0; i < n; ++i) {
                 auto& c = *static_cast<client*>(events[i].data.ptr);
@@ -244,11 +374,15 @@ class hostile_clients {
     }
 
     const options opts_;
+    const std::string oversized_;
+    const std::string pipelined_;
     std::atomic<bool> stop_{false};
     std::atomic<bool> active_{true};
     std::atomic<std::uint64_t> scrapes_ok_{0};
     std::atomic<std::uint64_t> scrapes_failed_{0};
     std::atomic<std::uint64_t> opened_{0};
+    std::atomic<std::uint64_t> brief_opened_{0};
+    std::atomic<std::uint64_t> connect_failures_{0};
     double cpu_seconds_ = 0;
     double seconds_running_ = 0;
     std::thread thread_;

@@ -1,5 +1,6 @@
 // A connection's I/O: reading a request head, answering it, writing the answer, lingering after
-// an answer that closes the connection; and closing it.
+// an answer that closes the connection; and closing it. With the answers, the bodies that only
+// connections hold (http_limits::max_held_bytes).
 
 #include <fmt/format.h>
 #include <sys/epoll.h>
@@ -10,7 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <exception>
+#include <memory>
+#include <vector>
 
+#include "core/log.hpp"
 #include "http/connection.hpp"
 #include "http/request.hpp"
 
@@ -162,11 +166,73 @@ void http_server::respond(connection& c,
     }
     c.head_out += close ? "Connection: close\r\n\r\n" : "\r\n";
     c.body_bytes = head_only ? 0 : e.body->size();
-    c.body_out = std::move(e.body);
+    c.body_out = head_only ? nullptr : e.body;
+    c.shared_body = status == 200 && !head_only;
     c.sent = 0;
     c.close_after = close;
     c.state = connection::phase::writing;
-    c.deadline = steady::now() + limits_.write_timeout;
+    const auto now = steady::now();
+    c.last_progress = now;
+    c.deadline = now + limits_.write_timeout;
+    if (status == 200) {
+        hold_body(c, e);
+    }
+}
+
+void http_server::hold_body(connection& c, const http_entity& e) {
+    auto latest = std::find_if(latest_.begin(), latest_.end(), [&](const latest_body& l) {
+        return l.content_type == e.content_type && l.gzip == e.gzip;
+    });
+    if (latest == latest_.end()) {
+        latest = latest_.insert(latest_.end(), latest_body{e.content_type, e.gzip, {}});
+    }
+    const bool newer = latest->body.lock() != e.body;
+    latest->body = e.body;
+    if (newer && c.shared_body) {
+        limit_held_bytes();  // only a newer body can leave an older one held by connections alone
+    }
+}
+
+void http_server::limit_held_bytes() {
+    // Connections are few (max_connections): a scan per newer body costs nothing next to the
+    // rendering that made it.
+    const auto current = [this](const std::shared_ptr<const std::string>& body) {
+        return std::any_of(latest_.begin(), latest_.end(),
+                           [&](const latest_body& l) { return l.body.lock() == body; });
+    };
+    while (true) {
+        std::vector<const std::string*> held;
+        std::size_t bytes = 0;
+        connection* victim = nullptr;
+        for (const auto& owned : connections_) {
+            connection& c = *owned;
+            if (c.fd < 0 || c.state != connection::phase::writing || !c.shared_body ||
+                current(c.body_out)) {
+                continue;
+            }
+            if (std::find(held.begin(), held.end(), c.body_out.get()) == held.end()) {
+                held.push_back(c.body_out.get());
+                bytes += c.body_out->size();
+            }
+            if (victim == nullptr || c.last_progress < victim->last_progress) {
+                victim = &c;
+            }
+        }
+        if (bytes <= limits_.max_held_bytes || held.size() <= 1) {
+            return;
+        }
+        close_connection(*victim);
+        closed_held_bytes_.fetch_add(1, std::memory_order_relaxed);
+        if (!warned_held_) {
+            warned_held_ = true;
+            detail::log(log_level::warning,
+                        "prometheus endpoint {}: clients that do not read their answers hold "
+                        "{} bytes of bodies no newer answer shares, more than the limit of {}; "
+                        "each time, the connection that has taken nothing for longest is closed "
+                        "(logged once)",
+                        bound_.to_string(), bytes, limits_.max_held_bytes);
+        }
+    }
 }
 
 // ---- writing ------------------------------------------------------------------------------
@@ -196,6 +262,7 @@ bool http_server::send_some(connection& c) {
     const auto n = ::sendmsg(c.fd, &m, MSG_NOSIGNAL);
     if (n > 0) {
         c.sent += static_cast<std::size_t>(n);
+        c.last_progress = steady::now();
         return true;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -213,6 +280,7 @@ bool http_server::send_some(connection& c) {
 void http_server::finish_answer(connection& c) {
     ++c.answered;
     c.body_out.reset();
+    c.shared_body = false;
     c.head_out.clear();
     const auto now = steady::now();
     if (c.close_after) {
@@ -264,6 +332,7 @@ void http_server::close_connection(connection& c) noexcept {
         c.fd = -1;
     }
     c.body_out.reset();
+    c.shared_body = false;
 }
 
 void http_server::watch(connection& c, std::uint32_t events) noexcept {

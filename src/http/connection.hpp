@@ -26,14 +26,19 @@ struct http_server::connection {
     /// byte.
     bool reparse = false;
     std::string head_out;
+    /// The answer's body; null for HEAD (so that an answer without a body pins none).
     std::shared_ptr<const std::string> body_out;
-    std::size_t body_bytes = 0;  // of body_out to send: none for HEAD
+    std::size_t body_bytes = 0;  // of body_out to send
+    /// body_out is a 200 answer's body, shared with other answers (not an error text).
+    bool shared_body = false;
     std::size_t sent = 0;
     std::size_t drained = 0;
     bool close_after = false;
     unsigned answered = 0;
     /// When the request being awaited began to be awaited: who has waited longest is evicted.
     std::chrono::steady_clock::time_point waiting_since;
+    /// While writing: when the client last took some of the answer (or it began).
+    std::chrono::steady_clock::time_point last_progress;
     std::chrono::steady_clock::time_point deadline;
 };
 

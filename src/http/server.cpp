@@ -191,11 +191,13 @@ void http_server::run() noexcept {
     bool stopping = false;
     while (!stopping) {
         auto now = steady::now();
-        if (!accepting_ && now >= accept_resume_) {
+        if (!accepting_ && (now >= accept_resume_ ||
+                            (crowd_paused_ && open_connections() < limits_.max_connections))) {
             epoll_event ev{};
             ev.events = EPOLLIN;
             ev.data.ptr = &listen_tag;
             accepting_ = ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev) == 0;
+            crowd_paused_ = crowd_paused_ && !accepting_;
         }
         const int n = ::epoll_wait(epoll_fd_, events, std::size(events), wait_timeout_ms(now));
         if (n < 0) {
@@ -255,8 +257,24 @@ int http_server::wait_timeout_ms(steady::time_point now) const {
     return static_cast<int>(std::min<long long>(ms, 60'000));
 }
 
+http_server_stats http_server::stats() const noexcept {
+    return {closed_crowded_.load(std::memory_order_relaxed),
+            closed_held_bytes_.load(std::memory_order_relaxed)};
+}
+
+std::size_t http_server::open_connections() const noexcept {
+    return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(),
+                                                  [](const auto& c) { return c->fd >= 0; }));
+}
+
 void http_server::accept_ready() {
     for (int i = 0; i < accepts_per_wake; ++i) {
+        // A connection is closed to make room only for a newcomer that stays (one that came,
+        // asked and left costs nobody a place): here, for the one accepted last time round.
+        if (open_connections() > limits_.max_connections && !make_room()) {
+            pause_for_crowd(steady::now());
+            return;
+        }
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             const int err = errno;
@@ -270,6 +288,24 @@ void http_server::accept_ready() {
         }
         adopt(fd);
     }
+}
+
+void http_server::pause_for_crowd(steady::time_point now) {
+    // Every connection waiting for its request is within its grace, and the ones being
+    // answered are kept while any waits: the newcomers wait in the kernel's accept queue, where
+    // their requests arrive and are read the moment they are accepted.
+    auto resume = now + limits_.request_grace;
+    for (const auto& c : connections_) {
+        if (c->fd >= 0 && c->state == connection::phase::reading) {
+            resume = std::min(resume, c->waiting_since + limits_.request_grace);
+        }
+    }
+    epoll_event ev{};
+    ev.data.ptr = &listen_tag;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+    accepting_ = false;
+    crowd_paused_ = true;
+    accept_resume_ = std::max(resume, now + std::chrono::milliseconds(1));
 }
 
 void http_server::pause_accepting(int err) {
@@ -312,46 +348,96 @@ void http_server::adopt(int fd) {
         return;
     }
     c.events = EPOLLIN;
-    std::size_t open = 0;
-    for (const auto& other : connections_) {
-        open += other->fd >= 0 ? 1 : 0;
-    }
-    if (open >= limits_.max_connections) {
-        evict_one();
-    }
     connections_.push_back(std::move(owned));
     drive(c);  // a client's request often arrives with its connection
+    if (c.fd >= 0 && open_connections() > limits_.max_connections) {
+        make_room();  // when it cannot yet, accept_ready() stops accepting for a while
+    }
 }
 
-void http_server::evict_one() {
+http_server::connection* http_server::eviction_candidate(steady::time_point now) const {
     // Lingering ones first (their answer is out), then the one that has waited longest for a
-    // request; one that is being answered only when every connection is.
-    const auto rank = [](const connection& c) {
-        return c.state == connection::phase::lingering ? 0
-               : c.state == connection::phase::reading ? 1
-                                                       : 2;
-    };
-    connection* victim = nullptr;
-    for (const auto& c : connections_) {
+    // request, once out of its grace; one that is being answered only when every connection
+    // is, the one that has taken nothing for longest.
+    connection* lingering = nullptr;
+    connection* waiting = nullptr;
+    connection* writing = nullptr;
+    bool any_waiting = false;
+    for (const auto& owned : connections_) {
+        connection* c = owned.get();
         if (c->fd < 0) {
             continue;
         }
-        if (victim == nullptr || rank(*c) < rank(*victim) ||
-            (rank(*c) == rank(*victim) && c->waiting_since < victim->waiting_since)) {
-            victim = c.get();
+        switch (c->state) {
+            case connection::phase::lingering:
+                if (lingering == nullptr || c->deadline < lingering->deadline) {
+                    lingering = c;
+                }
+                break;
+            case connection::phase::reading:
+                any_waiting = true;
+                if (c->waiting_since + limits_.request_grace <= now &&
+                    (waiting == nullptr || c->waiting_since < waiting->waiting_since)) {
+                    waiting = c;
+                }
+                break;
+            case connection::phase::writing:
+                if (writing == nullptr || c->last_progress < writing->last_progress) {
+                    writing = c;
+                }
+                break;
         }
     }
-    if (victim == nullptr) {
-        return;
+    if (lingering != nullptr) {
+        return lingering;
     }
-    close_connection(*victim);
-    if (!warned_crowd_) {
-        warned_crowd_ = true;
-        detail::log(log_level::warning,
-                    "prometheus endpoint {}: more than {} connections at once; each new one "
-                    "closes the one that has waited longest for its request (logged once)",
-                    bound_.to_string(), limits_.max_connections);
+    if (waiting != nullptr || any_waiting) {
+        return waiting;
     }
+    return writing;
+}
+
+bool http_server::make_room() {
+    // Each try either closes a connection or sees one answered (it is then no longer waiting,
+    // or waits anew), so there are at most as many tries as connections.
+    for (std::size_t tries = 0; tries <= connections_.size(); ++tries) {
+        connection* victim = eviction_candidate(steady::now());
+        if (victim == nullptr) {
+            return false;
+        }
+        if (victim->state != connection::phase::writing) {
+            // What our state shows is as old as the last round of events: a request may have
+            // arrived since, which closing the connection would lose (and reset the
+            // connection, for the client an empty reply). Read it first; a request that
+            // arrived is answered, and another connection considered.
+            const unsigned answered = victim->answered;
+            const auto state = victim->state;
+            try {
+                drive(*victim);
+            } catch (...) {
+                close_connection(*victim);
+                throw;
+            }
+            if (victim->fd < 0) {
+                return true;  // the client had gone
+            }
+            if (victim->answered != answered || victim->state != state) {
+                continue;
+            }
+        }
+        close_connection(*victim);
+        closed_crowded_.fetch_add(1, std::memory_order_relaxed);
+        if (!warned_crowd_) {
+            warned_crowd_ = true;
+            detail::log(log_level::warning,
+                        "prometheus endpoint {}: more than {} connections at once; each new one "
+                        "closes the one that has waited longest for its request, once that has "
+                        "waited {} ms (logged once)",
+                        bound_.to_string(), limits_.max_connections, limits_.request_grace.count());
+        }
+        return true;
+    }
+    return false;
 }
 
 void http_server::expire(steady::time_point now) {

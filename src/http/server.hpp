@@ -6,18 +6,24 @@
 /// a worker-per-connection server (cpp-httplib's, which this replaced) is stopped by as many
 /// clients as it has workers sending a request one byte at a time, and it queues every
 /// accepted connection without bound. Here:
-///   - at most max_connections are open; past that, accepting a new one closes the one that has
-///     been waiting longest for its request, so a crowd cannot lock a real scraper out;
+///   - at most max_connections stay open; past that, a new one that stays closes the one that
+///     has waited longest for its request, so a crowd cannot lock a real scraper out; but only
+///     once that one has waited request_grace, and after reading what it sent meanwhile, so
+///     the crowd cannot close a scraper's connection before its request is read either;
 ///   - a request head must arrive whole within request_timeout and fit in
 ///     http::max_head_bytes (http_request.hpp), and bodies are never read;
+///   - a connection holds one answer at a time: the requests a client pipelines behind the one
+///     being answered stay in the kernel, beyond the max_head_bytes read with it;
 ///   - an answer must be taken by the client within write_timeout;
-///   - every answer to GET/HEAD shares one rendered body (per representation) until the
-///     metrics change, so scrapes that do not read what they asked for hold no more memory
-///     than one scrape of each representation does.
+///   - answers share the body the callback gives them (one per representation until the
+///     metrics change); bodies that no newer answer shares, held only by connections still
+///     writing them, take at most max_held_bytes between them: past that the connection that
+///     has taken nothing for longest is closed.
 /// The resource may have several representations (formats, gzip): the body callback picks one
 /// from the request head, and the answer says which (Content-Type, Content-Encoding) and what
 /// it was picked by (Vary).
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -48,10 +54,15 @@ struct http_entity {
 };
 
 struct http_limits {
-    /// Connections open at once; Prometheus needs one per scraper.
+    /// Connections open at once; Prometheus needs one per scraper. One more may be open while
+    /// every other one is within its request_grace.
     std::size_t max_connections = 64;
     /// From a connection's start, or the end of its previous answer, to a complete request head.
     std::chrono::milliseconds request_timeout{5000};
+    /// How long a connection waiting for its request is safe from being closed to admit a newer
+    /// one: a client has at least this long between its connect and its request, however many
+    /// connect after it (they wait in the kernel's accept queue meanwhile).
+    std::chrono::milliseconds request_grace{20};
     /// To send an answer.
     std::chrono::milliseconds write_timeout{10000};
     /// After an answer that closes the connection, unread request bytes are drained for this
@@ -59,6 +70,19 @@ struct http_limits {
     std::chrono::milliseconds linger_timeout{500};
     /// Requests answered on one connection before it is closed.
     unsigned max_requests_per_connection = 1000;
+    /// Bytes of the bodies that only connections still writing them hold: those of
+    /// representations whose newer answers have a newer body (clients that do not read pin
+    /// them). The bodies being handed out now are not counted (the body callback keeps them
+    /// anyway), and the last of the others is kept whatever its size.
+    std::size_t max_held_bytes = std::size_t{32} << 20;
+};
+
+/// What http_server has done to stay within its limits, counted since it started.
+struct http_server_stats {
+    /// Connections closed to admit newer ones (max_connections).
+    std::uint64_t closed_crowded = 0;
+    /// Connections closed while writing a body no newer answer shares (max_held_bytes).
+    std::uint64_t closed_held_bytes = 0;
 };
 
 class http_server {
@@ -84,9 +108,19 @@ class http_server {
     /// The address it listens on, with the port the system chose when 0 was asked.
     const host_port& bound() const noexcept { return bound_; }
 
+    /// Read from any thread.
+    http_server_stats stats() const noexcept;
+
   private:
     /// Defined in http/connection.hpp.
     struct connection;
+
+    /// The body the latest 200 answer of one representation got.
+    struct latest_body {
+        std::string_view content_type;
+        bool gzip = false;
+        std::weak_ptr<const std::string> body;
+    };
 
     // Listening and the loop: accepting, evicting, deadlines (server.cpp).
     void read_bound_port(const host_port& address);
@@ -100,7 +134,14 @@ class http_server {
     /// Opens a connection on an accepted socket, and serves what already came on it.
     void adopt(int fd);
     void expire(std::chrono::steady_clock::time_point now);
-    void evict_one();
+    std::size_t open_connections() const noexcept;
+    /// Closes one connection to bring the count back to max_connections; false when none may
+    /// be closed yet (each waiting one is within its request_grace).
+    bool make_room();
+    connection* eviction_candidate(std::chrono::steady_clock::time_point now) const;
+    /// Stops accepting until the first connection waiting for its request is out of its grace,
+    /// or a connection closes.
+    void pause_for_crowd(std::chrono::steady_clock::time_point now);
     int wait_timeout_ms(std::chrono::steady_clock::time_point now) const;
 
     // A connection's I/O (connection.cpp). The steps of drive return whether there is more to
@@ -118,6 +159,10 @@ class http_server {
                  bool head_only,
                  std::string_view text,
                  const http::request_head* request);
+    /// Records the body a 200 answer got, then keeps the bodies that connections alone hold
+    /// within max_held_bytes.
+    void hold_body(connection& c, const http_entity& e);
+    void limit_held_bytes();
     bool write_answer(connection& c);
     bool send_some(connection& c);
     void finish_answer(connection& c);
@@ -134,10 +179,16 @@ class http_server {
     int wake_fd_ = -1;
     int epoll_fd_ = -1;
     std::vector<std::unique_ptr<connection>> connections_;  // the server thread's only
+    std::vector<latest_body> latest_;                       // the server thread's only
     std::chrono::steady_clock::time_point accept_resume_{};
     bool accepting_ = true;
+    /// Accepting stopped by pause_for_crowd (it resumes early when a connection closes).
+    bool crowd_paused_ = false;
     bool warned_crowd_ = false;
     bool warned_accept_ = false;
+    bool warned_held_ = false;
+    std::atomic<std::uint64_t> closed_crowded_{0};
+    std::atomic<std::uint64_t> closed_held_bytes_{0};
     std::thread thread_;
 };
 

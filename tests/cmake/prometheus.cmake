@@ -2,8 +2,12 @@
 # its output, and let a real Prometheus server scrape xfer_demo (tests/cmake/agent.cmake gives
 # the integration tests its path).
 target_link_libraries(xtel_unit_tests PRIVATE PkgConfig::httplib)
-# The stress test attacks with the benchmark's hostile clients (bench/hostile_clients.hpp).
+# The stress tests attack with the benchmark's hostile clients (bench/hostile_clients.hpp): the
+# endpoint's (unit) and xtel-exporter's (integration).
 target_include_directories(xtel_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/bench)
+if(TARGET xtel_integration_tests)
+    target_include_directories(xtel_integration_tests PRIVATE ${PROJECT_SOURCE_DIR}/bench)
+endif()
 
 find_program(XTEL_PROMTOOL promtool)
 find_program(XTEL_PROMETHEUS prometheus)

@@ -16,13 +16,22 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "http/request.hpp"
+#include "http/server.hpp"
 #include "prometheus_fixtures.hpp"
 
 using prom_test::exporter_under_test;
+using prom_test::log_capture;
 using prom_test::tx_transfer;
 
 namespace {
@@ -33,11 +42,16 @@ using clock_type = std::chrono::steady_clock;
 /// a test can open many without waiting for each to be accepted.
 class client_socket {
   public:
-    client_socket(std::uint16_t port, bool nonblocking = false)
+    /// `receive_buffer` (bytes, 0: the system's) bounds what the kernel takes of answers the
+    /// client does not read.
+    client_socket(std::uint16_t port, bool nonblocking = false, int receive_buffer = 0)
         : fd_(::socket(
               AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0)) {
         if (fd_ < 0) {
             return;
+        }
+        if (receive_buffer > 0) {
+            ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
         }
         sockaddr_in a{};
         a.sin_family = AF_INET;
@@ -149,6 +163,99 @@ class scoped_nofile {
   private:
     rlimit old_{};
 };
+
+/// The endpoint's server (http/server.hpp) serving /metrics from bodies the test makes, with
+/// limits of the test's choosing. A request whose Accept header is `hold` keeps the server's
+/// one thread in the body callback until release(): meanwhile the test lines up what the next
+/// round of events will find.
+class held_server {
+  public:
+    using body_factory = std::function<std::shared_ptr<const std::string>()>;
+
+    explicit held_server(xtel::detail::http_limits limits, body_factory make_body = {})
+        : make_body_(make_body ? std::move(make_body)
+                               : [] { return std::make_shared<const std::string>("ok\n"); }),
+          server_(
+              xtel::host_port::parse("test", "127.0.0.1:0"),
+              "/metrics",
+              "",
+              [this](const xtel::detail::http::request_head& head) { return entity(head); },
+              limits) {}
+    ~held_server() { release(); }
+    held_server(const held_server&) = delete;
+    held_server& operator=(const held_server&) = delete;
+
+    std::uint16_t port() const { return server_.bound().port; }
+    xtel::detail::http_server_stats stats() const { return server_.stats(); }
+
+    /// Whether a `hold` request is in the callback within 5 s.
+    bool wait_held() {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, std::chrono::seconds(5), [this] { return held_; });
+    }
+    void release() {
+        const std::lock_guard lock(mutex_);
+        released_ = true;
+        changed_.notify_all();
+    }
+
+  private:
+    xtel::detail::http_entity entity(const xtel::detail::http::request_head& head) {
+        const auto accept = head.accept.values();
+        if (std::find(accept.begin(), accept.end(), "hold") != accept.end()) {
+            std::unique_lock lock(mutex_);
+            held_ = true;
+            changed_.notify_all();
+            changed_.wait(lock, [this] { return released_; });
+        }
+        return {make_body_(), "text/plain; charset=utf-8", false};
+    }
+
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool held_ = false;
+    bool released_ = false;
+    body_factory make_body_;
+    xtel::detail::http_server server_;  // last: its thread stops before the rest goes
+};
+
+constexpr std::string_view plain_get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/// The local port of a connected socket.
+std::uint16_t local_port(int fd) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin_port);
+}
+
+/// What /proc/net/tcp shows of the IPv4 socket from `local` to `remote` (ports on
+/// 127.0.0.1): bytes sent and not yet acknowledged, and bytes received and not yet read.
+struct tcp_queues {
+    long sent = -1;
+    long received = -1;
+};
+
+tcp_queues queues_of(std::uint16_t local, std::uint16_t remote) {
+    std::ifstream table("/proc/net/tcp");
+    std::string line;
+    std::getline(table, line);  // the column names
+    while (std::getline(table, line)) {
+        // sl local_address rem_address st tx_queue:rx_queue ...
+        std::istringstream fields(line);
+        std::string sl, local_address, remote_address, state, queues;
+        fields >> sl >> local_address >> remote_address >> state >> queues;
+        const auto port_of = [](const std::string& address) {
+            return std::stoul(address.substr(address.find(':') + 1), nullptr, 16);
+        };
+        if (port_of(local_address) == local && port_of(remote_address) == remote) {
+            const auto colon = queues.find(':');
+            return {std::stol(queues.substr(0, colon), nullptr, 16),
+                    std::stol(queues.substr(colon + 1), nullptr, 16)};
+        }
+    }
+    return {};
+}
 
 }  // namespace
 
@@ -319,4 +426,127 @@ TEST_CASE("connections closed while a spawned process holds copies of their sock
     }
     CHECK(served_while_copied);
     CHECK(real_scrape_works(a.port()));
+}
+
+TEST_CASE("a request that arrived while the server was busy is answered and not lost to a newcomer",
+          "[http]") {
+    // The connection closed to admit a newcomer was the one that had waited longest for its
+    // request as the server last saw it; a request that had reached the kernel since was lost
+    // with it, and its client got a reset or an empty reply (issue 27: the failed scrapes under
+    // attack). The server now reads such a connection before closing it.
+    xtel::detail::http_limits limits;
+    limits.max_connections = 4;
+    held_server server(limits);
+    const client_socket scraper(server.port());
+    REQUIRE(scraper.connected());
+    std::vector<client_socket> idle;
+    for (int i = 0; i < 2; ++i) {
+        idle.emplace_back(server.port());
+    }
+    // Past its grace, the scraper's connection is the first one a newcomer may close.
+    std::this_thread::sleep_for(limits.request_grace + std::chrono::milliseconds(100));
+    const client_socket holder(server.port());
+    REQUIRE(holder.send("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: hold\r\n\r\n"));
+    REQUIRE(server.wait_held());
+    // While the server's thread is held: a newcomer (the listening socket is ready first), then
+    // the scraper's request, then more newcomers.
+    std::vector<client_socket> newcomers;
+    newcomers.emplace_back(server.port());
+    REQUIRE(scraper.send(plain_get));
+    for (int i = 0; i < 4; ++i) {
+        newcomers.emplace_back(server.port());
+    }
+    server.release();
+    const auto answer = scraper.receive_all();
+    CHECK(status_line(answer) == "HTTP/1.1 200 OK");
+    CHECK(answer.ends_with("\r\n\r\nok\n"));
+    CHECK(server.stats().closed_crowded >= 2);  // the idle ones made room instead
+}
+
+TEST_CASE("a connection has its grace to send its request however many connect after it",
+          "[http]") {
+    xtel::detail::http_limits limits;
+    limits.max_connections = 4;
+    limits.request_grace = std::chrono::milliseconds(3000);
+    held_server server(limits);
+    const client_socket slow(server.port());
+    REQUIRE(slow.connected());
+    // Newcomers that say nothing either: they wait in the accept queue, and close nobody
+    // before the grace is over.
+    std::vector<client_socket> crowd;
+    for (int i = 0; i < 16; ++i) {
+        crowd.emplace_back(server.port(), true);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(slow.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"));
+    CHECK(status_line(slow.receive_all()) == "HTTP/1.1 200 OK");
+    CHECK(server.stats().closed_crowded == 0);
+}
+
+TEST_CASE(
+    "past max_held_bytes of old bodies the client stalled longest is closed and the one taking "
+    "the current body is kept",
+    "[http]") {
+    // Each answer gets a newer body, as xtel-exporter's did when every rendering differed.
+    constexpr std::size_t body_size = std::size_t{4} << 20;
+    xtel::detail::http_limits limits;
+    limits.max_held_bytes = std::size_t{10} << 20;  // two old bodies, not three
+    std::atomic<char> version{'a'};
+    const log_capture log;
+    held_server server(limits, [&] {
+        return std::make_shared<const std::string>(body_size, version.fetch_add(1));
+    });
+    // Small receive buffers: each answer stalls with most of its body unsent.
+    std::vector<client_socket> unread;
+    for (int i = 0; i < 5; ++i) {
+        unread.emplace_back(server.port(), false, 4096);
+        REQUIRE(unread.back().send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a clear order of stalls
+    }
+    // The 4th answer left three old bodies (12 MiB): the first client was closed; the 5th,
+    // the second.
+    const auto give_up = clock_type::now() + std::chrono::seconds(5);
+    while (server.stats().closed_held_bytes < 2 && clock_type::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(server.stats().closed_held_bytes == 2);
+    CHECK_FALSE(log.find(xtel::log_level::warning, "bodies no newer answer shares").empty());
+    const auto whole = [&](const std::string& answer) {
+        return status_line(answer) == "HTTP/1.1 200 OK" &&
+               answer.size() == answer.find("\r\n\r\n") + 4 + body_size;
+    };
+    CHECK_FALSE(whole(unread[0].receive_all()));
+    CHECK_FALSE(whole(unread[1].receive_all()));
+    for (std::size_t i = 2; i < unread.size(); ++i) {
+        INFO("client " << i);
+        CHECK(whole(unread[i].receive_all()));
+    }
+}
+
+TEST_CASE("requests pipelined behind an answer the client does not read stay in the kernel",
+          "[http]") {
+    // One answer at a time per connection, and the server reads no further than the head it
+    // answers (and at most max_head_bytes with it): what a client pipelines behind costs the
+    // process nothing.
+    held_server server({}, [] { return std::make_shared<const std::string>(4 << 20, 'b'); });
+    const client_socket unread(server.port(), false, 4096);
+    REQUIRE(unread.connected());
+    std::string pipelined;
+    while (pipelined.size() < (256 << 10)) {
+        pipelined += plain_get;
+    }
+    REQUIRE(unread.send(pipelined));
+    // The requests not read: in the client's socket, unacknowledged, or in the server's,
+    // received and not read by the process.
+    const std::uint16_t client_port = local_port(unread.fd());
+    const auto in_kernel = [&] {
+        return queues_of(client_port, server.port()).sent +
+               queues_of(server.port(), client_port).received;
+    };
+    const long expected = static_cast<long>(pipelined.size() - xtel::detail::http::max_head_bytes);
+    const auto give_up = clock_type::now() + std::chrono::seconds(5);
+    while (in_kernel() < expected && clock_type::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(in_kernel() >= expected);
 }

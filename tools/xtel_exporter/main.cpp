@@ -258,6 +258,7 @@ int serve(const options& o,
                 detail::negotiate(head.accept.values(), head.accept_encoding.values());
             return detail::http_entity{node.render(r), detail::content_type(r.format), r.gzip};
         });
+    node.count_endpoint([&server] { return server.stats(); });
     // glibc switches every thread, the server's and the writer's included.
     if (user) {
         run_as(*user);

@@ -4,6 +4,7 @@
 
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "exporters/prometheus/process_metrics.hpp"
 #include "exporters/prometheus/prometheus_text.hpp"
@@ -17,6 +18,9 @@ namespace {
 constexpr int gzip_level = 1;
 /// Scrapes closer together than this share one reading of the files.
 constexpr auto min_refresh_interval = std::chrono::milliseconds(200);
+/// A shared body is rendered again after this long even if no agent's snapshot changed, for
+/// the process's metrics and the exporter's own.
+constexpr auto rerender_interval = std::chrono::seconds(1);
 
 constexpr auto gauge = metrics::metric_type::gauge;
 constexpr auto counter = metrics::metric_type::counter;
@@ -42,6 +46,31 @@ metrics::family_spec seconds_summary(std::string name, std::string help) {
     s.decimals = 6;
     s.unit = "seconds";
     return s;
+}
+
+/// The /metrics endpoint's closed connections, as the exporter's health.
+metrics::snapshot endpoint_snapshot(const detail::http_server_stats& stats,
+                                    std::uint64_t start_time_us) {
+    metrics::family_snapshot closed;
+    closed.spec = spec("xtel_exporter_http_connections_closed_total",
+                       "Connections to /metrics the exporter closed to stay within its limits: "
+                       "crowd (to admit newer ones past its 64), held_bytes (stalled with a body "
+                       "no newer answer shares, past its bytes for those)",
+                       counter);
+    closed.spec.label_names = {"reason"};
+    closed.spec.fixed_labels = true;
+    for (const auto& [reason, value] :
+         {std::pair<const char*, std::uint64_t>{"crowd", stats.closed_crowded},
+          std::pair<const char*, std::uint64_t>{"held_bytes", stats.closed_held_bytes}}) {
+        metrics::series s;
+        s.label_values = {reason};
+        s.value = value;
+        closed.series.push_back(std::move(s));
+    }
+    metrics::snapshot out;
+    out.families.push_back(std::move(closed));
+    out.start_time_us = start_time_us;
+    return out;
 }
 
 }  // namespace
@@ -128,6 +157,9 @@ node_metrics::node_metrics(detail::node_collector::settings collector,
     for (const auto& f : detail::process_snapshot().families) {
         own.push_back(f.spec.name);
     }
+    for (const auto& f : endpoint_snapshot({}, 0).families) {
+        own.push_back(f.spec.name);
+    }
     collector_.reserve_families(std::move(own));
 }
 
@@ -181,16 +213,30 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
 
 std::shared_ptr<const std::string> node_metrics::render(detail::representation r) {
     const auto start = clock::now();
-    const auto all = snapshots();
-    auto body = std::make_shared<std::string>();
-    detail::render(all, *body, r.format);
-    if (r.gzip) {
-        *body = detail::http::gzip(*body, gzip_level);
+    std::shared_ptr<const std::string> body;
+    {
+        const std::lock_guard lock(cache_mutex_);
+        auto agents = served_agents();
+        if (agents != cached_agents_ || !cached_at_ || start - *cached_at_ >= rerender_interval) {
+            cached_from_ = snapshots();
+            cached_from_.push_back(std::make_shared<const metrics::snapshot>(
+                endpoint_snapshot(endpoint_probe_ ? endpoint_probe_() : detail::http_server_stats{},
+                                  start_time_us_)));
+            cached_agents_ = std::move(agents);
+            cached_at_ = start;
+            cached_.fill(nullptr);
+        }
+        body = cached(r);
     }
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start);
     const std::lock_guard lock(mutex_);
     store_.observe(series(duration_), static_cast<std::uint64_t>(us.count()));
     return body;
+}
+
+void node_metrics::count_endpoint(std::function<detail::http_server_stats()> probe) {
+    const std::lock_guard lock(cache_mutex_);
+    endpoint_probe_ = std::move(probe);
 }
 
 metrics::series_ref node_metrics::series(metrics::family_id f) {
@@ -216,6 +262,30 @@ void node_metrics::refresh_locked(bool force) {
     collector_.scan();
     agents_served_ = collector_.refresh(now);
     refreshed_ = now;
+}
+
+std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::served_agents() {
+    const std::lock_guard lock(mutex_);
+    refresh_locked(false);
+    return agents_served_;
+}
+
+const std::shared_ptr<const std::string>& node_metrics::cached(detail::representation r) {
+    const std::size_t i = detail::index_of(r);
+    if (cached_[i]) {
+        return cached_[i];
+    }
+    std::shared_ptr<std::string> out;
+    if (r.gzip) {
+        // From the plain body, which is kept too: a scraper that asks for both pays once.
+        out = std::make_shared<std::string>(
+            detail::http::gzip(*cached({r.format, false}), gzip_level));
+    } else {
+        out = std::make_shared<std::string>();
+        detail::render(cached_from_, *out, r.format);
+    }
+    cached_[i] = std::move(out);
+    return cached_[i];
 }
 
 }  // namespace xtel::exporter_program

@@ -2,6 +2,7 @@
 // What xtel-exporter serves and pushes: every agent's snapshot from the node files, its own
 // health, and its process's metrics.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "exporters/prometheus/negotiate.hpp"
+#include "http/server.hpp"
 #include "node/node_collector.hpp"
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/snapshot.hpp"
@@ -65,7 +67,15 @@ class node_metrics {
     std::vector<std::shared_ptr<const metrics::snapshot>> snapshots(bool force_refresh = false);
 
     /// The body of a scrape in representation `r`; the time it took joins the health.
+    /// Concurrent scrapes of an unchanged state share one body per representation: it is
+    /// rendered again when an agent's snapshot changes, or a second after it was rendered. So
+    /// the process's metrics and the exporter's own (scrape durations, read errors, pushers,
+    /// the endpoint's closed connections) may lag by up to a second: those of the scrapes that
+    /// took a shared body show in the next rendering.
     std::shared_ptr<const std::string> render(detail::representation r);
+
+    /// Where render() reads the /metrics endpoint's counters (until set: zeros).
+    void count_endpoint(std::function<detail::http_server_stats()> probe);
 
   private:
     struct push_families {
@@ -96,6 +106,22 @@ class node_metrics {
     std::vector<push_families> pushers_;
     /// When the exporter started: its own cumulative values' start.
     std::uint64_t start_time_us_;
+
+    // The bodies render() shares, behind their own mutex, taken before mutex_: the main
+    // thread's refreshes do not wait for a rendering.
+    /// The agents' snapshots as refresh() left them (mutex_ held while read).
+    std::vector<std::shared_ptr<const metrics::snapshot>> served_agents();
+    /// cached_[index_of(r)], rendered first when null; cache_mutex_ held.
+    const std::shared_ptr<const std::string>& cached(detail::representation r);
+    std::mutex cache_mutex_;
+    std::function<detail::http_server_stats()> endpoint_probe_;
+    /// The agents' snapshots the cached bodies show, held so that equal pointers mean equal data.
+    std::vector<std::shared_ptr<const metrics::snapshot>> cached_agents_;
+    /// What the cached bodies render: the agents', the health's and the process's snapshots.
+    std::vector<std::shared_ptr<const metrics::snapshot>> cached_from_;
+    std::optional<clock::time_point> cached_at_;
+    /// By index_of(representation); null: not rendered since cached_from_ changed.
+    std::array<std::shared_ptr<const std::string>, detail::representation_count> cached_;
 };
 
 }  // namespace xtel::exporter_program
