@@ -93,11 +93,13 @@ std::string url_of(const setting& s, bool append_path) {
     if (!append_path) {
         return s.value;
     }
-    std::string base = s.value;
+    // The signal's path goes at the end of the URL's path, before a query or fragment.
+    const auto tail_at = s.value.find_first_of("?#");
+    std::string base = s.value.substr(0, tail_at);
     while (base.ends_with('/')) {
         base.pop_back();
     }
-    return base + "/v1/metrics";
+    return base + "/v1/metrics" + (tail_at == std::string::npos ? "" : s.value.substr(tail_at));
 }
 
 }  // namespace

@@ -308,6 +308,9 @@ TEST_CASE("the OTLP endpoint variables and flag give the URL as the specificatio
           "http://c:4318/v1/metrics");
     CHECK(settings({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/base"}}).url ==
           "http://c:4318/base/v1/metrics");
+    // The path goes at the end of the URL's path, not after its query.
+    CHECK(settings({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/base/?tenant=a#x"}}).url ==
+          "http://c:4318/base/v1/metrics?tenant=a#x");
     // The signal's own endpoint is used as it is, and wins.
     CHECK(settings({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
                     {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "https://m:1/custom"}})
