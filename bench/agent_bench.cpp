@@ -62,9 +62,9 @@
 
 #include "bench_util.hpp"
 #include "hostile_clients.hpp"
-#include "xtel/agent.hpp"
-#include "xtel/basic_agent.hpp"
-#include "xtel/log.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/core/log.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "xtel/telemetry.hpp"
+#include "xtel/core/telemetry.hpp"
 
 namespace xtel_bench {
 

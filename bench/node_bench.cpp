@@ -18,19 +18,19 @@
 #include "bench_util.hpp"
 // The collector, the renderer, the compressor and the remote-write encoder are private to the
 // library: reached from src/ (bench/CMakeLists.txt).
-#include "exporters/prometheus/prometheus_text.hpp"
-#include "http/gzip.hpp"
-#include "node/node_collector.hpp"
 #include "node_fixture.hpp"
+#include "xtel/http/gzip.hpp"
+#include "xtel/metrics/exposition.hpp"
+#include "xtel/node/collector.hpp"
 #ifdef XTEL_BENCH_REMOTE_WRITE
-#include "node/otlp.hpp"
-#include "node/remote_write.hpp"
+#include "xtel/push/otlp.hpp"
+#include "xtel/push/remote_write.hpp"
 #endif
+#include "xtel/core/log.hpp"
 #include "xtel/exporters/node.hpp"
-#include "xtel/log.hpp"
+#include "xtel/exporters/pipelines.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/node/file.hpp"
 
 namespace {
 
@@ -39,7 +39,7 @@ using xtel_bench::series_unit;
 
 /// The collector as xtel-exporter runs it, with room for the largest node measured here
 /// (64 x 1,000 model series: 415,000 time series, past the default cap).
-xtel::detail::node_collector::settings collector_settings(const std::filesystem::path& dir) {
+xtel::node::collector::settings collector_settings(const std::filesystem::path& dir) {
     return {.dir = dir,
             .stale_ttl = std::chrono::seconds(60),
             .program = "xtel_bench",
@@ -82,7 +82,7 @@ void BM_node_publish(benchmark::State& state) {
         state.SkipWithError("a flush published no snapshot");
         return;
     }
-    xtel::node_file::reader reader(e.path());
+    xtel::node::file::reader reader(e.path());
     const auto latest = reader.read_latest();
     if (!latest) {
         state.SkipWithError("the node file could not be read back");
@@ -118,7 +118,7 @@ class node_fleet {
         const std::size_t peers = xtel_bench::peers_for_series(series, unit);
         for (std::size_t a = 0; a < agents; ++a) {
             const std::string name = fmt::format("agent-{:02}", a);
-            writers_.push_back(std::make_unique<xtel::node_file::writer>(dir_.path(), name));
+            writers_.push_back(std::make_unique<xtel::node::file::writer>(dir_.path(), name));
             payloads_.emplace_back();
             xtel::metrics::encode_snapshot(*xtel_bench::agent_snapshot(name, peers),
                                            payloads_.back());
@@ -144,7 +144,7 @@ class node_fleet {
 
   private:
     xtel_bench::scratch_dir dir_;
-    std::vector<std::unique_ptr<xtel::node_file::writer>> writers_;
+    std::vector<std::unique_ptr<xtel::node::file::writer>> writers_;
     std::vector<std::vector<std::byte>> payloads_;
 };
 
@@ -177,7 +177,7 @@ void BM_node_scrape(benchmark::State& state) {
     node_fleet& f = fleet<Unit>();
     const bool changed = state.range(0) != 0;
     const bool zip = state.range(1) != 0;
-    xtel::detail::node_collector collector(collector_settings(f.dir()));
+    xtel::node::collector collector(collector_settings(f.dir()));
     const pin_scope pin(state.thread_index());
     std::size_t plain = 0;
     std::size_t sent = 0;
@@ -191,14 +191,14 @@ void BM_node_scrape(benchmark::State& state) {
             state.ResumeTiming();
         }
         collector.scan();
-        const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
+        const auto snapshots = collector.refresh(xtel::node::collector::clock::now());
         std::string body;
         body.reserve(plain);
-        xtel::detail::render(snapshots, body, xtel::detail::exposition::text);
+        xtel::metrics::render(snapshots, body, xtel::metrics::exposition::text);
         plain = body.size();
         sent = plain;
         if (zip) {
-            const std::string zipped = xtel::detail::http::gzip(body, 1);
+            const std::string zipped = xtel::http::gzip(body, 1);
             sent = zipped.size();
             benchmark::DoNotOptimize(zipped.data());
         }
@@ -238,7 +238,7 @@ template <series_unit Unit>
 void BM_node_collect(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(collector_settings(f.dir()));
+    xtel::node::collector collector(collector_settings(f.dir()));
     const pin_scope pin(state.thread_index());
     std::size_t served = 0;
     for (auto _ : state) {
@@ -246,7 +246,7 @@ void BM_node_collect(benchmark::State& state) {
         f.publish_all();
         state.ResumeTiming();
         collector.scan();
-        const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
+        const auto snapshots = collector.refresh(xtel::node::collector::clock::now());
         served = snapshots.size();
         benchmark::DoNotOptimize(snapshots.data());
     }
@@ -269,14 +269,14 @@ template <series_unit Unit>
 void BM_node_remote_write(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(collector_settings(f.dir()));
+    xtel::node::collector collector(collector_settings(f.dir()));
     collector.scan();
-    const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
+    const auto snapshots = collector.refresh(xtel::node::collector::clock::now());
     const pin_scope pin(state.thread_index());
     std::size_t bytes = 0;
     std::int64_t ts_ms = 1'732'460'000'000;
     for (auto _ : state) {
-        const std::string body = xtel::node::encode_write_request(snapshots, ts_ms += 15'000);
+        const std::string body = xtel::push::encode_write_request(snapshots, ts_ms += 15'000);
         bytes = body.size();
         benchmark::DoNotOptimize(body.data());
     }
@@ -295,24 +295,24 @@ BENCHMARK(BM_node_remote_write<series_unit::model>)
 /// ExportMetricsServiceRequest built and encoded, range(0) 0 binary protobuf, 1 OTLP JSON;
 /// range(1) 1: gzipped at level 1 as xtel-exporter sends it with compression on. Cumulative:
 /// delta adds a lookup per series (BM_node_otlp_delta).
-template <series_unit Unit, xtel::node::otlp_temporality Temporality>
+template <series_unit Unit, xtel::push::otlp_temporality Temporality>
 void BM_node_otlp(benchmark::State& state) {
     xtel::set_log_level(xtel::log_level::warning);
     node_fleet& f = fleet<Unit>();
-    xtel::detail::node_collector collector(collector_settings(f.dir()));
+    xtel::node::collector collector(collector_settings(f.dir()));
     collector.scan();
-    const auto snapshots = collector.refresh(xtel::detail::node_collector::clock::now());
+    const auto snapshots = collector.refresh(xtel::node::collector::clock::now());
     const auto encoding =
-        state.range(0) == 0 ? xtel::node::otlp_encoding::protobuf : xtel::node::otlp_encoding::json;
+        state.range(0) == 0 ? xtel::push::otlp_encoding::protobuf : xtel::push::otlp_encoding::json;
     const bool gzip = state.range(1) != 0;
-    xtel::node::otlp_encoder encoder({"bench", "node-0", {}}, Temporality);
+    xtel::push::otlp_encoder encoder({"bench", "node-0", {}}, Temporality);
     const pin_scope pin(state.thread_index());
     std::size_t bytes = 0;
     std::uint64_t now_ns = 1'732'460'000'000'000'000;
     for (auto _ : state) {
         std::string body = encoder.encode(snapshots, now_ns += 15'000'000'000, encoding);
         if (gzip) {
-            body = xtel::detail::http::gzip(body, 1);
+            body = xtel::http::gzip(body, 1);
         }
         bytes = body.size();
         benchmark::DoNotOptimize(body.data());
@@ -320,7 +320,7 @@ void BM_node_otlp(benchmark::State& state) {
     state.counters["series"] = static_cast<double>(series_of(snapshots));
     state.counters["bytes_per_export"] = static_cast<double>(bytes);
 }
-BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::node::otlp_temporality::cumulative>)
+BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::push::otlp_temporality::cumulative>)
     ->Name("BM_node_otlp/64x1000")
     ->ArgNames({"json", "gzip"})
     ->Args({0, 0})
@@ -328,14 +328,14 @@ BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::node::otlp_temporality::c
     ->Args({1, 0})
     ->Args({1, 1})
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_node_otlp<series_unit::model, xtel::node::otlp_temporality::cumulative>)
+BENCHMARK(BM_node_otlp<series_unit::model, xtel::push::otlp_temporality::cumulative>)
     ->Name("BM_node_otlp_model/64x1000")
     ->ArgNames({"json", "gzip"})
     ->Args({0, 0})
     ->Args({0, 1})
     ->Args({1, 1})
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::node::otlp_temporality::delta>)
+BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::push::otlp_temporality::delta>)
     ->Name("BM_node_otlp_delta/64x1000")
     ->ArgNames({"json", "gzip"})
     ->Args({0, 0})

@@ -19,10 +19,10 @@
 // The node exporter's metric model is private to the library: reached from src/
 // (bench/CMakeLists.txt).
 #include "exporters/prometheus/prometheus_agent.hpp"
+#include "xtel/core/label_table.hpp"
+#include "xtel/core/transfer_record.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
-#include "xtel/label_table.hpp"
 #include "xtel/metrics/snapshot.hpp"
-#include "xtel/transfer_record.hpp"
 
 namespace xtel_bench {
 

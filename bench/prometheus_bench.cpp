@@ -11,14 +11,13 @@
 #include <string>
 #include <vector>
 
-// The renderer and the compressor are private to the library: reached by their path from here.
-#include "../src/exporters/prometheus/prometheus_text.hpp"
-#include "../src/http/gzip.hpp"
 #include "bench_util.hpp"
-#include "xtel/log.hpp"
+#include "xtel/core/log.hpp"
+#include "xtel/exporters/pipelines.hpp"
+#include "xtel/http/gzip.hpp"
+#include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/snapshot.hpp"
-#include "xtel/pipelines.hpp"
 
 namespace {
 
@@ -139,8 +138,8 @@ std::vector<std::shared_ptr<const xtel::metrics::snapshot>> scrape_snapshots() {
 /// level, 0 for none. What the endpoint does once per representation per flush round.
 void BM_scrape_body(benchmark::State& state) {
     static const auto snapshots = scrape_snapshots();
-    const auto format = state.range(0) == 0 ? xtel::detail::exposition::text
-                                            : xtel::detail::exposition::openmetrics;
+    const auto format = state.range(0) == 0 ? xtel::metrics::exposition::text
+                                            : xtel::metrics::exposition::openmetrics;
     const int level = static_cast<int>(state.range(1));
     const pin_scope pin(state.thread_index());
     std::size_t plain = 0;
@@ -148,10 +147,10 @@ void BM_scrape_body(benchmark::State& state) {
     for (auto _ : state) {
         std::string body;
         body.reserve(plain);
-        xtel::detail::render(snapshots, body, format);
+        xtel::metrics::render(snapshots, body, format);
         plain = body.size();
         if (level > 0) {
-            const std::string zipped = xtel::detail::http::gzip(body, level);
+            const std::string zipped = xtel::http::gzip(body, level);
             sent = zipped.size();
             benchmark::DoNotOptimize(zipped.data());
         } else {

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "xtel/config.hpp"
-#include "xtel/flight_recorder.hpp"
-#include "xtel/names.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/names.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 namespace {
 

@@ -1,9 +1,12 @@
 # install(EXPORT) so that consumers can find_package(xtel) as well as FetchContent it.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS xtel EXPORT xtel-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+# Every component, and xtel::xtel over them (a consumer links that; the others are there for the
+# link).
+install(TARGETS xtel xtel_core xtel_metrics xtel_http xtel_node xtel_exporters xtel_agent
+    EXPORT xtel-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 # xtel::plugin_api: the header-only target third-party exporter plugins link (docs/plugins.md).
-# Its headers (xtel/plugin/exporter_v1.hpp, xtel/event.hpp) are in the include/xtel install.
+# Its headers (xtel/plugin/exporter_v1.hpp, xtel/core/event.hpp) are in the include/xtel install.
 include(plugin_api)
 install(TARGETS xtel_plugin_api EXPORT xtel-targets COMPONENT dev)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/xtel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

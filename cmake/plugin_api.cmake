@@ -1,5 +1,5 @@
 # xtel::plugin_api: the headers a third-party exporter plugin compiles against
-# (xtel/plugin/exporter_v1.hpp and xtel/event.hpp). Header-only and free of xtel's dependencies,
+# (xtel/plugin/exporter_v1.hpp and xtel/core/event.hpp). Header-only and free of xtel's dependencies,
 # so a plugin links neither libxtel nor fmt nor UCX. Included wherever a plugin is built and by
 # install.cmake; the guard keeps one definition.
 include_guard(GLOBAL)

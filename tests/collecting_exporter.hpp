@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "xtel/error.hpp"
-#include "xtel/exporter.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/exporter.hpp"
 
 namespace xtel_test {
 

@@ -14,5 +14,5 @@ step "configure with the default generator" \
 grep -q '^CMAKE_GENERATOR:INTERNAL=Unix Makefiles$' "$work/build/CMakeCache.txt" ||
     { echo "the default generator here is not Unix Makefiles" >&2; exit 1; }
 step "build the protobuf messages with Unix Makefiles" \
-    cmake --build "$work/build" -j "$(nproc)" --target xtel_remote_write_proto
+    cmake --build "$work/build" -j "$(nproc)" --target xtel_push_proto
 echo "default generator builds: ok"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/error.hpp"
-#include "xtel/log.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/log.hpp"
 
 namespace xtel::test {
 

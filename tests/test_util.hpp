@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "xtel/config.hpp"
-#include "xtel/log.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/log.hpp"
 
 namespace xtel_test {
 

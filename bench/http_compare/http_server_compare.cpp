@@ -1,6 +1,6 @@
 // Puts two HTTP servers of the same metrics body through the hostile-client table of
 // docs/reliability.md, to decide by measurement which one the Prometheus endpoint uses:
-//   own          the endpoint's server (src/http/server.hpp), default limits;
+//   own          the endpoint's server (include/xtel/http/server.hpp), default limits;
 //   mhd ...      libmicrohttpd with an internal epoll thread, in the settings named on its line.
 // In each row an attacker (source address 127.0.0.2) runs while a scraper (127.0.0.1) asks for
 // /metrics `scrapes` times, 200 ms apart; a scrape counts when it gets 200 with the whole body
@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "http/request.hpp"
-#include "http/server.hpp"
+#include "xtel/http/request.hpp"
+#include "xtel/http/server.hpp"
 
 namespace {
 
@@ -281,13 +281,13 @@ struct server {
 
 server own_server() {
     return {"own (src/http, 64 connections, 5 s per request head)",
-            static_cast<int>(xtel::detail::http_limits{}.max_connections),
+            static_cast<int>(xtel::http::limits{}.max_connections),
             [](const std::string& body, std::uint16_t& port) {
                 auto shared = std::make_shared<const std::string>(body);
-                auto s = std::make_shared<xtel::detail::http_server>(
+                auto s = std::make_shared<xtel::http::server>(
                     xtel::host_port{"127.0.0.1", 0}, "/metrics", "",
-                    [shared](const xtel::detail::http::request_head&) {
-                        return xtel::detail::http_entity{
+                    [shared](const xtel::http::request_head&) {
+                        return xtel::http::entity{
                             shared, "text/plain; version=0.0.4; charset=utf-8", false};
                     });
                 port = s->bound().port;

@@ -20,7 +20,7 @@
 
 #include "node_fixture.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/node/file.hpp"
 
 namespace {
 
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
         pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
         const std::size_t peers = xtel_bench::peers_for_series(series, unit);
-        std::vector<std::unique_ptr<xtel::node_file::writer>> writers;
+        std::vector<std::unique_ptr<xtel::node::file::writer>> writers;
         std::vector<std::vector<std::byte>> payloads(agents);
         std::size_t per_file = 0;
         std::size_t bytes = 0;
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
             per_file = xtel_bench::series_of(*snap, unit);
             xtel::metrics::encode_snapshot(*snap, payloads[a]);
             bytes += payloads[a].size();
-            writers.push_back(std::make_unique<xtel::node_file::writer>(dir, name));
+            writers.push_back(std::make_unique<xtel::node::file::writer>(dir, name));
             writers.back()->publish(payloads[a]);
         }
         std::printf("ready %zu %zu %zu\n", agents, per_file, bytes);

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "xtel/flight_recorder.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 int main(int argc, char** argv) {
     if (argc != 2) {

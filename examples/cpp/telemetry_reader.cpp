@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "xtel/flight_recorder.hpp"
-#include "xtel/version.hpp"
+#include "xtel/core/version.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace {
 

@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/agent.hpp"
-#include "xtel/basic_agent.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/agent/basic_agent.hpp"
 #include "xtel/metrics/builder.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/agent.hpp"  // the agent interface and make_agent: no UCX, no exporter headers
+#include "xtel/agent/agent.hpp"  // the agent interface and make_agent: no UCX, no exporter headers
 
 namespace {
 // Agent operations return a status and never throw: check every one.

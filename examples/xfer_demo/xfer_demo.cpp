@@ -1,5 +1,5 @@
 // Moves data between two xtel agents over UCX, verifies it, and prints throughput as it goes.
-// The agents' telemetry pipeline comes from NIXL_TELEMETRY_* (see xtel/agent.hpp).
+// The agents' telemetry pipeline comes from NIXL_TELEMETRY_* (see xtel/agent/agent.hpp).
 // `xfer_demo --help` prints the options (the text is `usage_text` below), the variables it reads
 // and the exit statuses.
 //
@@ -39,9 +39,9 @@
 #include <thread>
 #include <vector>
 
-#include "xtel/agent.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/core/version.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
-#include "xtel/version.hpp"
 
 namespace {
 

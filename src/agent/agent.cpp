@@ -1,5 +1,6 @@
-#include "xtel/basic_agent.hpp"
-#include "xtel/device.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/agent/device.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel {
 

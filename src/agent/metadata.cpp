@@ -9,7 +9,8 @@
 #include <functional>
 #include <string_view>
 
-#include "xtel/config.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel::detail {
 

@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "xtel/status.hpp"
-#include "xtel/transfer.hpp"
+#include "xtel/core/status.hpp"
+#include "xtel/core/transfer.hpp"
 
 namespace xtel::detail {
 

@@ -1,15 +1,15 @@
-// The core variables (xtel/config.hpp). What an exporter's variables mean is the exporter's
-// business: its settings read them, and xtel/output_path.hpp says which exporter takes
-// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH.
-#include "xtel/config.hpp"
+// The core variables (xtel/core/config.hpp). What an exporter's variables mean is the exporter's
+// business: its settings read them, and xtel/exporters/output_path.hpp says which exporter takes
+// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH, which the registry checks once it knows the exporters
+// (make_agent, make_telemetry): core reads the variables and knows no exporter.
+#include "xtel/core/config.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <cstdlib>
 
-#include "xtel/output_path.hpp"
-#include "xtel/parse.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel {
 
@@ -49,7 +49,13 @@ config config::from_env(const env_lookup& lookup) {
         c.plugin_dir = parse::existing_directory(env::plugin_dir, *v);
     }
     if (const auto v = lookup(env::output_path)) {
-        check_output_path(c.exporters, *v);
+        if (v->empty()) {
+            // What the value names depends on the exporters (xtel/exporters/output_path.hpp),
+            // which core does not know; an empty one names nothing for any of them.
+            parse::fail(env::output_path, *v,
+                        "expected a non-empty value (a directory or an address, as the exporters "
+                        "named take it: docs/configuration.md)");
+        }
         c.output_path = *v;
     }
     return c;

@@ -1,12 +1,12 @@
-// host:port as the variables and flags that name an endpoint take it (xtel/host_port.hpp).
-#include "xtel/host_port.hpp"
+// host:port as the variables and flags that name an endpoint take it (xtel/core/host_port.hpp).
+#include "xtel/core/host_port.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 
-#include "xtel/parse.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel {
 

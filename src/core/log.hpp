@@ -6,7 +6,7 @@
 
 #include <utility>
 
-#include "xtel/log.hpp"
+#include "xtel/core/log.hpp"
 
 namespace xtel::detail {
 

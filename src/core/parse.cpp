@@ -1,5 +1,5 @@
-// The value parsers every configuration reader shares (xtel/parse.hpp).
-#include "xtel/parse.hpp"
+// The value parsers every configuration reader shares (xtel/core/parse.hpp).
+#include "xtel/core/parse.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <charconv>
 #include <system_error>
 
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 
 namespace xtel::parse {
 

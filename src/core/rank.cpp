@@ -1,13 +1,13 @@
-// The process's rank from the launcher's variables (xtel/rank.hpp).
-#include "xtel/rank.hpp"
+// The process's rank from the launcher's variables (xtel/core/rank.hpp).
+#include "xtel/core/rank.hpp"
 
 #include <limits>
 #include <span>
 #include <string>
 
 #include "core/log.hpp"
-#include "xtel/error.hpp"
-#include "xtel/parse.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel {
 

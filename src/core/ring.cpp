@@ -1,4 +1,4 @@
-#include "xtel/ring.hpp"
+#include "xtel/core/ring.hpp"
 
 #include <algorithm>
 #include <bit>

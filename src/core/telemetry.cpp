@@ -1,4 +1,4 @@
-#include "xtel/telemetry.hpp"
+#include "xtel/core/telemetry.hpp"
 
 #include <fmt/format.h>
 

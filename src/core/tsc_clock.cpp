@@ -1,4 +1,4 @@
-#include "xtel/tsc_clock.hpp"
+#include "xtel/core/tsc_clock.hpp"
 
 #include <time.h>
 

@@ -1,4 +1,4 @@
-#include "xtel/version.hpp"
+#include "xtel/core/version.hpp"
 
 namespace xtel {
 

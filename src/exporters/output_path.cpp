@@ -1,6 +1,6 @@
 // The one place that decides which exporter takes NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH
-// (xtel/output_path.hpp), from what each built-in exporter's settings declare.
-#include "xtel/output_path.hpp"
+// (xtel/exporters/output_path.hpp), from what each built-in exporter's settings declare.
+#include "xtel/exporters/output_path.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,8 +9,8 @@
 #include <array>
 #include <vector>
 
-#include "xtel/parse.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 namespace xtel {
 
@@ -37,8 +37,8 @@ constexpr std::array<claim, sizeof...(E)> claims_of(exporter_list<E...> /*list*/
 }
 
 // Each built-in exporter's name with the use its settings declare, from the one list
-// (xtel/pipelines.hpp). Plugins are not here: they are handed the value as it is and claim
-// nothing.
+// (xtel/exporters/pipelines.hpp). Plugins are not here: they are handed the value as it is and
+// claim nothing.
 constexpr auto claims = claims_of(builtin_exporters{});
 
 output_path_use use_of(std::string_view name) {

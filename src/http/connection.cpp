@@ -1,6 +1,6 @@
 // A connection's I/O: reading a request head, answering it, writing the answer, lingering after
 // an answer that closes the connection; and closing it. With the answers, the bodies that only
-// connections hold (http_limits::max_held_bytes).
+// connections hold (limits::max_held_bytes).
 
 #include <fmt/format.h>
 #include <sys/epoll.h>
@@ -16,9 +16,9 @@
 
 #include "core/log.hpp"
 #include "http/connection.hpp"
-#include "http/request.hpp"
+#include "xtel/http/request.hpp"
 
-namespace xtel::detail {
+namespace xtel::http {
 
 namespace {
 
@@ -32,7 +32,7 @@ constexpr std::size_t drain_limit = std::size_t{64} << 10;
 
 /// Runs the connection until it waits for the socket (or is closed): each step says whether
 /// there is more to do now.
-void http_server::drive(connection& c) {
+void server::drive(connection& c) {
     using phase = connection::phase;
     bool more = true;
     while (more && c.fd >= 0) {
@@ -52,10 +52,10 @@ void http_server::drive(connection& c) {
 
 // ---- reading ------------------------------------------------------------------------------
 
-bool http_server::read_request(connection& c) {
+bool server::read_request(connection& c) {
     if (c.reparse) {
         c.reparse = false;
-        const auto r = http::parse_request_head(c.in);
+        const auto r = parse_request_head(c.in);
         if (r.status != 0) {
             answer(c, r);
             return true;
@@ -64,14 +64,14 @@ bool http_server::read_request(connection& c) {
     return receive_head(c);
 }
 
-bool http_server::receive_head(connection& c) {
-    const std::size_t room = http::max_head_bytes - std::min(c.in.size(), http::max_head_bytes);
+bool server::receive_head(connection& c) {
+    const std::size_t room = max_head_bytes - std::min(c.in.size(), max_head_bytes);
     if (room == 0) {
         // Cannot happen: a head of max_head_bytes parses as complete or wrong.
         close_connection(c);
         return false;
     }
-    char buf[http::max_head_bytes];
+    char buf[max_head_bytes];
     const auto n = ::recv(c.fd, buf, room, 0);
     if (n > 0) {
         // The verdict can change only with a CR or LF (a line ends, or a CR is followed
@@ -79,7 +79,7 @@ bool http_server::receive_head(connection& c) {
         const std::string_view chunk(buf, static_cast<std::size_t>(n));
         c.reparse = chunk.find_first_of("\r\n") != std::string_view::npos ||
                     (!c.in.empty() && c.in.back() == '\r') ||
-                    c.in.size() + chunk.size() >= http::max_head_bytes;
+                    c.in.size() + chunk.size() >= max_head_bytes;
         c.in.append(chunk);
         return true;
     }
@@ -97,7 +97,7 @@ bool http_server::receive_head(connection& c) {
 // ---- answering ----------------------------------------------------------------------------
 
 /// The body of an answer other than 200, one line.
-std::string http_server::error_text(const http::parse_result& r, int status) const {
+std::string server::error_text(const parse_result& r, int status) const {
     if (status == 404) {
         return fmt::format("{} not found; metrics are at {}\n", r.head.path, path_);
     }
@@ -113,10 +113,10 @@ std::string http_server::error_text(const http::parse_result& r, int status) con
     return {};
 }
 
-void http_server::answer(connection& c, const http::parse_result& r) {
-    const int status = r.status == 200 ? http::route(r.head, path_) : r.status;
+void server::answer(connection& c, const parse_result& r) {
+    const int status = r.status == 200 ? route(r.head, path_) : r.status;
     const bool close =
-        http::closes_after(r, status) || c.answered + 1 >= limits_.max_requests_per_connection;
+        closes_after(r, status) || c.answered + 1 >= limits_.max_requests_per_connection;
     const std::string text = error_text(r, status);
     const bool head_only = r.status == 200 && r.head.method == "HEAD";
     // HTTP/1.0 keeps a connection only when both sides say so.
@@ -130,13 +130,13 @@ void http_server::answer(connection& c, const http::parse_result& r) {
     c.reparse = !c.in.empty();
 }
 
-void http_server::respond(connection& c,
-                          int status,
-                          bool close,
-                          bool head_only,
-                          std::string_view text,
-                          const http::request_head* request) {
-    http_entity e{nullptr, "text/plain; charset=utf-8", false};
+void server::respond(connection& c,
+                     int status,
+                     bool close,
+                     bool head_only,
+                     std::string_view text,
+                     const request_head* request) {
+    entity e{nullptr, "text/plain; charset=utf-8", false};
     if (status == 200 && request != nullptr) {
         try {
             e = body_(*request);
@@ -152,7 +152,7 @@ void http_server::respond(connection& c,
         e.body = std::make_shared<const std::string>(text);
     }
     c.head_out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", status,
-                             http::reason_phrase(status), e.content_type, e.body->size());
+                             reason_phrase(status), e.content_type, e.body->size());
     if (status == 200) {
         if (e.gzip) {
             c.head_out += "Content-Encoding: gzip\r\n";
@@ -179,7 +179,7 @@ void http_server::respond(connection& c,
     }
 }
 
-void http_server::hold_body(connection& c, const http_entity& e) {
+void server::hold_body(connection& c, const entity& e) {
     auto latest = std::find_if(latest_.begin(), latest_.end(), [&](const latest_body& l) {
         return l.content_type == e.content_type && l.gzip == e.gzip;
     });
@@ -193,7 +193,7 @@ void http_server::hold_body(connection& c, const http_entity& e) {
     }
 }
 
-void http_server::limit_held_bytes() {
+void server::limit_held_bytes() {
     // Connections are few (max_connections): a scan per newer body costs nothing next to the
     // rendering that made it.
     const auto current = [this](const std::shared_ptr<const std::string>& body) {
@@ -237,7 +237,7 @@ void http_server::limit_held_bytes() {
 
 // ---- writing ------------------------------------------------------------------------------
 
-bool http_server::write_answer(connection& c) {
+bool server::write_answer(connection& c) {
     if (c.sent < c.head_out.size() + c.body_bytes) {
         return send_some(c);
     }
@@ -245,7 +245,7 @@ bool http_server::write_answer(connection& c) {
     return true;
 }
 
-bool http_server::send_some(connection& c) {
+bool server::send_some(connection& c) {
     iovec iov[2];
     int parts = 0;
     if (c.sent < c.head_out.size()) {
@@ -277,7 +277,7 @@ bool http_server::send_some(connection& c) {
 }
 
 /// The whole answer is out: await the next request, or linger before closing.
-void http_server::finish_answer(connection& c) {
+void server::finish_answer(connection& c) {
     ++c.answered;
     c.body_out.reset();
     c.shared_body = false;
@@ -299,7 +299,7 @@ void http_server::finish_answer(connection& c) {
 
 // ---- lingering and closing ----------------------------------------------------------------
 
-bool http_server::linger(connection& c) {
+bool server::linger(connection& c) {
     char buf[16384];
     const auto n = ::recv(c.fd, buf, sizeof buf, 0);
     if (n > 0) {
@@ -321,7 +321,7 @@ bool http_server::linger(connection& c) {
     return false;
 }
 
-void http_server::close_connection(connection& c) noexcept {
+void server::close_connection(connection& c) noexcept {
     if (c.fd >= 0) {
         // Out of the epoll set first: close() alone leaves it only when no other descriptor
         // refers to the socket, and a process spawned at that moment (posix_spawn, fork) holds
@@ -335,7 +335,7 @@ void http_server::close_connection(connection& c) noexcept {
     c.shared_body = false;
 }
 
-void http_server::watch(connection& c, std::uint32_t events) noexcept {
+void server::watch(connection& c, std::uint32_t events) noexcept {
     if (c.events == events) {
         return;
     }
@@ -349,4 +349,4 @@ void http_server::watch(connection& c, std::uint32_t events) noexcept {
     }
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel::http

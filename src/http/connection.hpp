@@ -1,5 +1,5 @@
 #pragma once
-/// One client connection of http_server (private to src/http/): what server.cpp accepts, evicts
+/// One client connection of server (private to src/http/): what server.cpp accepts, evicts
 /// and expires, and connection.cpp reads, answers and closes.
 
 #include <chrono>
@@ -8,11 +8,11 @@
 #include <memory>
 #include <string>
 
-#include "http/server.hpp"
+#include "xtel/http/server.hpp"
 
-namespace xtel::detail {
+namespace xtel::http {
 
-struct http_server::connection {
+struct server::connection {
     enum class phase { reading, writing, lingering };
 
     int fd = -1;
@@ -42,4 +42,4 @@ struct http_server::connection {
     std::chrono::steady_clock::time_point deadline;
 };
 
-}  // namespace xtel::detail
+}  // namespace xtel::http

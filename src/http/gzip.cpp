@@ -1,4 +1,4 @@
-#include "http/gzip.hpp"
+#include "xtel/http/gzip.hpp"
 
 #include <zlib.h>
 
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace xtel::detail::http {
+namespace xtel::http {
 
 namespace {
 
@@ -63,4 +63,4 @@ std::string gzip(std::string_view in, int level) {
     return out;
 }
 
-}  // namespace xtel::detail::http
+}  // namespace xtel::http

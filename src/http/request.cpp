@@ -1,8 +1,8 @@
-#include "http/request.hpp"
+#include "xtel/http/request.hpp"
 
 #include <algorithm>
 
-namespace xtel::detail::http {
+namespace xtel::http {
 
 namespace {
 
@@ -297,4 +297,4 @@ std::string_view reason_phrase(int status) noexcept {
     }
 }
 
-}  // namespace xtel::detail::http
+}  // namespace xtel::http

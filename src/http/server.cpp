@@ -1,7 +1,7 @@
 // The server: listening, the epoll loop, accepting, evicting and deadlines. What a connection
 // does with its socket is in connection.cpp.
 
-#include "http/server.hpp"
+#include "xtel/http/server.hpp"
 
 #include <fmt/format.h>
 #include <netdb.h>
@@ -21,10 +21,10 @@
 
 #include "core/log.hpp"
 #include "http/connection.hpp"
-#include "http/request.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/http/request.hpp"
 
-namespace xtel::detail {
+namespace xtel::http {
 
 namespace {
 
@@ -109,12 +109,12 @@ int open_listener(const host_port& address) {
 
 }  // namespace
 
-http_server::http_server(
-    const host_port& address, std::string path, std::string vary, body_fn body, http_limits limits)
+server::server(
+    const host_port& address, std::string path, std::string vary, body_fn body, limits options)
     : path_(std::move(path)),
       vary_(std::move(vary)),
       body_(std::move(body)),
-      limits_(limits),
+      limits_(options),
       bound_(address) {
     listen_fd_ = open_listener(address);
     read_bound_port(address);
@@ -122,7 +122,7 @@ http_server::http_server(
     thread_ = std::thread([this] { run(); });
 }
 
-void http_server::give_up(const host_port& address, std::string_view what) {
+void server::give_up(const host_port& address, std::string_view what) {
     const int e = errno;
     for (const int fd : {listen_fd_, epoll_fd_, wake_fd_}) {
         if (fd >= 0) {
@@ -134,7 +134,7 @@ void http_server::give_up(const host_port& address, std::string_view what) {
 }
 
 /// The port the system chose when 0 was asked.
-void http_server::read_bound_port(const host_port& address) {
+void server::read_bound_port(const host_port& address) {
     sockaddr_storage local{};
     socklen_t len = sizeof local;
     if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
@@ -152,7 +152,7 @@ void http_server::read_bound_port(const host_port& address) {
 }
 
 /// The epoll set, watching the listening socket and the eventfd that stops the loop.
-void http_server::open_event_loop(const host_port& address) {
+void server::open_event_loop(const host_port& address) {
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) {
         give_up(address, "epoll_create1");
@@ -173,7 +173,7 @@ void http_server::open_event_loop(const host_port& address) {
     }
 }
 
-http_server::~http_server() {
+server::~server() {
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
     thread_.join();
@@ -185,7 +185,7 @@ http_server::~http_server() {
     ::close(wake_fd_);
 }
 
-void http_server::run() noexcept {
+void server::run() noexcept {
     ::pthread_setname_np(::pthread_self(), "xtel-metrics");
     epoll_event events[64];
     bool stopping = false;
@@ -237,7 +237,7 @@ void http_server::run() noexcept {
     }
 }
 
-int http_server::wait_timeout_ms(steady::time_point now) const {
+int server::wait_timeout_ms(steady::time_point now) const {
     auto next = steady::time_point::max();
     for (const auto& c : connections_) {
         if (c->fd >= 0) {
@@ -257,17 +257,17 @@ int http_server::wait_timeout_ms(steady::time_point now) const {
     return static_cast<int>(std::min<long long>(ms, 60'000));
 }
 
-http_server_stats http_server::stats() const noexcept {
+server_stats server::stats() const noexcept {
     return {closed_crowded_.load(std::memory_order_relaxed),
             closed_held_bytes_.load(std::memory_order_relaxed)};
 }
 
-std::size_t http_server::open_connections() const noexcept {
+std::size_t server::open_connections() const noexcept {
     return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(),
                                                   [](const auto& c) { return c->fd >= 0; }));
 }
 
-void http_server::accept_ready() {
+void server::accept_ready() {
     for (int i = 0; i < accepts_per_wake; ++i) {
         // A connection is closed to make room only for a newcomer that stays (one that came,
         // asked and left costs nobody a place): here, for the one accepted last time round.
@@ -290,7 +290,7 @@ void http_server::accept_ready() {
     }
 }
 
-void http_server::pause_for_crowd(steady::time_point now) {
+void server::pause_for_crowd(steady::time_point now) {
     // Every connection waiting for its request is within its grace, and the ones being
     // answered are kept while any waits: the newcomers wait in the kernel's accept queue, where
     // their requests arrive and are read the moment they are accepted.
@@ -308,7 +308,7 @@ void http_server::pause_for_crowd(steady::time_point now) {
     accept_resume_ = std::max(resume, now + std::chrono::milliseconds(1));
 }
 
-void http_server::pause_accepting(int err) {
+void server::pause_accepting(int err) {
     // The process (or the system) is out of descriptors or memory. The listening socket stays
     // readable, so rather than spin on it, stop watching it a while.
     epoll_event ev{};
@@ -325,7 +325,7 @@ void http_server::pause_accepting(int err) {
     }
 }
 
-void http_server::adopt(int fd) {
+void server::adopt(int fd) {
     std::unique_ptr<connection> owned;
     try {
         owned = std::make_unique<connection>();
@@ -355,7 +355,7 @@ void http_server::adopt(int fd) {
     }
 }
 
-http_server::connection* http_server::eviction_candidate(steady::time_point now) const {
+server::connection* server::eviction_candidate(steady::time_point now) const {
     // Lingering ones first (their answer is out), then the one that has waited longest for a
     // request, once out of its grace; one that is being answered only when every connection
     // is, the one that has taken nothing for longest.
@@ -397,7 +397,7 @@ http_server::connection* http_server::eviction_candidate(steady::time_point now)
     return writing;
 }
 
-bool http_server::make_room() {
+bool server::make_room() {
     // Each try either closes a connection or sees one answered (it is then no longer waiting,
     // or waits anew), so there are at most as many tries as connections.
     for (std::size_t tries = 0; tries <= connections_.size(); ++tries) {
@@ -440,7 +440,7 @@ bool http_server::make_room() {
     return false;
 }
 
-void http_server::expire(steady::time_point now) {
+void server::expire(steady::time_point now) {
     for (const auto& owned : connections_) {
         connection& c = *owned;
         if (c.fd < 0 || c.deadline > now) {
@@ -460,4 +460,4 @@ void http_server::expire(steady::time_point now) {
     }
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel::http

@@ -1,4 +1,4 @@
-#include "node/allowed_uids.hpp"
+#include "xtel/node/allowed_uids.hpp"
 
 #include <pwd.h>
 
@@ -10,9 +10,9 @@
 #include <cstring>
 #include <string>
 
-#include "xtel/parse.hpp"
+#include "xtel/core/parse.hpp"
 
-namespace xtel::detail {
+namespace xtel::node {
 
 std::vector<uid_t> parse_allowed_uids(std::string_view option, std::string_view value) {
     constexpr std::string_view accepted =
@@ -45,4 +45,4 @@ std::vector<uid_t> parse_allowed_uids(std::string_view option, std::string_view 
     return out;
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel::node

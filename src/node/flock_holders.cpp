@@ -8,9 +8,9 @@
 #include <charconv>
 #include <string>
 
-#include "exporters/owned_file.hpp"
+#include "core/owned_file.hpp"
 
-namespace xtel::detail {
+namespace xtel::node::detail {
 
 namespace {
 
@@ -40,7 +40,7 @@ bool number(std::string_view text, T& out, int base = 10) {
 flock_holders flock_holders::read(dev_t dev, const std::filesystem::path& locks) {
     flock_holders out;
     out.dev_ = dev;
-    const fd_guard fd{::open(locks.c_str(), O_RDONLY | O_CLOEXEC)};
+    const xtel::detail::fd_guard fd{::open(locks.c_str(), O_RDONLY | O_CLOEXEC)};
     if (fd.fd < 0) {
         return out;
     }
@@ -132,7 +132,7 @@ std::optional<pid_t> flock_holders::holder(ino_t ino) const {
 
 std::optional<pid_t> innermost_pid(pid_t pid, const std::filesystem::path& proc) {
     const auto path = proc / std::to_string(pid) / "status";
-    const fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    const xtel::detail::fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
     if (fd.fd < 0) {
         return std::nullopt;
     }
@@ -171,4 +171,4 @@ std::optional<pid_t> innermost_pid(pid_t pid, const std::filesystem::path& proc)
     return last;
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel::node::detail

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace xtel::detail {
+namespace xtel::node::detail {
 
 /// The exclusive flock(2) holders of the files of one device, from one reading of
 /// /proc/locks.
@@ -61,4 +61,4 @@ class flock_holders {
 /// read.
 std::optional<pid_t> innermost_pid(pid_t pid, const std::filesystem::path& proc = "/proc");
 
-}  // namespace xtel::detail
+}  // namespace xtel::node::detail

@@ -5,7 +5,7 @@
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
-namespace xtel::detail {
+namespace xtel::node::detail {
 
 namespace {
 
@@ -136,4 +136,4 @@ std::optional<std::uint64_t> count_time_series(std::span<const std::byte> payloa
     return total;
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel::node::detail

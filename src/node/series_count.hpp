@@ -8,7 +8,7 @@
 #include <optional>
 #include <span>
 
-namespace xtel::detail {
+namespace xtel::node::detail {
 
 /// The time series of the encoded snapshot `payload` (docs/node-format.md, "The payload") as
 /// Prometheus counts them, one per sample line: a counter's or gauge's series one, a
@@ -19,4 +19,4 @@ namespace xtel::detail {
 std::optional<std::uint64_t> count_time_series(std::span<const std::byte> payload,
                                                std::uint64_t stop_above);
 
-}  // namespace xtel::detail
+}  // namespace xtel::node::detail

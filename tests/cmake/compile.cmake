@@ -1,5 +1,5 @@
 # Tests that run the compiler: what must not compile (an exporter hook of the wrong form) and
-# what a header must not pull in (xtel/agent.hpp: no UCX backend, no exporter). They compile
+# what a header must not pull in (xtel/agent/agent.hpp: no UCX backend, no exporter). They compile
 # with -fsyntax-only, so they take a second each and build nothing.
 set(XTEL_COMPILE_FLAGS -std=c++20 -fsyntax-only -I${PROJECT_SOURCE_DIR}/include)
 
@@ -40,15 +40,20 @@ set_tests_properties("compile: a metrics builder setup of the wrong form is a co
     "builder hook setup must be callable as `void setup\\(metric_store&")
 
 # -H prints every header the file includes, one per line, on stderr.
-add_test(NAME "compile: xtel/agent.hpp includes neither the UCX backend nor an exporter"
+add_test(NAME "compile: xtel/agent/agent.hpp includes neither the UCX backend nor an exporter"
     COMMAND ${CMAKE_COMMAND}
         -DCOMPILER=${CMAKE_CXX_COMPILER}
         "-DFLAGS=${XTEL_COMPILE_FLAGS}"
         -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_agent_header.cpp
         -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
-add_test(NAME "compile: xtel/runtime_telemetry.hpp includes neither the pipeline nor an exporter"
+add_test(NAME "compile: xtel/agent/runtime_telemetry.hpp includes neither the pipeline nor an exporter"
     COMMAND ${CMAKE_COMMAND}
         -DCOMPILER=${CMAKE_CXX_COMPILER}
         "-DFLAGS=${XTEL_COMPILE_FLAGS}"
         -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_telemetry_header.cpp
         -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
+
+# The components' dependency rule (docs/architecture.md): no include goes up the components,
+# and the tools include public headers only and name no detail:: (tests/layering_test.py).
+add_test(NAME "layering: every include goes down the components and tools use public headers only"
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/layering_test.py ${PROJECT_SOURCE_DIR})

@@ -17,7 +17,7 @@ endif()
 
 # The first build most people try: `cmake -S . -B build && cmake --build build` with the default
 # generator, which is not the Ninja the scripts use.
-if(XTEL_REMOTE_WRITE AND NOT XTEL_SANITIZE)
+if(XTEL_PUSH AND NOT XTEL_SANITIZE)
     add_test(NAME "build: the default generator builds the protobuf messages"
         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/default_generator_test.sh ${PROJECT_SOURCE_DIR})
     set_tests_properties("build: the default generator builds the protobuf messages"

@@ -9,13 +9,13 @@ foreach(src IN LISTS XTEL_FUZZ_TARGETS)
     string(REGEX REPLACE "^fuzz_" "" corpus ${name})
     set(corpus_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${corpus})
     # The OTLP target reads with the push clients' library, which is not built when
-    # XTEL_REMOTE_WRITE is off.
+    # XTEL_PUSH is off.
     set(extra)
     if(name STREQUAL "fuzz_otlp")
-        if(NOT TARGET xtel_remote_write)
+        if(NOT TARGET xtel_push)
             continue()
         endif()
-        set(extra xtel_remote_write)
+        set(extra xtel_push)
     endif()
 
     add_executable(${name}_replay ${src} fuzz/replay_main.cpp)

@@ -1,4 +1,4 @@
-// An exporter whose optional hook has the wrong form must not compile (xtel/exporter.hpp):
+// An exporter whose optional hook has the wrong form must not compile (xtel/core/exporter.hpp):
 // built once per XTEL_WRONG_<hook> macro (with XTEL_WRONG_HOOK) by tests/cmake/compile.cmake, which
 // expects the static_assert's message. Without a macro the exporter is right and the file compiles,
 // which shows the failures come from the hooks and from nothing else.
@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-#include "xtel/exporter.hpp"
+#include "xtel/core/exporter.hpp"
 
 struct checked_exporter {
     explicit checked_exporter(const xtel::exporter_context&) {}

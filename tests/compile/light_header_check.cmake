@@ -7,7 +7,7 @@ execute_process(COMMAND ${COMPILER} ${FLAGS} -H ${SOURCE}
 if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${SOURCE} does not compile:\n${included}")
 endif()
-set(forbidden "ucx_backend\\.hpp|/ucp/|/ucs/|xtel/exporters/|xtel/pipelines\\.hpp|xtel/telemetry\\.hpp|xtel/basic_agent\\.hpp|xtel/metrics/|xtel/plugin/")
+set(forbidden "ucx_backend\\.hpp|/ucp/|/ucs/|xtel/exporters/|xtel/core/telemetry\\.hpp|xtel/agent/basic_agent\\.hpp|xtel/metrics/|xtel/plugin/")
 string(REGEX MATCHALL "[^\n]*(${forbidden})[^\n]*" found "${included}")
 if(found)
     string(REPLACE ";" "\n" found "${found}")

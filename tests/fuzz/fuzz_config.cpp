@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "xtel/config.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/error.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
 

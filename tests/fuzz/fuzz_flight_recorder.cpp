@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "xtel/flight_recorder.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 // Fuzz target: the Prometheus endpoint's request handling, on the real server. One endpoint
 // listens on 127.0.0.1 for the whole run; each input is sent as raw bytes on a new loopback
 // connection whose sending side is then closed. The server must answer exactly what
-// src/http/request.hpp predicts for those bytes (the statuses, in order, each a well-formed
-// answer, a 200 in the representation src/exporters/prometheus/negotiate.hpp picks for its
+// include/xtel/http/request.hpp predicts for those bytes (the statuses, in order, each a
+// well-formed answer, a 200 in the representation include/xtel/metrics/negotiate.hpp picks for its
 // Accept and Accept-Encoding headers), then close; and every 128 inputs a real GET /metrics
 // must still get 200 with the agent's metrics. A crash, a hang (10 s), a leak or a wrong answer
 // is a finding.
@@ -23,15 +23,15 @@
 #include <string_view>
 #include <vector>
 
-#include "exporters/prometheus/negotiate.hpp"
-#include "http/request.hpp"
-#include "http/server.hpp"
+#include "xtel/core/log.hpp"
 #include "xtel/exporters/prometheus.hpp"
-#include "xtel/log.hpp"
+#include "xtel/http/request.hpp"
+#include "xtel/http/server.hpp"
+#include "xtel/metrics/negotiate.hpp"
 
 namespace {
 
-namespace http = xtel::detail::http;
+namespace http = xtel::http;
 
 constexpr std::string_view expected_series =
     R"(agent_tx_bytes_total{agent_name="fuzz",hostname="fuzzhost"} 4096)";
@@ -73,12 +73,12 @@ struct expected_answer {
     int status;
     bool head_only;
     /// For a 200: the representation negotiated.
-    xtel::detail::representation rep;
+    xtel::metrics::representation rep;
 };
 
 std::vector<expected_answer> predict(std::string_view bytes) {
     std::vector<expected_answer> out;
-    const unsigned limit = xtel::detail::http_limits{}.max_requests_per_connection;
+    const unsigned limit = xtel::http::limits{}.max_requests_per_connection;
     while (true) {
         const auto r = http::parse_request_head(bytes);
         if (r.status == 0) {
@@ -88,7 +88,7 @@ std::vector<expected_answer> predict(std::string_view bytes) {
         // No answer to HEAD has a body, whatever its status.
         out.push_back(
             {status, r.status == 200 && r.head.method == "HEAD",
-             xtel::detail::negotiate(r.head.accept.values(), r.head.accept_encoding.values())});
+             xtel::metrics::negotiate(r.head.accept.values(), r.head.accept_encoding.values())});
         if (http::closes_after(r, status) || out.size() == limit) {
             return out;
         }
@@ -240,7 +240,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (e.status != 200) {
             continue;
         }
-        if (header_value(head, "Content-Type:") != xtel::detail::content_type(e.rep.format)) {
+        if (header_value(head, "Content-Type:") != xtel::metrics::content_type(e.rep.format)) {
             finding("a 200 answer's Content-Type is not the negotiated format's");
         }
         if ((header_value(head, "Content-Encoding:") == "gzip") != e.rep.gzip) {

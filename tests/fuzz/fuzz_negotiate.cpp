@@ -1,4 +1,4 @@
-// Fuzz target: content negotiation of /metrics (src/exporters/prometheus/negotiate.hpp). The
+// Fuzz target: content negotiation of /metrics (include/xtel/metrics/negotiate.hpp). The
 // input is the Accept header's lines, then a NUL byte, then the Accept-Encoding header's lines,
 // lines split at LF (at most 4 of each, as a request head may hold). Besides a crash, a leak or
 // undefined behaviour, a finding is a choice that breaks what the negotiation promises:
@@ -15,12 +15,12 @@
 #include <string_view>
 #include <vector>
 
-#include "exporters/prometheus/negotiate.hpp"
-#include "http/request.hpp"
+#include "xtel/http/request.hpp"
+#include "xtel/metrics/negotiate.hpp"
 
 namespace {
 
-namespace detail = xtel::detail;
+namespace metrics = xtel::metrics;
 
 [[noreturn]] void finding(const char* what) {
     std::fprintf(stderr, "fuzz_negotiate: %s\n", what);
@@ -29,7 +29,7 @@ namespace detail = xtel::detail;
 
 std::vector<std::string_view> lines_of(std::string_view s) {
     std::vector<std::string_view> out;
-    while (out.size() < xtel::detail::http::header_lines::max_lines) {
+    while (out.size() < xtel::http::header_lines::max_lines) {
         const auto nl = s.find('\n');
         out.push_back(s.substr(0, nl));
         if (nl == std::string_view::npos) {
@@ -58,30 +58,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto encoding =
         lines_of(nul == std::string_view::npos ? std::string_view{} : input.substr(nul + 1));
 
-    const detail::representation r = detail::negotiate(accept, encoding);
+    const metrics::representation r = metrics::negotiate(accept, encoding);
 
     const std::vector<std::string_view> accept_reversed(accept.rbegin(), accept.rend());
     const std::vector<std::string_view> encoding_reversed(encoding.rbegin(), encoding.rend());
-    if (detail::negotiate(accept_reversed, encoding_reversed) != r) {
+    if (metrics::negotiate(accept_reversed, encoding_reversed) != r) {
         finding("the order of a header's lines changed the choice");
     }
 
     if (input.find_first_of("\"\\") == std::string_view::npos) {
         const std::string a = joined(accept);
         const std::string e = joined(encoding);
-        if (detail::negotiate(a, e) != r) {
+        if (metrics::negotiate(a, e) != r) {
             finding("lines joined by commas got another choice than the lines");
         }
     }
 
     auto with_text = accept;
     with_text.push_back("text/plain;version=0.0.4");
-    if (detail::negotiate(with_text, encoding).format != detail::exposition::text) {
+    if (metrics::negotiate(with_text, encoding).format != metrics::exposition::text) {
         finding("text/plain;version=0.0.4 with quality 1 did not get text");
     }
     auto with_gzip = encoding;
     with_gzip.push_back("gzip");
-    if (!detail::negotiate(accept, with_gzip).gzip) {
+    if (!metrics::negotiate(accept, with_gzip).gzip) {
         finding("gzip with quality 1 did not get gzip");
     }
     return 0;

@@ -15,7 +15,7 @@
 
 #include "node/series_count.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/node/file.hpp"
 
 namespace {
 
@@ -36,7 +36,7 @@ std::uint64_t time_series(const xtel::metrics::snapshot& s) {
 
 /// The count of `payload` must be what decoding it finds, and stop early past a cap.
 void check_series_count(const std::vector<std::byte>& payload) {
-    const auto counted = xtel::detail::count_time_series(payload, ~std::uint64_t{0});
+    const auto counted = xtel::node::detail::count_time_series(payload, ~std::uint64_t{0});
     try {
         const auto decoded = xtel::metrics::decode_snapshot(payload);
         if (!counted || *counted != time_series(decoded)) {
@@ -45,7 +45,7 @@ void check_series_count(const std::vector<std::byte>& payload) {
     } catch (const xtel::metrics::snapshot_decode_error&) {
     }
     if (counted && *counted > 0) {
-        const auto stopped = xtel::detail::count_time_series(payload, *counted - 1);
+        const auto stopped = xtel::node::detail::count_time_series(payload, *counted - 1);
         if (!stopped || *stopped <= *counted - 1) {
             __builtin_trap();
         }
@@ -67,16 +67,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string path = "/proc/self/fd/" + std::to_string(fd);
     if (size > 0) {
         try {
-            xtel::node_file::reader limited(path, size - 1);
+            xtel::node::file::reader limited(path, size - 1);
             __builtin_trap();  // opened a file over its limit
-        } catch (const xtel::node_file::format_error& e) {
-            if (e.kind() != xtel::node_file::fault::too_large) {
+        } catch (const xtel::node::file::format_error& e) {
+            if (e.kind() != xtel::node::file::fault::too_large) {
                 __builtin_trap();  // the size is checked before anything of the file is read
             }
         }
     }
     try {
-        xtel::node_file::reader r(path);
+        xtel::node::file::reader r(path);
         (void)r.published();
         (void)r.refused();
         (void)r.closed();
@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (::ftruncate(fd, static_cast<off_t>(size / 2)) == 0) {
             (void)r.read_latest(4);
         }
-    } catch (const xtel::node_file::format_error&) {
+    } catch (const xtel::node::file::format_error&) {
     }
     ::close(fd);
     return 0;

@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "node/otlp.hpp"
-#include "node/otlp_config.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/push/otlp.hpp"
+#include "xtel/push/otlp_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view input(reinterpret_cast<const char*>(data), size);
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view type = input.substr(0, nl);
     const std::string_view body =
         nl == std::string_view::npos ? std::string_view{} : input.substr(nl + 1);
-    if (const auto p = xtel::node::parse_otlp_response(body, type)) {
+    if (const auto p = xtel::push::parse_otlp_response(body, type)) {
         // The message is cut to what a log line may hold, without control characters.
         if (p->error_message.size() > 512) {
             __builtin_trap();
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return std::nullopt;
     };
     try {
-        if (const auto o = xtel::node::otlp_options_from(lookup, {}, "host")) {
+        if (const auto o = xtel::push::otlp_options_from(lookup, {}, "host")) {
             // What the settings let through is what the sender's headers become.
             for (const auto& [name, value] : o->headers) {
                 if (name.empty() || value.find_first_of("\r\n") != std::string::npos) {

@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "exporters/plugin/plugin_descriptor.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 #include "xtel/exporters/plugin.hpp"
 
 namespace {

@@ -23,13 +23,13 @@
 #include <utility>
 #include <vector>
 
-#include "exporters/prometheus/prometheus_text.hpp"
+#include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
 namespace {
 
-using xtel::detail::exposition;
+using xtel::metrics::exposition;
 using xtel::metrics::metric_type;
 
 [[noreturn]] void finding(std::string_view what, std::string_view line, exposition format) {
@@ -279,7 +279,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::make_shared<const xtel::metrics::snapshot>(s)};
     for (const exposition format : {exposition::text, exposition::openmetrics}) {
         std::string body;
-        xtel::detail::render(served, body, format);
+        xtel::metrics::render(served, body, format);
         check_body(*served[0], body, format);
     }
     return 0;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agent_support.hpp"
-#include "xtel/registry.hpp"
+#include "xtel/agent/registry.hpp"
 
 extern char** environ;
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/agent.hpp"
-#include "xtel/flight_recorder.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace agent_test {
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "agent_support.hpp"
-#include "xtel/agent.hpp"
-#include "xtel/basic_agent.hpp"
-#include "xtel/device.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/agent/device.hpp"
 
 #include <fmt/format.h>
 

@@ -21,7 +21,7 @@
 
 #include "prometheus_support.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/node/file.hpp"
 
 using prom_it::child_process;
 using prom_it::prometheus_server;
@@ -180,11 +180,11 @@ TEST_CASE(
 
     // Written by this process, which holds each file's lock as a live agent would.
     const auto cases = crafted_files(demo.pid());
-    std::vector<std::unique_ptr<xtel::node_file::writer>> writers;
+    std::vector<std::unique_ptr<xtel::node::file::writer>> writers;
     for (const crafted& c : cases) {
         std::vector<std::byte> payload;
         xtel::metrics::encode_snapshot(c.snap, payload);
-        writers.push_back(std::make_unique<xtel::node_file::writer>(dir.path(), c.agent));
+        writers.push_back(std::make_unique<xtel::node::file::writer>(dir.path(), c.agent));
         REQUIRE(writers.back()->publish(payload));
     }
 

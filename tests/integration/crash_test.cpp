@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "test_util.hpp"
-#include "xtel/flight_recorder.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 TEST_CASE("a writer killed with SIGKILL mid-stream leaves every published event readable") {
     xtel_test::temp_dir dir;

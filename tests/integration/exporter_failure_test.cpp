@@ -22,9 +22,9 @@
 
 #include "agent_support.hpp"
 #include "test_util.hpp"
-#include "xtel/agent.hpp"
-#include "xtel/basic_agent.hpp"
-#include "xtel/log.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/core/log.hpp"
 
 using namespace agent_test;
 

@@ -33,7 +33,7 @@
 #include "exporter_support.hpp"
 #include "prometheus_support.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/node/file.hpp"
 
 using exporter_it::block;
 using exporter_it::demo_options;
@@ -51,7 +51,7 @@ using xtel_test::count_of;
 using xtel_test::temp_dir;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-namespace nf = xtel::node_file;
+namespace nf = xtel::node::file;
 
 namespace {
 

@@ -35,7 +35,7 @@ constexpr bool address_sanitized = false;
 constexpr std::uint64_t transfers = 50;
 constexpr std::uint64_t block = 65536;
 
-/// The variables that name a rank (xtel/rank.hpp): a demo gets only those a test gives it, so
+/// The variables that name a rank (xtel/core/rank.hpp): a demo gets only those a test gives it, so
 /// that a test run under a launcher (Slurm, mpirun) sees the labels it expects.
 inline const std::vector<std::string> rank_variables = {
     "RANK",         "LOCAL_RANK",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",

@@ -17,11 +17,11 @@
 
 #include "agent_support.hpp"
 #include "test_util.hpp"
-#include "xtel/agent.hpp"
-#include "xtel/basic_agent.hpp"
-#include "xtel/device.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/agent/device.hpp"
+#include "xtel/core/transfer.hpp"
 #include "xtel/metrics/attributes.hpp"
-#include "xtel/transfer.hpp"
 
 using xtel::descriptor;
 using xtel::status_code;

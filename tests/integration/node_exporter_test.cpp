@@ -17,11 +17,11 @@
 
 #include "agent_support.hpp"
 #include "prometheus_support.hpp"
-#include "xtel/agent.hpp"
-#include "xtel/basic_agent.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/exporters/pipelines.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/node/file.hpp"
 
 using xtel::descriptor;
 using xtel::transfer_handle;
@@ -32,7 +32,7 @@ namespace {
 
 /// The latest snapshot in a node file.
 xtel::metrics::snapshot latest(const std::filesystem::path& file) {
-    xtel::node_file::reader r(file);
+    xtel::node::file::reader r(file);
     const auto p = r.read_latest();
     REQUIRE(p);
     REQUIRE(p->number > 0);
@@ -89,7 +89,7 @@ TEST_CASE("an agent's node file holds its metric state after every flush, and af
         CHECK((std::filesystem::status(file).permissions() & std::filesystem::perms::all) ==
               (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
         {
-            const xtel::node_file::reader r(file);
+            const xtel::node::file::reader r(file);
             CHECK(r.writer_alive());
             CHECK_FALSE(r.closed());
             CHECK(r.writer_pid() == static_cast<std::uint32_t>(::getpid()));
@@ -141,7 +141,7 @@ TEST_CASE("an agent's node file holds its metric state after every flush, and af
         CHECK(tagged);
     }
     // The agent is gone: the file stays, closed, with the state it ended with.
-    const xtel::node_file::reader r(file);
+    const xtel::node::file::reader r(file);
     CHECK(r.closed());
     CHECK_FALSE(r.writer_alive());
     const auto last = latest(file);
@@ -158,7 +158,7 @@ TEST_CASE("a second agent of the same name in the same directory leaves the firs
     REQUIRE(first->telemetry_enabled());
     first->flush_telemetry();
     second->flush_telemetry();
-    const xtel::node_file::reader r(dir.path() / "twin.metrics");
+    const xtel::node::file::reader r(dir.path() / "twin.metrics");
     CHECK(r.writer_pid() == static_cast<std::uint32_t>(::getpid()));
     CHECK(r.writer_alive());
     const auto s = latest(dir.path() / "twin.metrics");
@@ -191,7 +191,7 @@ TEST_CASE("xfer_demo with the node exporter leaves node files holding exactly th
         const auto file = dir.path() / (std::string(agent) + ".metrics");
         INFO(file.filename().string());
         REQUIRE(std::filesystem::exists(file));
-        const xtel::node_file::reader r(file);
+        const xtel::node::file::reader r(file);
         CHECK(r.closed());
         CHECK(r.agent_name() == agent);
     }

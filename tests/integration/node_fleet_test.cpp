@@ -42,7 +42,7 @@ namespace {
 constexpr std::string_view no_prometheus =
     "SKIPPED: prometheus was not found when configuring (Debian package prometheus)";
 
-/// Whether this xtel-exporter pushes with --remote-write (a build with XTEL_REMOTE_WRITE=OFF
+/// Whether this xtel-exporter pushes with --remote-write (a build with XTEL_PUSH=OFF
 /// does not): the remote-write parts run only when it does, and warn otherwise.
 bool exporter_has_remote_write() {
     static const bool has = [] {
@@ -55,7 +55,7 @@ bool exporter_has_remote_write() {
 
 constexpr std::string_view no_remote_write =
     "SKIPPED: this xtel-exporter was built without the remote-write client "
-    "(XTEL_REMOTE_WRITE=OFF), so nothing is pushed to a remote-write receiver";
+    "(XTEL_PUSH=OFF), so nothing is pushed to a remote-write receiver";
 
 /// This machine's name, as xtel-exporter puts it in the instance label of what it pushes.
 std::string host_name() {

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/agent.hpp"
-#include "xtel/basic_agent.hpp"
-#include "xtel/flight_recorder.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 namespace {
 

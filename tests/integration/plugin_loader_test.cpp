@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "plugin_test_support.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 using Catch::Matchers::Contains;
 using xtel::test::exporter_error_of;

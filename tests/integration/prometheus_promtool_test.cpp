@@ -9,9 +9,9 @@
 
 #include <filesystem>
 
-#include "exporters/prometheus/prometheus_text.hpp"
 #include "prometheus_support.hpp"
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
 using prom_it::child_process;
@@ -274,7 +274,7 @@ TEST_CASE("an exemplar in openmetrics comes back from the python parser as it wa
         std::make_shared<const xtel::metrics::snapshot>(
             xtel::metrics::take_snapshot(store, {{"agent_name", "kv"}}))};
     std::string text;
-    xtel::detail::render(snapshots, text, xtel::detail::exposition::openmetrics);
+    xtel::metrics::render(snapshots, text, xtel::metrics::exposition::openmetrics);
 
     const temp_dir dir;
     const auto r = parse_openmetrics(dir, text);

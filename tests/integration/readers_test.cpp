@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "test_util.hpp"
-#include "xtel/flight_recorder.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include "prometheus_support.hpp"
 #include "test_util.hpp"
-#include "xtel/flight_recorder.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace {
 

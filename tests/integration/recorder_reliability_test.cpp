@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/flight_recorder.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 extern char** environ;
 

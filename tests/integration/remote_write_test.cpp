@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "node/remote_write.hpp"
 #include "prometheus_receiver.hpp"
 #include "prometheus_support.hpp"
+#include "xtel/push/remote_write.hpp"
 
 using prom_it::prometheus_receiver;
 using xtel_test::temp_dir;
@@ -55,8 +55,8 @@ TEST_CASE("a real Prometheus answers a query with the counter a remote writer pu
     }
     const temp_dir dir;
     prometheus_receiver prom(dir.path(), prom_it::free_port());
-    node::remote_writer writer(prom.url(), {.max_backoff = 1s});
-    writer.push(node::encode_write_request(counter_snapshot(), now_ms()));
+    push::remote_writer writer(prom.url(), {.max_backoff = 1s});
+    writer.push(push::encode_write_request(counter_snapshot(), now_ms()));
     const auto value = prom.query_until("xtel_rw_test_total", "12345");
     INFO("prometheus log:\n" << prom_it::read_file(prom.log));
     CHECK(value == "12345");
@@ -72,11 +72,11 @@ TEST_CASE("bodies pushed while the receiver is down arrive once it is up", "[rem
     }
     const temp_dir dir;
     const std::uint16_t port = prom_it::free_port();
-    node::remote_writer writer(fmt::format("http://127.0.0.1:{}/api/v1/write", port),
+    push::remote_writer writer(fmt::format("http://127.0.0.1:{}/api/v1/write", port),
                                {.max_backoff = 1s});
     const std::int64_t t = now_ms();
     for (std::int64_t i = 2; i >= 0; --i) {
-        writer.push(node::encode_write_request(counter_snapshot(), t - i * 1000));
+        writer.push(push::encode_write_request(counter_snapshot(), t - i * 1000));
     }
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     while (writer.failed_attempts() < 2 && std::chrono::steady_clock::now() < deadline) {

@@ -1,5 +1,5 @@
 // xtel-exporter under clients that hold its answers, and under every hostile row at once: the
-// real program over real node files, written here as agents write them (node_file::writer and
+// real program over real node files, written here as agents write them (node::file::writer and
 // encode_snapshot), attacked by the benchmark's hostile clients (bench/hostile_clients.hpp).
 
 #include <arpa/inet.h>
@@ -29,7 +29,7 @@
 #include "prometheus_support.hpp"
 #include "xtel/metrics/snapshot.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/node/file.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define XTEL_TEST_ASAN 1
@@ -64,7 +64,7 @@ class node_agents {
         : every_(every) {
         for (int a = 0; a < agents; ++a) {
             const std::string name = fmt::format("stress-{}", a);
-            writers_.push_back(std::make_unique<xtel::node_file::writer>(dir, name));
+            writers_.push_back(std::make_unique<xtel::node::file::writer>(dir, name));
             xtel::metrics::snapshot s;
             s.labels = {{"agent_name", name}};
             xtel::metrics::family_snapshot f;
@@ -113,7 +113,7 @@ class node_agents {
 
   private:
     std::chrono::milliseconds every_;
-    std::vector<std::unique_ptr<xtel::node_file::writer>> writers_;
+    std::vector<std::unique_ptr<xtel::node::file::writer>> writers_;
     std::vector<xtel::metrics::snapshot> snapshots_;
     std::atomic<bool> stop_{false};
     std::thread thread_;
@@ -277,7 +277,7 @@ TEST_CASE("64 clients pipelining requests they never read keep xtel-exporter und
 #else
     CHECK(peak < 100'000'000);
     // What the clients may hold: the bodies being handed out (four representations at most)
-    // and 32 MiB of older ones (http_limits::max_held_bytes); 3dec3ab held one body each.
+    // and 32 MiB of older ones (limits::max_held_bytes); 3dec3ab held one body each.
     CHECK(peak - before < (std::uint64_t{32} << 20) + 4 * body.size());
 #endif
 }

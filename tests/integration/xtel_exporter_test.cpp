@@ -243,7 +243,7 @@ double health(const std::string& body, const std::string& name) {
 }
 
 bool remote_write_built() {
-#if XTEL_HAVE_REMOTE_WRITE
+#if XTEL_HAVE_PUSH
     return true;
 #else
     return false;
@@ -255,7 +255,7 @@ bool remote_write_built() {
 TEST_CASE("xtel-exporter pushes an agent's exact byte count to a real Prometheus by remote-write",
           "[exporter]") {
     if (std::string_view(XTEL_PROMETHEUS).empty() || !remote_write_built()) {
-        WARN("SKIPPED: needs prometheus (Debian package) and XTEL_REMOTE_WRITE");
+        WARN("SKIPPED: needs prometheus (Debian package) and XTEL_PUSH");
         return;
     }
     const temp_dir dir;
@@ -290,7 +290,7 @@ TEST_CASE(
     "serving",
     "[exporter]") {
     if (!remote_write_built()) {
-        WARN("SKIPPED: xtel-exporter was built without XTEL_REMOTE_WRITE");
+        WARN("SKIPPED: xtel-exporter was built without XTEL_PUSH");
         return;
     }
     const temp_dir dir;

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "test_util.hpp"
-#include "xtel/config.hpp"
-#include "xtel/error.hpp"
-#include "xtel/parse.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/parse.hpp"
 
 TEST_CASE("telemetry is off when NIXL_TELEMETRY_ENABLE is unset") {
     const auto c = xtel::config::from_env(xtel_test::env_table({}));
@@ -116,7 +116,6 @@ TEST_CASE("every malformed value is refused with the variable, the value and wha
         {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", missing_dir, "does not exist"},
         {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", "/dev/null", "not a directory"},
         {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", "", "non-empty value"},
-        {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", missing_dir, "does not exist"},
     }));
     CAPTURE(c.variable, c.value);
     std::map<std::string, std::string> vars{{"NIXL_TELEMETRY_ENABLE", "y"}};
@@ -191,7 +190,7 @@ TEST_CASE("a configuration error shows the control bytes of a value escaped on o
     }
 }
 
-TEST_CASE("an empty output path is refused with what each built-in exporter takes") {
+TEST_CASE("an empty output path is refused where the variables are read") {
     try {
         (void)xtel::config::from_env(xtel_test::env_table(
             {{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", ""}}));
@@ -199,6 +198,6 @@ TEST_CASE("an empty output path is refused with what each built-in exporter take
     } catch (const xtel::config_error& e) {
         CHECK(std::string(e.what()) ==
               "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='' is invalid: expected a non-empty value (a "
-              "directory for buffer, host:port for prometheus, a directory for node)");
+              "directory or an address, as the exporters named take it: docs/configuration.md)");
     }
 }

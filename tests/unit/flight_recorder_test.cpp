@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/log.hpp"
 #include "xtel/exporters/buffer.hpp"
-#include "xtel/flight_recorder.hpp"
-#include "xtel/log.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace fr = xtel::flight_recorder;
 

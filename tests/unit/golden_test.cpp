@@ -19,13 +19,13 @@
 #include <string_view>
 #include <vector>
 
-#include "node/otlp.hpp"
-#include "node/remote_write.hpp"
 #include "prometheus_fixtures.hpp"
 #include "test_util.hpp"
 #include "xtel/exporters/node.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/node/file.hpp"
+#include "xtel/push/otlp.hpp"
+#include "xtel/push/remote_write.hpp"
 
 namespace {
 
@@ -139,7 +139,7 @@ std::vector<std::byte> node_payload() {
         e.on_health(health);
         e.on_flush_end();
     }
-    xtel::node_file::reader r(dir.path() / "golden.metrics");
+    xtel::node::file::reader r(dir.path() / "golden.metrics");
     const auto p = r.read_latest();
     REQUIRE(p);
     return p->payload;
@@ -199,23 +199,23 @@ TEST_CASE("the remote-write request of a node is what it was before the split", 
     const auto snapshots = node_snapshots();
     const std::vector<xtel::metrics::label> external = {{"instance", "node-1:9465"}};
     matches_golden("remote_write.bin",
-                   xtel::node::encode_write_request(snapshots, 1'700'000'010'000, external));
+                   xtel::push::encode_write_request(snapshots, 1'700'000'010'000, external));
 }
 
 TEST_CASE("the OTLP requests of a node are what they were before the split", "[golden]") {
     const auto snapshots = node_snapshots();
-    xtel::node::otlp_resource resource;
+    xtel::push::otlp_resource resource;
     resource.host_name = "node-1";
     resource.attributes = {{"deployment.environment", "test"}};
     constexpr std::uint64_t t1 = 1'700'000'010'000'000'000;
     constexpr std::uint64_t t2 = 1'700'000'070'000'000'000;
     for (const auto encoding :
-         {xtel::node::otlp_encoding::protobuf, xtel::node::otlp_encoding::json}) {
-        const std::string ext = encoding == xtel::node::otlp_encoding::json ? "json" : "bin";
-        xtel::node::otlp_encoder cumulative(resource, xtel::node::otlp_temporality::cumulative);
+         {xtel::push::otlp_encoding::protobuf, xtel::push::otlp_encoding::json}) {
+        const std::string ext = encoding == xtel::push::otlp_encoding::json ? "json" : "bin";
+        xtel::push::otlp_encoder cumulative(resource, xtel::push::otlp_temporality::cumulative);
         matches_golden("otlp_cumulative." + ext, cumulative.encode(snapshots, t1, encoding));
         // Delta: the first export from the start, the second what was gained since (nothing).
-        xtel::node::otlp_encoder delta(resource, xtel::node::otlp_temporality::delta);
+        xtel::push::otlp_encoder delta(resource, xtel::push::otlp_temporality::delta);
         matches_golden("otlp_delta_first." + ext, delta.encode(snapshots, t1, encoding));
         matches_golden("otlp_delta_second." + ext, delta.encode(snapshots, t2, encoding));
     }

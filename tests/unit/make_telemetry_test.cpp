@@ -9,13 +9,13 @@
 #include <string>
 #include <type_traits>
 
-#include "core/pipeline_telemetry.hpp"
+#include "agent/pipeline_telemetry.hpp"
 #include "test_util.hpp"
-#include "xtel/clock.hpp"
-#include "xtel/flight_recorder.hpp"
-#include "xtel/names.hpp"
-#include "xtel/pipelines.hpp"
-#include "xtel/runtime_telemetry.hpp"
+#include "xtel/agent/runtime_telemetry.hpp"
+#include "xtel/core/clock.hpp"
+#include "xtel/core/names.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 namespace {
 

@@ -11,9 +11,9 @@
 
 #include "prometheus_fixtures.hpp"
 #include "test_util.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/exporters/pipelines.hpp"
 #include "xtel/metrics/builder.hpp"
-#include "xtel/pipelines.hpp"
 
 using prom_test::exporter_under_test;
 using prom_test::transfer_round;

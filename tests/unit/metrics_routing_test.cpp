@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "test_util.hpp"
+#include "xtel/core/telemetry.hpp"
 #include "xtel/exporters/prometheus.hpp"
-#include "xtel/telemetry.hpp"
 
 namespace {
 

@@ -27,20 +27,20 @@
 #include <vector>
 
 #include "node/flock_holders.hpp"
-#include "node/node_collector.hpp"
 #include "node/series_count.hpp"
 #include "test_util.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/node/collector.hpp"
+#include "xtel/node/file.hpp"
 
-namespace nf = xtel::node_file;
-using xtel::detail::count_time_series;
-using xtel::detail::flock_holders;
-using xtel::detail::node_collector;
-using xtel::detail::refusal;
+namespace nf = xtel::node::file;
 using xtel::metrics::family_snapshot;
 using xtel::metrics::metric_type;
 using xtel::metrics::snapshot;
+using xtel::node::collector;
+using xtel::node::refusal;
+using xtel::node::detail::count_time_series;
+using xtel::node::detail::flock_holders;
 
 namespace {
 
@@ -84,24 +84,24 @@ std::vector<std::byte> payload_of(const std::string& agent, std::vector<family_s
     return out;
 }
 
-node_collector::settings settings_of(const xtel_test::temp_dir& dir) {
+collector::settings settings_of(const xtel_test::temp_dir& dir) {
     return {.dir = dir.path(), .stale_ttl = std::chrono::seconds(60), .program = "test"};
 }
 
 /// Scans and refreshes `c`; the agent_name label of each snapshot served, in order.
-std::vector<std::string> served(node_collector& c) {
+std::vector<std::string> served(collector& c) {
     c.scan();
     std::vector<std::string> out;
-    for (const auto& s : c.refresh(node_collector::clock::now())) {
+    for (const auto& s : c.refresh(collector::clock::now())) {
         out.push_back(s->labels.front().value);
     }
     return out;
 }
 
 /// The snapshot served for agent `agent`, or null.
-std::shared_ptr<const snapshot> snapshot_of(node_collector& c, const std::string& agent) {
+std::shared_ptr<const snapshot> snapshot_of(collector& c, const std::string& agent) {
     c.scan();
-    for (auto& s : c.refresh(node_collector::clock::now())) {
+    for (auto& s : c.refresh(collector::clock::now())) {
         if (s->labels.front().value == agent) {
             return s;
         }
@@ -204,10 +204,10 @@ TEST_CASE("the process holding a file's flock is found in /proc/locks until it l
         CHECK(table.readable());
         CHECK_FALSE(table.truncated());
         CHECK(table.holder(st.st_ino) == pid);
-        CHECK(xtel::detail::innermost_pid(pid) == pid);
+        CHECK(xtel::node::detail::innermost_pid(pid) == pid);
     }
     CHECK_FALSE(flock_holders::read(st.st_dev).holder(st.st_ino));
-    CHECK_FALSE(xtel::detail::innermost_pid(pid));
+    CHECK_FALSE(xtel::node::detail::innermost_pid(pid));
 }
 
 TEST_CASE("a process's pid in its own PID namespace is read through NSpid",
@@ -243,7 +243,7 @@ TEST_CASE("a process's pid in its own PID namespace is read through NSpid",
     ::close(release[0]);
     pid_t inner = 0;
     const bool told = ::read(to_parent[0], &inner, sizeof inner) == sizeof inner;
-    const auto seen = told ? xtel::detail::innermost_pid(inner) : std::nullopt;
+    const auto seen = told ? xtel::node::detail::innermost_pid(inner) : std::nullopt;
     ::close(release[1]);
     ::waitpid(child, nullptr, 0);
     REQUIRE(told);
@@ -287,7 +287,7 @@ TEST_CASE("the collector serves a live file whose lock its header's writer holds
     const xtel_test::temp_dir dir;
     nf::writer w(dir.path(), "own");
     REQUIRE(w.publish(payload_of("own", {family("c_total", metric_type::counter, 2)})));
-    node_collector c(settings_of(dir));
+    collector c(settings_of(dir));
     CHECK(served(c) == std::vector<std::string>{"own"});
     CHECK(c.read_errors_total() == 0);
 }
@@ -310,7 +310,7 @@ TEST_CASE(
         f.write(reinterpret_cast<const char*>(&pid), sizeof pid);
     }
     std::filesystem::rename(w.path(), dir / "forged.metrics");
-    node_collector c(settings_of(dir));
+    collector c(settings_of(dir));
     for (int i = 0; i < 5; ++i) {
         CHECK(served(c).empty());
         REQUIRE(w.publish(payload_of("victim", {family("c_total", metric_type::counter, 2)})));
@@ -333,7 +333,7 @@ TEST_CASE("the collector serves a closed file whatever pid its header names",
     }
     // A lock another process takes on a closed file makes it no live writer's.
     const lock_holder squatter(dir / "done.metrics");
-    node_collector c(settings_of(dir));
+    collector c(settings_of(dir));
     CHECK(served(c) == std::vector<std::string>{"done"});
     CHECK(served(c) == std::vector<std::string>{"done"});
     CHECK(c.read_errors_total() == 0);
@@ -353,7 +353,7 @@ TEST_CASE(
     REQUIRE(c3.publish(payload_of("c", {family("h_seconds", metric_type::histogram, 5, 3)})));
     auto s = settings_of(dir);
     s.max_series = 100;
-    node_collector c(s);
+    collector c(s);
     for (int i = 0; i < 4; ++i) {
         // a: 60, b: 60 would make 120, c: 5 x 6 = 30 makes 90.
         CHECK(served(c) == std::vector<std::string>{"a", "c"});
@@ -381,7 +381,7 @@ TEST_CASE("the collector leaves out the family a later file types differently an
     const auto b_payload = payload_of("b", {family("shared_total", metric_type::gauge, 1),
                                             family("b_only", metric_type::gauge, 1)});
     REQUIRE(b.publish(b_payload));
-    node_collector c(settings_of(dir));
+    collector c(settings_of(dir));
     for (int i = 0; i < 3; ++i) {
         const auto sa = snapshot_of(c, "a");
         const auto sb = snapshot_of(c, "b");
@@ -392,8 +392,8 @@ TEST_CASE("the collector leaves out the family a later file types differently an
         CHECK(has_family(*sb, "b_only"));
         REQUIRE(b.publish(b_payload));  // a new payload of the same: not a new conflict
     }
-    CHECK(c.families_left_out(node_collector::left_out::type_conflict) == 1);
-    CHECK(c.families_left_out(node_collector::left_out::reserved_name) == 0);
+    CHECK(c.families_left_out(collector::left_out::type_conflict) == 1);
+    CHECK(c.families_left_out(collector::left_out::reserved_name) == 0);
     const auto warnings = logs.at(xtel::log_level::warning);
     INFO(fmt::format("{}", fmt::join(warnings, "\n")));
     REQUIRE(warnings.size() == 1);
@@ -416,15 +416,15 @@ TEST_CASE("the collector leaves out an agent's family that the program serves it
                                        family("a_only", metric_type::gauge, 1)})));
     auto settings = settings_of(dir);
     settings.reserved_families = {"xtel_exporter_agents"};
-    node_collector c(settings);
+    collector c(settings);
     for (int i = 0; i < 2; ++i) {
         const auto sa = snapshot_of(c, "a");
         REQUIRE(sa);
         CHECK_FALSE(has_family(*sa, "xtel_exporter_agents"));
         CHECK(has_family(*sa, "a_only"));
     }
-    CHECK(c.families_left_out(node_collector::left_out::reserved_name) == 1);
-    CHECK(c.families_left_out(node_collector::left_out::type_conflict) == 0);
+    CHECK(c.families_left_out(collector::left_out::reserved_name) == 1);
+    CHECK(c.families_left_out(collector::left_out::type_conflict) == 0);
     const auto warnings = logs.at(xtel::log_level::warning);
     REQUIRE(warnings.size() == 1);
     CHECK_THAT(warnings[0], Catch::Contains("a.metrics: family xtel_exporter_agents is left out: "
@@ -435,7 +435,7 @@ TEST_CASE("a garbage file rewritten again and again is reported once per change 
           "[node_file][collector]") {
     const xtel_test::temp_dir dir;
     const xtel_test::log_capture logs;
-    node_collector c(settings_of(dir));
+    collector c(settings_of(dir));
     const auto path = dir / "g.metrics";
     for (int i = 0; i < 20; ++i) {
         if (i % 2 == 0) {
@@ -471,7 +471,7 @@ TEST_CASE("the collector refuses a file larger than its limit without reading it
     REQUIRE(w.publish(payload_of("big", {family("c_total", metric_type::counter, 2)})));
     auto s = settings_of(dir);
     s.max_file_bytes = std::filesystem::file_size(w.path()) - 1;
-    node_collector c(s);
+    collector c(s);
     CHECK(served(c).empty());
     CHECK(served(c).empty());
     CHECK(c.read_errors(refusal::too_large) == 1);
@@ -490,7 +490,7 @@ TEST_CASE("the collector refuses another uid's file unopened and serves it once 
     nf::writer w(dir.path(), "theirs");
     REQUIRE(w.publish(payload_of("theirs", {family("c_total", metric_type::counter, 2)})));
     REQUIRE(::chown(w.path().c_str(), other, other) == 0);
-    node_collector refusing(settings_of(dir));
+    collector refusing(settings_of(dir));
     CHECK(served(refusing).empty());
     REQUIRE(w.publish(payload_of("theirs", {family("c_total", metric_type::counter, 3)})));
     CHECK(served(refusing).empty());
@@ -501,7 +501,7 @@ TEST_CASE("the collector refuses another uid's file unopened and serves it once 
 
     auto s = settings_of(dir);
     s.allowed_uids = {other};
-    node_collector allowing(s);
+    collector allowing(s);
     CHECK(served(allowing) == std::vector<std::string>{"theirs"});
     CHECK(allowing.read_errors_total() == 0);
 }

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/config.hpp"
-#include "xtel/error.hpp"
-#include "xtel/log.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/log.hpp"
+#include "xtel/node/file.hpp"
 
-namespace nf = xtel::node_file;
+namespace nf = xtel::node::file;
 
 namespace {
 

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "fake_receiver.hpp"
-#include "node/otlp.hpp"
-#include "node/otlp_config.hpp"
-#include "node/push_url.hpp"
 #include "otlp_metrics.pb.h"
 #include "test_util.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/push/otlp.hpp"
+#include "xtel/push/otlp_config.hpp"
+#include "xtel/push/push_url.hpp"
 
 using namespace xtel;
 using namespace std::chrono_literals;
@@ -113,16 +113,16 @@ const pb::Metric& metric(const pb::ExportMetricsServiceRequest& r, std::string_v
     throw;
 }
 
-node::otlp_resource resource() {
+push::otlp_resource resource() {
     return {"inference", "node-7", {{"deployment.environment", "test"}}};
 }
 
 }  // namespace
 
 TEST_CASE("an OTLP request maps each family as the specification does", "[otlp]") {
-    node::otlp_encoder enc(resource(), node::otlp_temporality::cumulative);
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
     const auto r = decode(
-        enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, node::otlp_encoding::protobuf));
+        enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, push::otlp_encoding::protobuf));
     REQUIRE(r.resource_metrics_size() == 1);
     const auto& rm = r.resource_metrics(0);
     CHECK(attributes(rm.resource().attributes()) ==
@@ -187,9 +187,9 @@ TEST_CASE("the exporter's own snapshots share one resource of service xtel-expor
     own->families = {f};
     auto process = std::make_shared<metrics::snapshot>(*own);
     process->families[0].spec.name = "process_open_fds";
-    node::otlp_encoder enc(resource(), node::otlp_temporality::cumulative);
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
     const auto r = decode(enc.encode(snapshots{agent(1, {0, 0}, 0, 0), own, process}, t1,
-                                     node::otlp_encoding::protobuf));
+                                     push::otlp_encoding::protobuf));
     REQUIRE(r.resource_metrics_size() == 2);
     const auto attrs = attributes(r.resource_metrics(1).resource().attributes());
     CHECK(attrs.at("service.name") == "xtel-exporter");
@@ -198,11 +198,11 @@ TEST_CASE("the exporter's own snapshots share one resource of service xtel-expor
 }
 
 TEST_CASE("delta temporality sends what each series gained since the previous export", "[otlp]") {
-    node::otlp_encoder enc(resource(), node::otlp_temporality::delta);
+    push::otlp_encoder enc(resource(), push::otlp_temporality::delta);
     const auto first = decode(
-        enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, node::otlp_encoding::protobuf));
+        enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, push::otlp_encoding::protobuf));
     const auto second = decode(
-        enc.encode(snapshots{agent(7500, {4, 6}, 13, 4000)}, t2, node::otlp_encoding::protobuf));
+        enc.encode(snapshots{agent(7500, {4, 6}, 13, 4000)}, t2, push::otlp_encoding::protobuf));
 
     const auto& b1 = metric(first, "xtel_transfer_bytes_total").sum();
     CHECK(b1.aggregation_temporality() == pb::AGGREGATION_TEMPORALITY_DELTA);
@@ -228,26 +228,26 @@ TEST_CASE("delta temporality sends what each series gained since the previous ex
 }
 
 TEST_CASE("delta temporality starts afresh when the agent restarted or went away", "[otlp]") {
-    node::otlp_encoder enc(resource(), node::otlp_temporality::delta);
-    enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, node::otlp_encoding::protobuf);
+    push::otlp_encoder enc(resource(), push::otlp_temporality::delta);
+    enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, push::otlp_encoding::protobuf);
     // Restarted under its name: another start time, lower values.
     constexpr std::uint64_t restarted_us = start_us + 9'000'000;
     const auto r = decode(enc.encode(snapshots{agent(700, {1, 0}, 1, 50, restarted_us)}, t2,
-                                     node::otlp_encoding::protobuf));
+                                     push::otlp_encoding::protobuf));
     const auto& p = metric(r, "xtel_transfer_bytes_total").sum().data_points(0);
     CHECK(p.as_int() == 700);
     CHECK(p.start_time_unix_nano() == restarted_us * 1000);
     CHECK(metric(r, "xtel_transfer_duration_seconds").histogram().data_points(0).count() == 1);
 
-    enc.encode(snapshots{}, t2 + 1, node::otlp_encoding::protobuf);
+    enc.encode(snapshots{}, t2 + 1, push::otlp_encoding::protobuf);
     CHECK(enc.tracked_series() == 0);
 }
 
 TEST_CASE("OTLP JSON writes 64-bit integers as strings, enums as numbers and ids in hex",
           "[otlp]") {
-    node::otlp_encoder enc(resource(), node::otlp_temporality::cumulative);
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
     const std::string json =
-        enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, node::otlp_encoding::json);
+        enc.encode(snapshots{agent(5000, {3, 4}, 9, 2500)}, t1, push::otlp_encoding::json);
     CHECK(json.starts_with(
         R"({"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"inference"}})"));
     CHECK(xtel_test::count_of(json, R"("asInt":"5000")") == 1);
@@ -268,8 +268,8 @@ TEST_CASE("a W3C traceparent exemplar gives its trace and span", "[otlp]") {
         {},
         {},
     };
-    node::otlp_encoder enc(resource(), node::otlp_temporality::cumulative);
-    const auto r = decode(enc.encode(snapshots{s}, t1, node::otlp_encoding::protobuf));
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
+    const auto r = decode(enc.encode(snapshots{s}, t1, push::otlp_encoding::protobuf));
     const auto& x =
         metric(r, "xtel_transfer_duration_seconds").histogram().data_points(0).exemplars(0);
     CHECK(x.span_id() == std::string("\xb7\xad\x6b\x71\x69\x20\x33\x31", 8));
@@ -278,15 +278,15 @@ TEST_CASE("a W3C traceparent exemplar gives its trace and span", "[otlp]") {
 
 namespace {
 
-node::otlp_options settings(std::map<std::string, std::string> vars, node::otlp_flags flags = {}) {
-    const auto o = node::otlp_options_from(xtel_test::env_table(std::move(vars)), flags, "host-a");
+push::otlp_options settings(std::map<std::string, std::string> vars, push::otlp_flags flags = {}) {
+    const auto o = push::otlp_options_from(xtel_test::env_table(std::move(vars)), flags, "host-a");
     REQUIRE(o);
     return *o;
 }
 
-std::string error_of(std::map<std::string, std::string> vars, node::otlp_flags flags = {}) {
+std::string error_of(std::map<std::string, std::string> vars, push::otlp_flags flags = {}) {
     try {
-        node::otlp_options_from(xtel_test::env_table(std::move(vars)), flags, "host-a");
+        push::otlp_options_from(xtel_test::env_table(std::move(vars)), flags, "host-a");
     } catch (const config_error& e) {
         return e.what();
     }
@@ -296,8 +296,8 @@ std::string error_of(std::map<std::string, std::string> vars, node::otlp_flags f
 }  // namespace
 
 TEST_CASE("OTLP is off unless an endpoint is set", "[otlp]") {
-    CHECK_FALSE(node::otlp_options_from(xtel_test::env_table({}), {}, "h"));
-    CHECK_FALSE(node::otlp_options_from(
+    CHECK_FALSE(push::otlp_options_from(xtel_test::env_table({}), {}, "h"));
+    CHECK_FALSE(push::otlp_options_from(
         xtel_test::env_table(
             {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"}, {"OTEL_METRICS_EXPORTER", "none"}}),
         {}, "h"));
@@ -315,7 +315,7 @@ TEST_CASE("the OTLP endpoint variables and flag give the URL as the specificatio
     CHECK(settings({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
                     {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "https://m:1/custom"}})
               .url == "https://m:1/custom");
-    node::otlp_flags f;
+    push::otlp_flags f;
     f.endpoint = "http://flag:9";
     CHECK(settings({{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "https://m:1/custom"}}, f).url ==
           "http://flag:9/v1/metrics");
@@ -340,13 +340,13 @@ TEST_CASE("the OTLP settings read every variable, and flags override them", "[ot
          {"OTEL_METRIC_EXPORT_INTERVAL", "1500"},
          {"OTEL_RESOURCE_ATTRIBUTES", "service.name=fromattrs,k8s.pod.name=p%3D1,host.name=node-9"},
          {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "Delta"}});
-    CHECK(o.encoding == node::otlp_encoding::json);
+    CHECK(o.encoding == push::otlp_encoding::json);
     CHECK(o.headers == std::vector<std::pair<std::string, std::string>>{{"api-key", "a b,c"},
                                                                         {"x-tenant", "7"}});
     CHECK(o.timeout == 2500ms);
     CHECK(o.gzip);
     CHECK(o.interval == 1500ms);
-    CHECK(o.temporality == node::otlp_temporality::delta);
+    CHECK(o.temporality == push::otlp_temporality::delta);
     CHECK(o.resource.service_name == "fromattrs");
     CHECK(o.resource.host_name == "node-9");
     CHECK(o.resource.attributes == std::vector<metrics::label>{{"k8s.pod.name", "p=1"}});
@@ -359,9 +359,9 @@ TEST_CASE("the OTLP settings read every variable, and flags override them", "[ot
     CHECK(settings({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"},
                     {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"},
                     {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf"}})
-              .encoding == node::otlp_encoding::protobuf);
+              .encoding == push::otlp_encoding::protobuf);
 
-    node::otlp_flags f;
+    push::otlp_flags f;
     f.protocol = "http/protobuf";
     f.temporality = "cumulative";
     f.compression = "none";
@@ -374,8 +374,8 @@ TEST_CASE("the OTLP settings read every variable, and flags override them", "[ot
                                    {"OTEL_METRIC_EXPORT_INTERVAL", "1500"},
                                    {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta"}},
                                   f);
-    CHECK(flagged.encoding == node::otlp_encoding::protobuf);
-    CHECK(flagged.temporality == node::otlp_temporality::cumulative);
+    CHECK(flagged.encoding == push::otlp_encoding::protobuf);
+    CHECK(flagged.temporality == push::otlp_temporality::cumulative);
     CHECK_FALSE(flagged.gzip);
     CHECK(flagged.interval == 2s);
     CHECK(flagged.headers ==
@@ -409,7 +409,7 @@ TEST_CASE("a malformed OTLP setting names the variable or flag, the value and wh
           "OTEL_EXPORTER_OTLP_HEADERS='a b=c' is invalid: the header name 'a b' is not one: "
           "expected letters, digits and !#$%&'*+-.^_`|~");
     CHECK(with("OTEL_RESOURCE_ATTRIBUTES", "=x").find("an empty key") != std::string::npos);
-    node::otlp_flags f;
+    push::otlp_flags f;
     f.protocol = "json";
     CHECK(error_of(on, f) ==
           "--otlp-protocol='json' is invalid: expected http/protobuf or "
@@ -420,7 +420,7 @@ TEST_CASE("a push URL that curl would refuse at every try is refused at start in
           "[otlp]") {
     const auto refused = [](std::string_view url) {
         try {
-            node::check_push_url("--remote-write", url, "http://p:9090/api/v1/write");
+            push::check_push_url("--remote-write", url, "http://p:9090/api/v1/write");
         } catch (const config_error& e) {
             const std::string what = e.what();
             CHECK(what.find_first_of("\r\n") == std::string::npos);
@@ -463,7 +463,7 @@ TEST_CASE("every OTLP endpoint variable or flag is checked as a push URL", "[otl
     CHECK(error_of({{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://c:4318/v1\r/metrics"}})
               .starts_with("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT='http://c:4318/v1\\r/metrics' is "
                            "invalid"));
-    node::otlp_flags f;
+    push::otlp_flags f;
     f.endpoint = "http://:4318";
     CHECK(error_of({}, f).starts_with("--otlp-endpoint='http://:4318' is invalid"));
     CHECK(error_of({}, f).ends_with("it has no host"));
@@ -471,7 +471,7 @@ TEST_CASE("every OTLP endpoint variable or flag is checked as a push URL", "[otl
 
 TEST_CASE("a header value with CR or LF is blamed rather than its name and shown escaped",
           "[otlp]") {
-    node::otlp_flags f;
+    push::otlp_flags f;
     f.endpoint = "http://c";
     f.headers = {"a=b\r\nX-Evil: 1"};
     CHECK(error_of({}, f) ==
@@ -489,23 +489,23 @@ TEST_CASE("a header value with CR or LF is blamed rather than its name and shown
 }
 
 TEST_CASE("Retry-After is read as seconds or as an HTTP date", "[otlp]") {
-    CHECK(node::parse_retry_after("3", 0) == 3s);
-    CHECK(node::parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", 1445412480) == 30s);
-    CHECK(node::parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412490) == 0s);
-    CHECK_FALSE(node::parse_retry_after("soon", 0));
-    CHECK_FALSE(node::parse_retry_after("", 0));
-    CHECK_FALSE(node::parse_retry_after("-1", 0));
+    CHECK(push::parse_retry_after("3", 0) == 3s);
+    CHECK(push::parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", 1445412480) == 30s);
+    CHECK(push::parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412490) == 0s);
+    CHECK_FALSE(push::parse_retry_after("soon", 0));
+    CHECK_FALSE(push::parse_retry_after("", 0));
+    CHECK_FALSE(push::parse_retry_after("-1", 0));
 }
 
 TEST_CASE("an OTLP partial success is read from either encoding", "[otlp]") {
     pb::ExportMetricsServiceResponse r;
     r.mutable_partial_success()->set_rejected_data_points(3);
     r.mutable_partial_success()->set_error_message("too old");
-    const auto p = node::parse_otlp_response(r.SerializeAsString(), "application/x-protobuf");
+    const auto p = push::parse_otlp_response(r.SerializeAsString(), "application/x-protobuf");
     REQUIRE(p);
     CHECK(p->rejected_data_points == 3);
     CHECK(p->error_message == "too old");
-    const auto j = node::parse_otlp_response(
+    const auto j = push::parse_otlp_response(
         R"({"partialSuccess": {"rejectedDataPoints": "12", "errorMessage": "bad \"unit\""}})",
         "application/json; charset=utf-8");
     REQUIRE(j);
@@ -516,13 +516,13 @@ TEST_CASE("an OTLP partial success is read from either encoding", "[otlp]") {
     r.mutable_partial_success()->set_error_message("forged\nxtel: error: " +
                                                    std::string(2000, 'x'));
     const auto long_one =
-        node::parse_otlp_response(r.SerializeAsString(), "application/x-protobuf");
+        push::parse_otlp_response(r.SerializeAsString(), "application/x-protobuf");
     REQUIRE(long_one);
     CHECK(long_one->error_message.size() == 512);
     CHECK(long_one->error_message.starts_with("forged?xtel: error: xxx"));
-    CHECK_FALSE(node::parse_otlp_response("", "application/x-protobuf"));
-    CHECK_FALSE(node::parse_otlp_response("{}", "application/json"));
-    CHECK_FALSE(node::parse_otlp_response("\xff\xff", "application/x-protobuf"));
+    CHECK_FALSE(push::parse_otlp_response("", "application/x-protobuf"));
+    CHECK_FALSE(push::parse_otlp_response("{}", "application/json"));
+    CHECK_FALSE(push::parse_otlp_response("\xff\xff", "application/x-protobuf"));
 }
 
 TEST_CASE("an OTLP export is retried on 503 after the Retry-After the receiver asked for",
@@ -530,10 +530,10 @@ TEST_CASE("an OTLP export is retried on 503 after the Retry-After the receiver a
     xtel_test::fake_receiver receiver(
         "/v1/metrics", std::vector<xtel_test::fake_answer>{
                            {503, "busy", "text/plain", {{"Retry-After", "1"}}}, {200}});
-    node::otlp_options o;
+    push::otlp_options o;
     o.url = receiver.url();
     o.headers = {{"x-tenant", "7"}};
-    node::otlp_exporter e(o);
+    push::otlp_pusher e(o);
     e.push(snapshots{agent(1, {0, 0}, 0, 0)}, t1);
     REQUIRE(eventually([&] { return e.sender().sent() == 1; }));
     CHECK(e.sender().failed_attempts() == 1);
@@ -552,10 +552,10 @@ TEST_CASE("an OTLP export the receiver refuses is dropped, a partial success cou
         "/v1/metrics",
         std::vector<xtel_test::fake_answer>{
             {500}, {400}, {200, partial.SerializeAsString(), "application/x-protobuf", {}}});
-    node::otlp_options o;
+    push::otlp_options o;
     o.url = receiver.url();
     o.gzip = true;
-    node::otlp_exporter e(o);
+    push::otlp_pusher e(o);
     for (int i = 0; i < 3; ++i) {
         e.push(snapshots{agent(1, {0, 0}, 0, 0)}, t1 + i);
     }

@@ -1,6 +1,6 @@
-// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH has one meaning per exporter list (xtel/output_path.hpp):
-// the flight recorder's directory when buffer is named, else the Prometheus address when
-// prometheus is named, else only what plugins are handed.
+// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH has one meaning per exporter list
+// (xtel/exporters/output_path.hpp): the flight recorder's directory when buffer is named, else the
+// Prometheus address when prometheus is named, else only what plugins are handed.
 
 #include <catch2/catch.hpp>
 
@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/error.hpp"
+#include "xtel/agent/runtime_telemetry.hpp"
+#include "xtel/core/error.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
+#include "xtel/exporters/output_path.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
-#include "xtel/output_path.hpp"
 
 using xtel::host_port;
 using xtel::output_path_use;
@@ -50,15 +51,20 @@ TEST_CASE("without an output path the flight recorder is in /dev/shm") {
     CHECK(xtel::buffer_settings::from_env(cfg).directory == "/dev/shm");
 }
 
-TEST_CASE("with buffer named a directory that does not exist is refused by config::from_env") {
-    for (const char* exporters :
-         {"buffer", "buffer,prometheus", "prometheus,buffer", "buffer,csv"}) {
+TEST_CASE("with buffer named a directory that does not exist is refused before anything starts") {
+    // config::from_env reads the variables (core knows no exporter); the registry checks the
+    // directory once it knows the exporters, before building any of them.
+    for (const char* exporters : {"buffer", "buffer,prometheus", "prometheus,buffer"}) {
         CAPTURE(exporters);
-        CHECK_THROWS_WITH(from_env(exporters, "/nonexistent/xtel-dir"),
+        const auto cfg = from_env(exporters, "/nonexistent/xtel-dir");
+        CHECK_THROWS_WITH(xtel::make_telemetry("a", cfg),
                           Catch::Contains("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='/nonexistent/"
                                           "xtel-dir' is invalid") &&
                               Catch::Contains("does not exist"));
     }
+    CHECK_THROWS_WITH(
+        xtel::check_output_path(std::vector<std::string>{"buffer", "csv"}, "/nonexistent/xtel-dir"),
+        Catch::Contains("does not exist"));
 }
 
 TEST_CASE("the buffer settings refuse a missing directory in a config made by hand") {

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string_view>
 
-#include "exporters/prometheus/process_metrics.hpp"
+#include "xtel/metrics/process_metrics.hpp"
 
 namespace {
 
@@ -44,7 +44,7 @@ TEST_CASE("process CPU time lies between two getrusage readings around it") {
         sink = sink + i;
     }
     const std::uint64_t before = cpu_us();
-    const auto s = xtel::detail::process_snapshot();
+    const auto s = xtel::metrics::process_snapshot();
     const std::uint64_t after = cpu_us();
     const auto cpu = value_of(s, "process_cpu_seconds_total");
     REQUIRE(cpu);
@@ -57,12 +57,12 @@ TEST_CASE("process CPU time lies between two getrusage readings around it") {
 }
 
 TEST_CASE("open descriptors count exactly the ones the test opens") {
-    const auto s0 = xtel::detail::process_snapshot();
+    const auto s0 = xtel::metrics::process_snapshot();
     int fds[10];
     for (int i = 0; i < 10; i += 2) {
         REQUIRE(::pipe(&fds[i]) == 0);
     }
-    const auto s1 = xtel::detail::process_snapshot();
+    const auto s1 = xtel::metrics::process_snapshot();
     for (const int fd : fds) {
         ::close(fd);
     }
@@ -74,7 +74,7 @@ TEST_CASE("open descriptors count exactly the ones the test opens") {
 }
 
 TEST_CASE("memory and start time are plausible and in base units") {
-    const auto s = xtel::detail::process_snapshot();
+    const auto s = xtel::metrics::process_snapshot();
     const auto rss = value_of(s, "process_resident_memory_bytes");
     const auto vsize = value_of(s, "process_virtual_memory_bytes");
     REQUIRE(rss);

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "test_util.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
 
 using xtel::host_port;

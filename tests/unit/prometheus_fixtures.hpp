@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "xtel/event.hpp"
+#include "xtel/core/event.hpp"
+#include "xtel/core/log.hpp"
+#include "xtel/core/transfer_record.hpp"
 #include "xtel/exporters/prometheus.hpp"
-#include "xtel/log.hpp"
-#include "xtel/transfer_record.hpp"
 
 namespace prom_test {
 

@@ -26,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "http/request.hpp"
-#include "http/server.hpp"
 #include "prometheus_fixtures.hpp"
+#include "xtel/http/request.hpp"
+#include "xtel/http/server.hpp"
 
 using prom_test::exporter_under_test;
 using prom_test::log_capture;
@@ -172,21 +172,21 @@ class held_server {
   public:
     using body_factory = std::function<std::shared_ptr<const std::string>()>;
 
-    explicit held_server(xtel::detail::http_limits limits, body_factory make_body = {})
+    explicit held_server(xtel::http::limits limits, body_factory make_body = {})
         : make_body_(make_body ? std::move(make_body)
                                : [] { return std::make_shared<const std::string>("ok\n"); }),
           server_(
               xtel::host_port::parse("test", "127.0.0.1:0"),
               "/metrics",
               "",
-              [this](const xtel::detail::http::request_head& head) { return entity(head); },
+              [this](const xtel::http::request_head& head) { return entity(head); },
               limits) {}
     ~held_server() { release(); }
     held_server(const held_server&) = delete;
     held_server& operator=(const held_server&) = delete;
 
     std::uint16_t port() const { return server_.bound().port; }
-    xtel::detail::http_server_stats stats() const { return server_.stats(); }
+    xtel::http::server_stats stats() const { return server_.stats(); }
 
     /// Whether a `hold` request is in the callback within 5 s.
     bool wait_held() {
@@ -200,7 +200,7 @@ class held_server {
     }
 
   private:
-    xtel::detail::http_entity entity(const xtel::detail::http::request_head& head) {
+    xtel::http::entity entity(const xtel::http::request_head& head) {
         const auto accept = head.accept.values();
         if (std::find(accept.begin(), accept.end(), "hold") != accept.end()) {
             std::unique_lock lock(mutex_);
@@ -216,7 +216,7 @@ class held_server {
     bool held_ = false;
     bool released_ = false;
     body_factory make_body_;
-    xtel::detail::http_server server_;  // last: its thread stops before the rest goes
+    xtel::http::server server_;  // last: its thread stops before the rest goes
 };
 
 constexpr std::string_view plain_get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -434,7 +434,7 @@ TEST_CASE("a request that arrived while the server was busy is answered and not 
     // request as the server last saw it; a request that had reached the kernel since was lost
     // with it, and its client got a reset or an empty reply (issue 27: the failed scrapes under
     // attack). The server now reads such a connection before closing it.
-    xtel::detail::http_limits limits;
+    xtel::http::limits limits;
     limits.max_connections = 4;
     held_server server(limits);
     const client_socket scraper(server.port());
@@ -465,7 +465,7 @@ TEST_CASE("a request that arrived while the server was busy is answered and not 
 
 TEST_CASE("a connection has its grace to send its request however many connect after it",
           "[http]") {
-    xtel::detail::http_limits limits;
+    xtel::http::limits limits;
     limits.max_connections = 4;
     limits.request_grace = std::chrono::milliseconds(3000);
     held_server server(limits);
@@ -489,7 +489,7 @@ TEST_CASE(
     "[http]") {
     // Each answer gets a newer body, as xtel-exporter's did when every rendering differed.
     constexpr std::size_t body_size = std::size_t{4} << 20;
-    xtel::detail::http_limits limits;
+    xtel::http::limits limits;
     limits.max_held_bytes = std::size_t{10} << 20;  // two old bodies, not three
     std::atomic<char> version{'a'};
     const log_capture log;
@@ -543,7 +543,7 @@ TEST_CASE("requests pipelined behind an answer the client does not read stay in 
         return queues_of(client_port, server.port()).sent +
                queues_of(server.port(), client_port).received;
     };
-    const long expected = static_cast<long>(pipelined.size() - xtel::detail::http::max_head_bytes);
+    const long expected = static_cast<long>(pipelined.size() - xtel::http::max_head_bytes);
     const auto give_up = clock_type::now() + std::chrono::seconds(5);
     while (in_kernel() < expected && clock_type::now() < give_up) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));

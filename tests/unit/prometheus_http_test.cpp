@@ -11,13 +11,13 @@
 #include <chrono>
 #include <thread>
 
-#include "exporters/prometheus/negotiate.hpp"
 #include "exporters/prometheus/prometheus_endpoint.hpp"
 #include "prometheus_fixtures.hpp"
 #include "test_util.hpp"
-#include "xtel/error.hpp"
-#include "xtel/flight_recorder.hpp"
-#include "xtel/pipelines.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
+#include "xtel/exporters/pipelines.hpp"
+#include "xtel/metrics/negotiate.hpp"
 
 using prom_test::exporter_under_test;
 using prom_test::log_capture;
@@ -466,8 +466,8 @@ TEST_CASE("every representation shows a flush round that changed the metrics", "
 }
 
 TEST_CASE("the endpoint renders each representation once until the snapshots change", "[http]") {
-    using xtel::detail::exposition;
-    using xtel::detail::representation;
+    using xtel::metrics::exposition;
+    using xtel::metrics::representation;
     const auto e = xtel::detail::prometheus_endpoint::acquire({"127.0.0.1", 0});
     const representation all[] = {{exposition::text, false},
                                   {exposition::text, true},

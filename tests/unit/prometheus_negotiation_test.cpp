@@ -1,4 +1,4 @@
-// Content negotiation of /metrics (src/exporters/prometheus/negotiate.hpp): which format and
+// Content negotiation of /metrics (include/xtel/metrics/negotiate.hpp): which format and
 // encoding the Accept and Accept-Encoding headers get.
 
 #include <catch2/catch.hpp>
@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
-#include "exporters/prometheus/negotiate.hpp"
-#include "http/request.hpp"
+#include "xtel/http/request.hpp"
+#include "xtel/metrics/negotiate.hpp"
 
-using xtel::detail::exposition;
-using xtel::detail::negotiate;
+using xtel::metrics::exposition;
+using xtel::metrics::negotiate;
 
 namespace {
 
@@ -121,20 +121,20 @@ TEST_CASE("a header on several lines means what its lines joined by commas mean"
     CHECK(r.format == exposition::openmetrics);
     CHECK(r.gzip);
     const std::vector<std::string_view> none;
-    CHECK(negotiate(none, none) == xtel::detail::representation{});
+    CHECK(negotiate(none, none) == xtel::metrics::representation{});
 }
 
 TEST_CASE("each format answers with its content type") {
-    CHECK(xtel::detail::content_type(exposition::text) ==
+    CHECK(xtel::metrics::content_type(exposition::text) ==
           "text/plain; version=0.0.4; charset=utf-8");
-    CHECK(xtel::detail::content_type(exposition::openmetrics) ==
+    CHECK(xtel::metrics::content_type(exposition::openmetrics) ==
           "application/openmetrics-text; version=1.0.0; charset=utf-8");
 }
 
 // ---- the request head carries the two headers to the negotiation ---------------------------
 
 TEST_CASE("a request head keeps its Accept and Accept-Encoding values trimmed") {
-    const auto r = xtel::detail::http::parse_request_head(
+    const auto r = xtel::http::parse_request_head(
         "GET /metrics HTTP/1.1\r\nHost: x\r\naccept:  application/openmetrics-text;q=0.9 \r\n"
         "ACCEPT-ENCODING:\tgzip\r\n\r\n");
     REQUIRE(r.status == 200);
@@ -148,16 +148,16 @@ TEST_CASE("a request head keeps its Accept and Accept-Encoding values trimmed") 
 }
 
 TEST_CASE("a request head without the two headers negotiates plain text") {
-    const auto r = xtel::detail::http::parse_request_head("GET /metrics HTTP/1.1\r\n\r\n");
+    const auto r = xtel::http::parse_request_head("GET /metrics HTTP/1.1\r\n\r\n");
     REQUIRE(r.status == 200);
     CHECK(r.head.accept.values().empty());
     CHECK(r.head.accept_encoding.values().empty());
     CHECK(negotiate(r.head.accept.values(), r.head.accept_encoding.values()) ==
-          xtel::detail::representation{});
+          xtel::metrics::representation{});
 }
 
 TEST_CASE("repeated Accept lines are all kept in order and past four the request is refused") {
-    const auto r = xtel::detail::http::parse_request_head(
+    const auto r = xtel::http::parse_request_head(
         "GET /metrics HTTP/1.1\r\nAccept: text/plain;q=0.2\r\nAccept-Encoding: br\r\n"
         "Accept: application/openmetrics-text;q=0.3\r\nAccept-Encoding: gzip\r\n\r\n");
     REQUIRE(r.status == 200);
@@ -167,13 +167,13 @@ TEST_CASE("repeated Accept lines are all kept in order and past four the request
     CHECK(accept[1] == "application/openmetrics-text;q=0.3");
     CHECK(r.head.accept_encoding.values().size() == 2);
     CHECK(negotiate(accept, r.head.accept_encoding.values()) ==
-          xtel::detail::representation{exposition::openmetrics, true});
+          xtel::metrics::representation{exposition::openmetrics, true});
 
     std::string five = "GET /metrics HTTP/1.1\r\n";
     for (int i = 0; i < 5; ++i) {
         five += "Accept-Encoding: gzip\r\n";
     }
-    const auto refused = xtel::detail::http::parse_request_head(five + "\r\n");
+    const auto refused = xtel::http::parse_request_head(five + "\r\n");
     CHECK(refused.status == 400);
     CHECK(refused.reason.find("Accept-Encoding") != std::string_view::npos);
 }

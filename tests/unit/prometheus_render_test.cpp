@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "exporters/prometheus/prometheus_text.hpp"
 #include "prometheus_fixtures.hpp"
+#include "xtel/metrics/exposition.hpp"
 
 using prom_test::block;
 using prom_test::exporter_under_test;
@@ -492,7 +492,7 @@ TEST_CASE("timed transfer records fill the histograms while untimed and failed o
 
 namespace {
 
-using xtel::detail::exposition;
+using xtel::metrics::exposition;
 using xtel::metrics::family_snapshot;
 using xtel::metrics::metric_type;
 using snapshot_ptr = std::shared_ptr<const xtel::metrics::snapshot>;
@@ -506,7 +506,7 @@ snapshot_ptr agent_snapshot(std::string agent, std::vector<family_snapshot> fami
 
 std::string rendered(const std::vector<snapshot_ptr>& snapshots, exposition format) {
     std::string out;
-    xtel::detail::render(snapshots, out, format);
+    xtel::metrics::render(snapshots, out, format);
     return out;
 }
 

@@ -9,8 +9,8 @@
 
 #include "exporters/prometheus/prometheus_agent.hpp"
 #include "test_util.hpp"
+#include "xtel/core/rank.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
-#include "xtel/rank.hpp"
 
 using xtel::process_rank;
 using xtel_test::env_table;

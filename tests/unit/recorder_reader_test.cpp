@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/flight_recorder.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace fr = xtel::flight_recorder;
 

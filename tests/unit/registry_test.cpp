@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/basic_agent.hpp"
-#include "xtel/pipelines.hpp"
-#include "xtel/registry.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/agent/registry.hpp"
+#include "xtel/exporters/pipelines.hpp"
 
 namespace {
 

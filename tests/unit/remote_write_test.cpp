@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "fake_receiver.hpp"
-#include "node/remote_write.hpp"
 #include "prometheus_remote_write.pb.h"
+#include "xtel/push/remote_write.hpp"
 
 using namespace xtel;
 using namespace std::chrono_literals;
@@ -87,7 +87,7 @@ std::shared_ptr<const metrics::snapshot> small_snapshot() {
 TEST_CASE("a write request holds every series with sorted labels and values as scraped",
           "[remote_write]") {
     const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{small_snapshot()};
-    const auto series = decode(node::encode_write_request(snaps, 1'700'000'000'123));
+    const auto series = decode(push::encode_write_request(snaps, 1'700'000'000'123));
     REQUIRE(series.size() == 8);
     for (const auto& s : series) {
         CHECK(s.timestamp == 1'700'000'000'123);
@@ -131,7 +131,7 @@ TEST_CASE("external labels join every series in sorted place and a series' own l
     snap->families[2].spec.label_names = {"peer", "instance"};  // a label the push also adds
     const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{snap};
     const std::vector<metrics::label> external{{"instance", "node-7:9465"}, {"zone", "b"}};
-    const auto series = decode(node::encode_write_request(snaps, 1, external));
+    const auto series = decode(push::encode_write_request(snaps, 1, external));
     REQUIRE(series.size() == 9);
     CHECK(series[0].labels == label_set{{"__name__", "latency_seconds_bucket"},
                                         {"agent_name", "a"},
@@ -165,7 +165,7 @@ TEST_CASE("a family an earlier snapshot gave another type is left out, as a scra
     gauge.series = {series_of({"p1", "write"}, 1)};
     other->families = {gauge};
     const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{small_snapshot(), other};
-    const auto series = decode(node::encode_write_request(snaps, 1));
+    const auto series = decode(push::encode_write_request(snaps, 1));
     CHECK(series.size() == 8);
     for (const auto& s : series) {
         CHECK(s.labels[1] == std::pair<std::string, std::string>{"agent_name", "a"});
@@ -176,7 +176,7 @@ using xtel_test::eventually;
 
 TEST_CASE("a remote writer posts the body with the remote-write headers", "[remote_write]") {
     xtel_test::fake_receiver receiver("/api/v1/write", {204});
-    node::remote_writer writer(receiver.url());
+    push::remote_writer writer(receiver.url());
     writer.push("body-1");
     REQUIRE(eventually([&] { return writer.sent() == 1; }));
     const std::lock_guard lock(receiver.mutex);
@@ -191,7 +191,7 @@ TEST_CASE("a remote writer posts the body with the remote-write headers", "[remo
 
 TEST_CASE("a remote writer retries 5xx and 429 answers, in order, until taken", "[remote_write]") {
     xtel_test::fake_receiver receiver("/api/v1/write", {503, 429, 200});
-    node::remote_writer writer(receiver.url());
+    push::remote_writer writer(receiver.url());
     writer.push("first");
     writer.push("second");
     REQUIRE(eventually([&] { return writer.sent() == 2; }));
@@ -208,7 +208,7 @@ TEST_CASE("a remote writer retries 5xx and 429 answers, in order, until taken", 
 
 TEST_CASE("a remote writer drops a body the receiver refuses with a 4xx", "[remote_write]") {
     xtel_test::fake_receiver receiver("/api/v1/write", {400, 200});
-    node::remote_writer writer(receiver.url());
+    push::remote_writer writer(receiver.url());
     writer.push("bad");
     writer.push("good");
     REQUIRE(eventually([&] { return writer.sent() == 1; }));
@@ -219,7 +219,7 @@ TEST_CASE("a remote writer drops a body the receiver refuses with a 4xx", "[remo
 
 TEST_CASE("a remote writer whose queue is full drops the oldest body", "[remote_write]") {
     // Nobody listens on port 1: every attempt fails and the bodies stay queued.
-    node::remote_writer writer("http://127.0.0.1:1/api/v1/write", {.queue_capacity = 2});
+    push::remote_writer writer("http://127.0.0.1:1/api/v1/write", {.queue_capacity = 2});
     writer.push("1");
     writer.push("2");
     writer.push("3");
@@ -231,7 +231,7 @@ TEST_CASE("a remote writer whose queue is full drops the oldest body", "[remote_
 TEST_CASE("a remote writer stops promptly while the receiver is down", "[remote_write]") {
     const auto start = std::chrono::steady_clock::now();
     {
-        node::remote_writer writer("http://127.0.0.1:1/api/v1/write", {.timeout = 2s});
+        push::remote_writer writer("http://127.0.0.1:1/api/v1/write", {.timeout = 2s});
         writer.push("1");
         REQUIRE(eventually([&] { return writer.failed_attempts() >= 2; }));
     }
@@ -239,7 +239,7 @@ TEST_CASE("a remote writer stops promptly while the receiver is down", "[remote_
 }
 
 TEST_CASE("a remote writer refuses a URL that is not http", "[remote_write]") {
-    CHECK_THROWS_AS(node::remote_writer("ftp://example/x"), node::remote_write_error);
-    CHECK_THROWS_AS(node::remote_writer("http://127.0.0.1:1/", {.queue_capacity = 0}),
-                    node::remote_write_error);
+    CHECK_THROWS_AS(push::remote_writer("ftp://example/x"), push::remote_write_error);
+    CHECK_THROWS_AS(push::remote_writer("http://127.0.0.1:1/", {.queue_capacity = 0}),
+                    push::remote_write_error);
 }

@@ -8,8 +8,8 @@
 
 #include "collecting_exporter.hpp"
 #include "test_util.hpp"
-#include "xtel/log.hpp"
-#include "xtel/telemetry.hpp"
+#include "xtel/core/log.hpp"
+#include "xtel/core/telemetry.hpp"
 
 using xtel::category;
 using xtel::value_kind;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <thread>
 
-#include "xtel/clock.hpp"
-#include "xtel/tsc_clock.hpp"
+#include "xtel/core/clock.hpp"
+#include "xtel/core/tsc_clock.hpp"
 
 TEST_CASE("the transfer clock tells wall-clock time to within a millisecond") {
     xtel::detail::tsc_clock c;

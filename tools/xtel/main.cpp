@@ -6,7 +6,7 @@
 
 #include "top.hpp"
 #include "top_options.hpp"
-#include "xtel/version.hpp"
+#include "xtel/core/version.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 
 namespace xtel::top {
 

@@ -18,7 +18,7 @@
 #include "terminal.hpp"
 #include "top_options.hpp"
 #include "top_view.hpp"
-#include "xtel/log.hpp"
+#include "xtel/core/log.hpp"
 
 namespace xtel::top {
 
@@ -30,11 +30,7 @@ constexpr std::string_view program = "xtel top";
 /// The collector of `o.dir`, and the rows of its latest reading.
 class reading {
   public:
-    explicit reading(const options& o)
-        : collector_({.dir = o.dir,
-                      .stale_ttl = std::chrono::seconds(o.stale_ttl_s),
-                      .program = std::string(program),
-                      .allowed_uids = o.allowed_uids}) {}
+    explicit reading(const options& o) : collector_(settings_of(o)) {}
 
     /// Lists the directory, reads every file, and makes the rows against the last reading.
     void refresh() {
@@ -62,7 +58,17 @@ class reading {
     std::uint64_t read_errors() const noexcept { return collector_.read_errors_total(); }
 
   private:
-    detail::node_collector collector_;
+    /// The collector's settings: xtel-exporter's defaults for the limits.
+    static node::collector::settings settings_of(const options& o) {
+        node::collector::settings s;
+        s.dir = o.dir;
+        s.stale_ttl = std::chrono::seconds(o.stale_ttl_s);
+        s.program = std::string(program);
+        s.allowed_uids = o.allowed_uids;
+        return s;
+    }
+
+    node::collector collector_;
     rate_tracker tracker_;
     std::vector<row> rows_;
 };

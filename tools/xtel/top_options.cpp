@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "node/allowed_uids.hpp"
-#include "xtel/parse.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/node/allowed_uids.hpp"
 
 namespace xtel::top {
 
@@ -111,7 +111,7 @@ void set(options& o, std::string_view arg, std::string_view value) {
     } else if (arg == "--reverse") {
         o.reverse = true;
     } else if (arg == "--allow-uid") {
-        const auto uids = detail::parse_allowed_uids("--allow-uid", value);
+        const auto uids = node::parse_allowed_uids("--allow-uid", value);
         o.allowed_uids.insert(o.allowed_uids.end(), uids.begin(), uids.end());
     } else {
         o.once = true;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "top_view.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 
 namespace xtel::top {
 

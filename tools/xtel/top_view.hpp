@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
-#include "node/node_collector.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/node/collector.hpp"
 
 namespace xtel::top {
 
 using clock = std::chrono::steady_clock;
-using writer_state = detail::node_collector::writer_state;
+using writer_state = node::collector::writer_state;
 
 /// A latency histogram, every series of the agent's family added up.
 struct latency_histogram {

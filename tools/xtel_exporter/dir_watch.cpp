@@ -1,18 +1,31 @@
 #include "dir_watch.hpp"
 
+#include <fmt/format.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
-#include "core/log.hpp"
-#include "xtel/node_file.hpp"
+#include "xtel/core/log.hpp"
+#include "xtel/node/file.hpp"
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
 namespace {
+
+/// One warning line through xtel's log sink; formatting that fails (no memory) loses the
+/// details, not the line.
+template <class... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) noexcept {
+    try {
+        xtel::log(log_level::warning, fmt::format(format, std::forward<Args>(args)...));
+    } catch (...) {
+        xtel::log(log_level::warning, "xtel-exporter: the watch of the directory failed");
+    }
+}
 
 // A writer builds its file under a hidden temporary name and renames it into place, so a
 // node file arrives by IN_MOVED_TO, whole (IN_CREATE would show a file still being written).
@@ -22,11 +35,11 @@ namespace {
 constexpr std::uint32_t watched = IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE |
                                   IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
-/// The name of a file the collector serves (node_collector's rule, less the crashed suffix:
+/// The name of a file the collector serves (node::collector's rule, less the crashed suffix:
 /// a rename to it is seen under the old name).
 bool is_node_file_name(std::string_view name) {
-    return name.size() > node_file::file_suffix.size() && name.ends_with(node_file::file_suffix) &&
-           !name.starts_with('.');
+    return name.size() > node::file::file_suffix.size() &&
+           name.ends_with(node::file::file_suffix) && !name.starts_with('.');
 }
 
 }  // namespace
@@ -34,16 +47,15 @@ bool is_node_file_name(std::string_view name) {
 dir_watch::dir_watch(const std::filesystem::path& dir) : dir_(dir) {
     fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd_ < 0) {
-        detail::log(log_level::warning,
-                    "xtel-exporter: cannot watch {} (inotify_init1: {}); relying on the rescan",
-                    dir_.string(), std::strerror(errno));
+        warn("xtel-exporter: cannot watch {} (inotify_init1: {}); relying on the rescan",
+             dir_.string(), std::strerror(errno));
         return;
     }
     if (::inotify_add_watch(fd_, dir_.c_str(), watched) < 0) {
-        detail::log(log_level::warning,
-                    "xtel-exporter: cannot watch {} (inotify_add_watch: {}); relying on the "
-                    "rescan",
-                    dir_.string(), std::strerror(errno));
+        warn(
+            "xtel-exporter: cannot watch {} (inotify_add_watch: {}); relying on the "
+            "rescan",
+            dir_.string(), std::strerror(errno));
         stop();
     }
 }
@@ -62,10 +74,10 @@ bool dir_watch::changed() noexcept {
                 continue;
             }
             if (n < 0 && errno != EAGAIN) {
-                detail::log(log_level::warning,
-                            "xtel-exporter: reading the watch of {} failed ({}); relying on the "
-                            "rescan",
-                            dir_.string(), std::strerror(errno));
+                warn(
+                    "xtel-exporter: reading the watch of {} failed ({}); relying on the "
+                    "rescan",
+                    dir_.string(), std::strerror(errno));
                 stop();
                 any = true;
             }
@@ -75,10 +87,10 @@ bool dir_watch::changed() noexcept {
             const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
             at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
             if ((e->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0) {
-                detail::log(log_level::warning,
-                            "xtel-exporter: {} is no longer watched (moved or deleted); relying "
-                            "on the rescan",
-                            dir_.string());
+                warn(
+                    "xtel-exporter: {} is no longer watched (moved or deleted); relying "
+                    "on the rescan",
+                    dir_.string());
                 stop();
                 return true;
             }
@@ -98,4 +110,4 @@ void dir_watch::stop() noexcept {
     }
 }
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

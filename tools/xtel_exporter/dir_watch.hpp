@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
 class dir_watch {
   public:
@@ -34,4 +34,4 @@ class dir_watch {
     int fd_ = -1;
 };
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

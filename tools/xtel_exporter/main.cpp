@@ -23,23 +23,23 @@
 #include <string_view>
 
 #include "dir_watch.hpp"
-#include "exporters/prometheus/negotiate.hpp"
-#include "http/request.hpp"
-#include "http/server.hpp"
-#include "node/otlp_config.hpp"
 #include "node_metrics.hpp"
 #include "options.hpp"
 #include "run_as.hpp"
-#include "xtel/error.hpp"
-#include "xtel/version.hpp"
-#if XTEL_HAVE_REMOTE_WRITE
-#include "node/remote_write.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/version.hpp"
+#include "xtel/http/request.hpp"
+#include "xtel/http/server.hpp"
+#include "xtel/metrics/negotiate.hpp"
+#include "xtel/push/otlp_config.hpp"
+#if XTEL_HAVE_PUSH
+#include "xtel/push/remote_write.hpp"
 #endif
 
 namespace {
 
 using namespace xtel;
-using namespace xtel::exporter_program;
+using namespace xtel::xtel_exporter;
 using clock_type = std::chrono::steady_clock;
 
 /// The directory is listed again this often while the watch works: the fallback for what
@@ -93,15 +93,15 @@ std::string host_name() {
 /// The pushers --remote-write and OTLP ask for, and when each pushes next.
 class pushers {
   public:
-    pushers(const options& o, std::optional<node::otlp_options> otlp)
+    pushers(const options& o, std::optional<push::otlp_options> otlp)
         : remote_write_schedule_(o.remote_write_interval),
           otlp_schedule_(otlp ? otlp->interval : std::chrono::seconds(1)) {
-#if XTEL_HAVE_REMOTE_WRITE
+#if XTEL_HAVE_PUSH
         if (!o.remote_write_url.empty()) {
-            remote_write_ = std::make_unique<node::remote_writer>(o.remote_write_url);
+            remote_write_ = std::make_unique<push::remote_writer>(o.remote_write_url);
         }
         if (otlp) {
-            otlp_ = std::make_unique<node::otlp_exporter>(std::move(*otlp));
+            otlp_ = std::make_unique<push::otlp_pusher>(std::move(*otlp));
         }
 #else
         (void)otlp;
@@ -111,13 +111,13 @@ class pushers {
     /// Their counters, for the health families.
     std::vector<push_health> health() const {
         std::vector<push_health> out;
-#if XTEL_HAVE_REMOTE_WRITE
+#if XTEL_HAVE_PUSH
         if (remote_write_) {
-            const node::http_pusher* w = remote_write_.get();
+            const push::http_pusher* w = remote_write_.get();
             out.push_back({"remote_write", "Remote-write", [w] { return counts(*w); }, false});
         }
         if (otlp_) {
-            const node::otlp_exporter* e = otlp_.get();
+            const push::otlp_pusher* e = otlp_.get();
             out.push_back({"otlp", "OTLP",
                            [e] {
                                push_counts c = counts(e->sender());
@@ -151,7 +151,7 @@ class pushers {
     /// When the next push is due; nullopt when there is nothing to push.
     std::optional<clock_type::time_point> due() const noexcept {
         std::optional<clock_type::time_point> out;
-#if XTEL_HAVE_REMOTE_WRITE
+#if XTEL_HAVE_PUSH
         if (remote_write_) {
             out = remote_write_schedule_.due();
         }
@@ -164,7 +164,7 @@ class pushers {
 
     /// Pushes `source`'s series, read afresh, to each pusher that is due at `now`.
     void push_if_due(node_metrics& source, clock_type::time_point now) {
-#if XTEL_HAVE_REMOTE_WRITE
+#if XTEL_HAVE_PUSH
         const bool remote_write = remote_write_ && remote_write_schedule_.take(now);
         const bool otlp = otlp_ && otlp_schedule_.take(now);
         if (!remote_write && !otlp) {
@@ -173,7 +173,7 @@ class pushers {
         const auto all = source.snapshots(true);
         const std::uint64_t ns = epoch_ns();
         if (remote_write) {
-            remote_write_->push(node::encode_write_request(
+            remote_write_->push(push::encode_write_request(
                 all, static_cast<std::int64_t>(ns / 1'000'000), labels_));
         }
         if (otlp) {
@@ -186,12 +186,12 @@ class pushers {
     }
 
   private:
-#if XTEL_HAVE_REMOTE_WRITE
-    static push_counts counts(const node::http_pusher& p) {
+#if XTEL_HAVE_PUSH
+    static push_counts counts(const push::http_pusher& p) {
         return {p.sent(), p.failed_attempts(), p.dropped(), p.rejected(), p.queued(), 0};
     }
-    std::unique_ptr<node::remote_writer> remote_write_;
-    std::unique_ptr<node::otlp_exporter> otlp_;
+    std::unique_ptr<push::remote_writer> remote_write_;
+    std::unique_ptr<push::otlp_pusher> otlp_;
 #endif
     std::vector<metrics::label> labels_;
     schedule remote_write_schedule_;
@@ -199,17 +199,17 @@ class pushers {
 };
 
 /// The OTLP settings the variables and flags ask for; nullopt: no OTLP. Throws usage_error.
-std::optional<node::otlp_options> otlp_settings(const options& o) {
+std::optional<push::otlp_options> otlp_settings(const options& o) {
     try {
-#if XTEL_HAVE_REMOTE_WRITE
-        return node::otlp_options_from(process_env, o.otlp, host_name());
+#if XTEL_HAVE_PUSH
+        return push::otlp_options_from(process_env, o.otlp, host_name());
 #else
         for (const char* var :
              {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}) {
             if (o.otlp.endpoint || process_env(var)) {
                 throw usage_error(
                     "OTLP is not in this build of xtel-exporter: it was built with "
-                    "XTEL_REMOTE_WRITE=OFF (protobuf and libcurl are needed for it)");
+                    "XTEL_PUSH=OFF (protobuf and libcurl are needed for it)");
             }
         }
         return std::nullopt;
@@ -229,7 +229,7 @@ int ms_until(clock_type::time_point t, clock_type::time_point now) {
 /// rescan interval) and pushing every remote-write interval.
 int serve(const options& o,
           const std::optional<account>& user,
-          std::optional<node::otlp_options> otlp) {
+          std::optional<push::otlp_options> otlp) {
     // Blocked before any thread starts, so that every thread inherits the mask and the signals
     // come only to the signalfd below.
     sigset_t stop;
@@ -249,14 +249,14 @@ int serve(const options& o,
                        .program = "xtel-exporter",
                        .allowed_uids = o.allowed_uids,
                        .max_file_bytes = o.max_file_bytes,
-                       .max_series = o.max_series},
+                       .max_series = o.max_series,
+                       .reserved_families = {}},
                       push.health());
-    detail::http_server server(
-        o.listen, "/metrics", "Accept, Accept-Encoding",
-        [&node](const detail::http::request_head& head) {
-            const detail::representation r =
-                detail::negotiate(head.accept.values(), head.accept_encoding.values());
-            return detail::http_entity{node.render(r), detail::content_type(r.format), r.gzip};
+    http::server server(
+        o.listen, "/metrics", "Accept, Accept-Encoding", [&node](const http::request_head& head) {
+            const metrics::representation r =
+                metrics::negotiate(head.accept.values(), head.accept_encoding.values());
+            return http::entity{node.render(r), metrics::content_type(r.format), r.gzip};
         });
     node.count_endpoint([&server] { return server.stats(); });
     // glibc switches every thread, the server's and the writer's included.
@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
     }
     options o;
     std::optional<account> user;
-    std::optional<node::otlp_options> otlp;
+    std::optional<push::otlp_options> otlp;
     try {
         o = parse_options(argc, argv);
         if (!o.help && !o.user.empty()) {

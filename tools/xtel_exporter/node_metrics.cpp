@@ -6,11 +6,11 @@
 #include <string_view>
 #include <utility>
 
-#include "exporters/prometheus/process_metrics.hpp"
-#include "exporters/prometheus/prometheus_text.hpp"
-#include "http/gzip.hpp"
+#include "xtel/http/gzip.hpp"
+#include "xtel/metrics/exposition.hpp"
+#include "xtel/metrics/process_metrics.hpp"
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
 namespace {
 
@@ -49,8 +49,7 @@ metrics::family_spec seconds_summary(std::string name, std::string help) {
 }
 
 /// The /metrics endpoint's closed connections, as the exporter's health.
-metrics::snapshot endpoint_snapshot(const detail::http_server_stats& stats,
-                                    std::uint64_t start_time_us) {
+metrics::snapshot endpoint_snapshot(const http::server_stats& stats, std::uint64_t start_time_us) {
     metrics::family_snapshot closed;
     closed.spec = spec("xtel_exporter_http_connections_closed_total",
                        "Connections to /metrics the exporter closed to stay within its limits: "
@@ -75,8 +74,7 @@ metrics::snapshot endpoint_snapshot(const detail::http_server_stats& stats,
 
 }  // namespace
 
-node_metrics::node_metrics(detail::node_collector::settings collector,
-                           std::vector<push_health> pushers)
+node_metrics::node_metrics(node::collector::settings collector, std::vector<push_health> pushers)
     : collector_(std::move(collector)),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
@@ -135,11 +133,11 @@ node_metrics::node_metrics(detail::node_collector::settings collector,
     for (const auto f : {agents_, seen_, duration_}) {
         series(f);
     }
-    for (std::size_t r = 0; r < detail::node_collector::left_out_count; ++r) {
-        left_out_series(static_cast<detail::node_collector::left_out>(r));
+    for (std::size_t r = 0; r < node::collector::left_out_count; ++r) {
+        left_out_series(static_cast<node::collector::left_out>(r));
     }
-    for (std::size_t r = 0; r < detail::refusal_count; ++r) {
-        reason_series(static_cast<detail::refusal>(r));
+    for (std::size_t r = 0; r < node::refusal_count; ++r) {
+        reason_series(static_cast<node::refusal>(r));
     }
     for (const push_families& p : pushers_) {
         for (const auto f : {p.sent, p.failed_attempts, p.dropped, p.rejected, p.queued}) {
@@ -154,7 +152,7 @@ node_metrics::node_metrics(detail::node_collector::settings collector,
     for (const auto& f : take_snapshot(store_).families) {
         own.push_back(f.spec.name);
     }
-    for (const auto& f : detail::process_snapshot().families) {
+    for (const auto& f : metrics::process_snapshot().families) {
         own.push_back(f.spec.name);
     }
     for (const auto& f : endpoint_snapshot({}, 0).families) {
@@ -182,12 +180,12 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         out = agents_served_;
         store_.set(series(agents_), collector_.served());
         store_.set(series(seen_), collector_.seen_total());
-        for (std::size_t r = 0; r < detail::refusal_count; ++r) {
-            const auto reason = static_cast<detail::refusal>(r);
+        for (std::size_t r = 0; r < node::refusal_count; ++r) {
+            const auto reason = static_cast<node::refusal>(r);
             store_.set(reason_series(reason), collector_.read_errors(reason));
         }
-        for (std::size_t r = 0; r < detail::node_collector::left_out_count; ++r) {
-            const auto reason = static_cast<detail::node_collector::left_out>(r);
+        for (std::size_t r = 0; r < node::collector::left_out_count; ++r) {
+            const auto reason = static_cast<node::collector::left_out>(r);
             store_.set(left_out_series(reason), collector_.families_left_out(reason));
         }
         for (const push_families& p : pushers_) {
@@ -205,13 +203,13 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         own.start_time_us = start_time_us_;
         out.push_back(std::make_shared<const metrics::snapshot>(std::move(own)));
     }
-    auto process = detail::process_snapshot();
+    auto process = metrics::process_snapshot();
     process.start_time_us = start_time_us_;
     out.push_back(std::make_shared<const metrics::snapshot>(std::move(process)));
     return out;
 }
 
-std::shared_ptr<const std::string> node_metrics::render(detail::representation r) {
+std::shared_ptr<const std::string> node_metrics::render(metrics::representation r) {
     const auto start = clock::now();
     std::shared_ptr<const std::string> body;
     {
@@ -219,9 +217,8 @@ std::shared_ptr<const std::string> node_metrics::render(detail::representation r
         auto agents = served_agents();
         if (agents != cached_agents_ || !cached_at_ || start - *cached_at_ >= rerender_interval) {
             cached_from_ = snapshots();
-            cached_from_.push_back(std::make_shared<const metrics::snapshot>(
-                endpoint_snapshot(endpoint_probe_ ? endpoint_probe_() : detail::http_server_stats{},
-                                  start_time_us_)));
+            cached_from_.push_back(std::make_shared<const metrics::snapshot>(endpoint_snapshot(
+                endpoint_probe_ ? endpoint_probe_() : http::server_stats{}, start_time_us_)));
             cached_agents_ = std::move(agents);
             cached_at_ = start;
             cached_.fill(nullptr);
@@ -234,7 +231,7 @@ std::shared_ptr<const std::string> node_metrics::render(detail::representation r
     return body;
 }
 
-void node_metrics::count_endpoint(std::function<detail::http_server_stats()> probe) {
+void node_metrics::count_endpoint(std::function<http::server_stats()> probe) {
     const std::lock_guard lock(cache_mutex_);
     endpoint_probe_ = std::move(probe);
 }
@@ -243,12 +240,12 @@ metrics::series_ref node_metrics::series(metrics::family_id f) {
     return store_.series_of(f, std::span<const std::string_view>{});
 }
 
-metrics::series_ref node_metrics::reason_series(detail::refusal r) {
-    return store_.series_of(errors_, {detail::to_string(r)});
+metrics::series_ref node_metrics::reason_series(node::refusal r) {
+    return store_.series_of(errors_, {node::to_string(r)});
 }
 
-metrics::series_ref node_metrics::left_out_series(detail::node_collector::left_out r) {
-    return store_.series_of(families_left_out_, {detail::node_collector::name_of(r)});
+metrics::series_ref node_metrics::left_out_series(node::collector::left_out r) {
+    return store_.series_of(families_left_out_, {node::collector::name_of(r)});
 }
 
 void node_metrics::refresh_locked(bool force) {
@@ -270,22 +267,21 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::served_agent
     return agents_served_;
 }
 
-const std::shared_ptr<const std::string>& node_metrics::cached(detail::representation r) {
-    const std::size_t i = detail::index_of(r);
+const std::shared_ptr<const std::string>& node_metrics::cached(metrics::representation r) {
+    const std::size_t i = metrics::index_of(r);
     if (cached_[i]) {
         return cached_[i];
     }
     std::shared_ptr<std::string> out;
     if (r.gzip) {
         // From the plain body, which is kept too: a scraper that asks for both pays once.
-        out = std::make_shared<std::string>(
-            detail::http::gzip(*cached({r.format, false}), gzip_level));
+        out = std::make_shared<std::string>(http::gzip(*cached({r.format, false}), gzip_level));
     } else {
         out = std::make_shared<std::string>();
-        detail::render(cached_from_, *out, r.format);
+        metrics::render(cached_from_, *out, r.format);
     }
     cached_[i] = std::move(out);
     return cached_[i];
 }
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

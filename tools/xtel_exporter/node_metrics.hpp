@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "exporters/prometheus/negotiate.hpp"
-#include "http/server.hpp"
-#include "node/node_collector.hpp"
+#include "xtel/http/server.hpp"
 #include "xtel/metrics/metric_store.hpp"
+#include "xtel/metrics/negotiate.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/node/collector.hpp"
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
-/// What a pusher (remote write, OTLP) has counted: node::http_pusher's counters, and for OTLP
+/// What a pusher (remote write, OTLP) has counted: push::http_pusher's counters, and for OTLP
 /// the points receivers said they rejected.
 struct push_counts {
     std::uint64_t sent = 0;
@@ -48,10 +48,10 @@ class node_metrics {
   public:
     using clock = std::chrono::steady_clock;
 
-    /// Collects as `collector` says (node_collector::settings). The files are read from
+    /// Collects as `collector` says (node::collector::settings). The files are read from
     /// start() on; before it only the exporter's own health is served, with each pusher's
     /// families and every refusal reason at 0.
-    explicit node_metrics(detail::node_collector::settings collector,
+    explicit node_metrics(node::collector::settings collector,
                           std::vector<push_health> pushers = {});
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
@@ -72,10 +72,10 @@ class node_metrics {
     /// the process's metrics and the exporter's own (scrape durations, read errors, pushers,
     /// the endpoint's closed connections) may lag by up to a second: those of the scrapes that
     /// took a shared body show in the next rendering.
-    std::shared_ptr<const std::string> render(detail::representation r);
+    std::shared_ptr<const std::string> render(metrics::representation r);
 
     /// Where render() reads the /metrics endpoint's counters (until set: zeros).
-    void count_endpoint(std::function<detail::http_server_stats()> probe);
+    void count_endpoint(std::function<http::server_stats()> probe);
 
   private:
     struct push_families {
@@ -87,13 +87,13 @@ class node_metrics {
     /// The one series of a family without labels.
     metrics::series_ref series(metrics::family_id f);
     /// The series of xtel_exporter_snapshot_read_errors_total for `r`.
-    metrics::series_ref reason_series(detail::refusal r);
+    metrics::series_ref reason_series(node::refusal r);
     /// The series of xtel_exporter_families_left_out_total for reason `r`.
-    metrics::series_ref left_out_series(detail::node_collector::left_out r);
+    metrics::series_ref left_out_series(node::collector::left_out r);
     void refresh_locked(bool force);
 
     std::mutex mutex_;
-    detail::node_collector collector_;
+    node::collector collector_;
     bool started_ = false;
     std::vector<std::shared_ptr<const metrics::snapshot>> agents_served_;
     std::optional<clock::time_point> refreshed_;
@@ -112,16 +112,16 @@ class node_metrics {
     /// The agents' snapshots as refresh() left them (mutex_ held while read).
     std::vector<std::shared_ptr<const metrics::snapshot>> served_agents();
     /// cached_[index_of(r)], rendered first when null; cache_mutex_ held.
-    const std::shared_ptr<const std::string>& cached(detail::representation r);
+    const std::shared_ptr<const std::string>& cached(metrics::representation r);
     std::mutex cache_mutex_;
-    std::function<detail::http_server_stats()> endpoint_probe_;
+    std::function<http::server_stats()> endpoint_probe_;
     /// The agents' snapshots the cached bodies show, held so that equal pointers mean equal data.
     std::vector<std::shared_ptr<const metrics::snapshot>> cached_agents_;
     /// What the cached bodies render: the agents', the health's and the process's snapshots.
     std::vector<std::shared_ptr<const metrics::snapshot>> cached_from_;
     std::optional<clock::time_point> cached_at_;
     /// By index_of(representation); null: not rendered since cached_from_ changed.
-    std::array<std::shared_ptr<const std::string>, detail::representation_count> cached_;
+    std::array<std::shared_ptr<const std::string>, metrics::representation_count> cached_;
 };
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

@@ -4,12 +4,12 @@
 
 #include <charconv>
 
-#include "node/allowed_uids.hpp"
-#include "node/push_url.hpp"
-#include "xtel/node_file.hpp"
-#include "xtel/parse.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/node/allowed_uids.hpp"
+#include "xtel/node/file.hpp"
+#include "xtel/push/push_url.hpp"
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
 namespace {
 
@@ -46,8 +46,8 @@ constexpr std::string_view usage_text =
     "  --remote-write URL    also push the same series to a Prometheus remote-write receiver\n"
     "                        (e.g. http://prometheus:9090/api/v1/write), retrying while it is\n"
     "                        down; xtel_exporter_remote_write_* count how it goes"
-#if !XTEL_HAVE_REMOTE_WRITE
-    "\n                        (not in this build: XTEL_REMOTE_WRITE was off)"
+#if !XTEL_HAVE_PUSH
+    "\n                        (not in this build: XTEL_PUSH was off)"
 #endif
     "\n"
     "  --remote-write-interval SECONDS\n"
@@ -62,8 +62,8 @@ constexpr std::string_view usage_text =
     "  --otlp-endpoint URL   push the same metrics over OTLP/HTTP to URL/v1/metrics\n"
     "                        (e.g. http://collector:4318); xtel_exporter_otlp_* count how\n"
     "                        it goes"
-#if !XTEL_HAVE_REMOTE_WRITE
-    "\n                        (not in this build: XTEL_REMOTE_WRITE was off)"
+#if !XTEL_HAVE_PUSH
+    "\n                        (not in this build: XTEL_PUSH was off)"
 #endif
     "\n"
     "  --otlp-protocol http/protobuf|http/json    (default http/protobuf)\n"
@@ -162,12 +162,12 @@ void set(options& o, std::string_view arg, std::string_view value) {
     } else if (arg == "--stale-ttl") {
         o.stale_ttl_s = parse::unsigned_integer("--stale-ttl", value, 0, 365 * 86400);
     } else if (arg == "--remote-write") {
-        if (!have_remote_write) {
+        if (!have_push) {
             throw usage_error(
                 "--remote-write is not in this build of xtel-exporter: it was built with "
-                "XTEL_REMOTE_WRITE=OFF (protobuf, snappy and libcurl are needed for it)");
+                "XTEL_PUSH=OFF (protobuf, snappy and libcurl are needed for it)");
         }
-        node::check_push_url("--remote-write", value, "http://prometheus:9090/api/v1/write");
+        push::check_push_url("--remote-write", value, "http://prometheus:9090/api/v1/write");
         o.remote_write_url = value;
     } else if (arg == "--remote-write-label") {
         const auto eq = value.find('=');
@@ -196,14 +196,14 @@ void set(options& o, std::string_view arg, std::string_view value) {
     } else if (arg == "--otlp-header") {
         o.otlp.headers.emplace_back(value);
     } else if (arg == "--allow-uid") {
-        const auto uids = detail::parse_allowed_uids("--allow-uid", value);
+        const auto uids = node::parse_allowed_uids("--allow-uid", value);
         o.allowed_uids.insert(o.allowed_uids.end(), uids.begin(), uids.end());
     } else if (arg == "--max-file-bytes") {
         // The smallest: a new node file (the header and two 64 KiB areas). The largest: what
         // a writer's file reaches with payloads at the format's 256 MiB limit.
         o.max_file_bytes =
             byte_size("--max-file-bytes", value,
-                      node_file::header_size + 2 * node_file::initial_area_capacity,
+                      node::file::header_size + 2 * node::file::initial_area_capacity,
                       std::uint64_t{1} << 30 << 2,
                       "expected a number of bytes from 131328 (a new node file) to 4G, with an "
                       "optional K, M or G (1024, 1024^2, 1024^3)");
@@ -269,4 +269,4 @@ options parse_options(int argc, char** argv) {
     return o;
 }
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

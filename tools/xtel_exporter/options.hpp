@@ -9,12 +9,12 @@
 #include <utility>
 #include <vector>
 
-#include "node/node_collector.hpp"
-#include "node/otlp_config.hpp"
-#include "xtel/error.hpp"
-#include "xtel/host_port.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/host_port.hpp"
+#include "xtel/node/collector.hpp"
+#include "xtel/push/otlp_config.hpp"
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
 /// sysexits.h: the command was used incorrectly.
 inline constexpr int exit_usage = 64;
@@ -25,11 +25,11 @@ class usage_error : public error {
     using error::error;
 };
 
-/// Whether this build has the remote-write client (CMake option XTEL_REMOTE_WRITE).
-#if XTEL_HAVE_REMOTE_WRITE
-inline constexpr bool have_remote_write = true;
+/// Whether this build has the remote-write client (CMake option XTEL_PUSH).
+#if XTEL_HAVE_PUSH
+inline constexpr bool have_push = true;
 #else
-inline constexpr bool have_remote_write = false;
+inline constexpr bool have_push = false;
 #endif
 
 struct options {
@@ -46,14 +46,14 @@ struct options {
     /// the same name); `instance` is added as <host name>:<port> unless given.
     std::vector<std::pair<std::string, std::string>> remote_write_labels;
     /// --otlp-*, checked with the OTEL_* variables when the program starts.
-    node::otlp_flags otlp;
+    push::otlp_flags otlp;
     /// The account to run as once the port is bound; empty: the one it was started as.
     std::string user;
     /// --allow-uid: the owners whose node files are served besides the uid it runs as (names
     /// resolved when the options are read).
     std::vector<uid_t> allowed_uids;
-    std::uint64_t max_file_bytes = detail::node_collector::default_max_file_bytes;
-    std::uint64_t max_series = detail::node_collector::default_max_series;
+    std::uint64_t max_file_bytes = node::collector::default_max_file_bytes;
+    std::uint64_t max_series = node::collector::default_max_series;
     bool help = false;
 };
 
@@ -63,4 +63,4 @@ std::string_view usage() noexcept;
 /// Throws usage_error.
 options parse_options(int argc, char** argv);
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

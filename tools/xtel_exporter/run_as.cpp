@@ -12,7 +12,7 @@
 
 #include "options.hpp"
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
 account account_to_run_as(std::string_view name) {
     const std::string n(name);
@@ -59,4 +59,4 @@ void run_as(const account& a) {
     }
 }
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

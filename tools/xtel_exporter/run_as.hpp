@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace xtel::exporter_program {
+namespace xtel::xtel_exporter {
 
 struct account {
     std::string name;
@@ -25,4 +25,4 @@ account account_to_run_as(std::string_view name);
 /// error.
 void run_as(const account& a);
 
-}  // namespace xtel::exporter_program
+}  // namespace xtel::xtel_exporter

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "xtel/exporter.hpp"
+#include "xtel/core/exporter.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
-#include "xtel/flight_recorder.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace xtel {
 

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 
-#include "xtel/config.hpp"
-#include "xtel/output_path.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/exporters/output_path.hpp"
 
 namespace xtel {
 

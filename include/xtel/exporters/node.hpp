@@ -6,7 +6,7 @@
 /// It keeps the same metric model as the Prometheus exporter (the NIXL and xtel families, one
 /// metric store per agent, fed on the flusher thread) and, instead of an HTTP endpoint, writes
 /// each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp), into the file with
-/// xtel/node_file.hpp's writer: readers in other processes never see a torn snapshot and never
+/// xtel/node/file.hpp's writer: readers in other processes never see a torn snapshot and never
 /// hold a lock the agent waits on. Recording threads never reach any of this.
 
 #include <atomic>
@@ -19,11 +19,11 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/config.hpp"
-#include "xtel/exporter.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/exporter.hpp"
+#include "xtel/exporters/output_path.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
 #include "xtel/metrics/snapshot.hpp"
-#include "xtel/output_path.hpp"
 
 namespace xtel {
 
@@ -31,9 +31,9 @@ namespace detail {
 class prometheus_agent;
 }  // namespace detail
 
-namespace node_file {
+namespace node::file {
 class writer;
-}  // namespace node_file
+}  // namespace node::file
 
 /// What the node exporter is configured with.
 struct node_settings {
@@ -92,7 +92,7 @@ class node_exporter {
     void publish();
 
     std::shared_ptr<detail::prometheus_agent> agent_;
-    std::unique_ptr<node_file::writer> writer_;
+    std::unique_ptr<node::file::writer> writer_;
     std::filesystem::path path_;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
     std::vector<std::byte> encoded_;

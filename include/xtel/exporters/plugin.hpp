@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/exporter.hpp"
+#include "xtel/core/exporter.hpp"
 #include "xtel/plugin/exporter_v1.hpp"
 
 namespace xtel {
@@ -123,7 +123,7 @@ class plugin_exporter {
     /// Plugins whose exporter runs.
     std::size_t active_count() const noexcept;
 
-    /// True when no plugin's exporter runs (xtel/exporter.hpp's optional member).
+    /// True when no plugin's exporter runs (xtel/core/exporter.hpp's optional member).
     bool disabled() const noexcept { return active_count() == 0; }
     /// Events lost, summed over the plugins (plugin_status::events_lost).
     std::uint64_t events_lost() const noexcept;

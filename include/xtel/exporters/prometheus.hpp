@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/exporter.hpp"
+#include "xtel/core/exporter.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
 
 namespace xtel {
@@ -85,7 +85,8 @@ class prometheus_exporter {
     std::uint64_t events_ignored() const noexcept {
         return ignored_.load(std::memory_order_relaxed);
     }
-    /// The exporter contract's names for the two above (xtel/exporter.hpp), which stats() reads.
+    /// The exporter contract's names for the two above (xtel/core/exporter.hpp), which stats()
+    /// reads.
     bool disabled() const noexcept { return !active(); }
     std::uint64_t events_lost() const noexcept { return events_ignored(); }
 

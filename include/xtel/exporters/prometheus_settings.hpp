@@ -8,14 +8,14 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/config.hpp"
-#include "xtel/host_port.hpp"
-#include "xtel/output_path.hpp"
-#include "xtel/rank.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/host_port.hpp"
+#include "xtel/core/rank.hpp"
+#include "xtel/exporters/output_path.hpp"
 
 namespace xtel {
 
-/// The Prometheus exporter's own variables (the core ones are in xtel/config.hpp).
+/// The Prometheus exporter's own variables (the core ones are in xtel/core/config.hpp).
 namespace env {
 /// host:port of the Prometheus endpoint; takes precedence over NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH.
 inline constexpr const char* prometheus_address = "NIXL_TELEMETRY_PROMETHEUS_ADDRESS";
@@ -34,7 +34,7 @@ inline constexpr const char* prometheus_max_series = "NIXL_TELEMETRY_PROMETHEUS_
 /// Everything the Prometheus exporter is configured with.
 struct prometheus_settings {
     /// NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH is the endpoint's host:port when nothing that takes it
-    /// as a directory is named (xtel/output_path.hpp).
+    /// as a directory is named (xtel/exporters/output_path.hpp).
     static constexpr output_path_use output_path_as = output_path_use::address;
     /// The endpoint's port unless configured.
     static constexpr std::uint16_t default_port = 9464;

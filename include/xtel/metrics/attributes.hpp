@@ -11,9 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/device.hpp"  // local_gpu_identifier
+#include "xtel/core/transfer_record.hpp"
 #include "xtel/metrics/types.hpp"
-#include "xtel/transfer_record.hpp"
 
 namespace xtel::metrics {
 
@@ -70,6 +69,11 @@ std::string sanitize_field_value(std::string_view value);
 /// joined ("NVIDIA H100", "NVIDIA H100" -> "2x_nvidia_h100"; with an A100 as well,
 /// "1x_nvidia_a100_2x_nvidia_h100"). Empty for no devices.
 std::string gpu_identifier(std::span<const std::string> device_names);
+
+/// This machine's CUDA devices through gpu_identifier ("2x_nvidia_h100"), computed once per
+/// process; empty when xtel was built without CUDA, the CUDA runtime is not there, or no device
+/// is present.
+const std::string& local_gpu_identifier();
 
 /// Normalized data: for each registry entry, the raw record's value of its raw key, or the
 /// default when the key is absent, holds another type, or is an empty string. Values are used as

@@ -19,10 +19,10 @@
 #include <concepts>
 #include <string_view>
 
+#include "xtel/core/transfer_record.hpp"
 #include "xtel/metrics/attributes.hpp"
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/types.hpp"
-#include "xtel/transfer_record.hpp"
 
 namespace xtel::metrics {
 

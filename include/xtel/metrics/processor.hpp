@@ -22,11 +22,11 @@
 #include <utility>
 #include <vector>
 
+#include "xtel/core/transfer_record.hpp"
 #include "xtel/metrics/attributes.hpp"
 #include "xtel/metrics/builder.hpp"
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/types.hpp"
-#include "xtel/transfer_record.hpp"
 
 namespace xtel::metrics {
 

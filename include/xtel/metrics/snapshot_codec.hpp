@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
 namespace xtel::metrics {

@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 
 namespace xtel::metrics {
 

@@ -7,7 +7,7 @@
 ///   const xtel::plugin::descriptor_v1* nixl_telemetry_plugin_init();
 ///   void nixl_telemetry_plugin_fini();
 ///
-/// This header depends on xtel/event.hpp and the standard library only, so a plugin needs
+/// This header depends on xtel/core/event.hpp and the standard library only, so a plugin needs
 /// neither libxtel nor its dependencies. docs/plugins.md is the guide; examples/plugins/csv is
 /// a complete plugin.
 ///
@@ -24,7 +24,7 @@
 #include <string>
 #include <type_traits>
 
-#include "xtel/event.hpp"
+#include "xtel/core/event.hpp"
 
 /// Marks the entry points as exported from a plugin built with hidden visibility.
 #define XTEL_PLUGIN_EXPORT __attribute__((visibility("default")))

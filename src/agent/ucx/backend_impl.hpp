@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "agent/metadata.hpp"
-#include "xtel/ring.hpp"
-#include "xtel/ucx_backend.hpp"
+#include "xtel/agent/ucx_backend.hpp"
+#include "xtel/core/ring.hpp"
 
 namespace xtel::detail {
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "agent/ucx/backend_impl.hpp"
-#include "xtel/names.hpp"
+#include "xtel/core/names.hpp"
 
 namespace xtel::detail {
 

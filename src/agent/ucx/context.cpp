@@ -8,8 +8,8 @@
 
 #include "agent/ucx/backend_impl.hpp"
 #include "core/log.hpp"
-#include "xtel/clock.hpp"
-#include "xtel/names.hpp"
+#include "xtel/core/clock.hpp"
+#include "xtel/core/names.hpp"
 
 namespace xtel::detail {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "agent/ucx/backend_impl.hpp"
-#include "xtel/clock.hpp"
+#include "xtel/core/clock.hpp"
 
 namespace xtel::detail {
 

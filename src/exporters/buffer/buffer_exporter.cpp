@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
-#include "xtel/parse.hpp"
-#include "xtel/telemetry.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/core/telemetry.hpp"
 
 namespace xtel {
 

@@ -1,7 +1,7 @@
 // The buffer exporter's settings (xtel/exporters/buffer_settings.hpp).
 #include "xtel/exporters/buffer_settings.hpp"
 
-#include "xtel/parse.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel {
 

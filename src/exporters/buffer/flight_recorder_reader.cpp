@@ -1,4 +1,4 @@
-#include "xtel/flight_recorder.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

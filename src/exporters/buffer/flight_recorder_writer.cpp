@@ -11,11 +11,12 @@
 #include <utility>
 
 #include "core/log.hpp"
+#include "core/owned_file.hpp"
 #include "exporters/buffer/recorder_io.hpp"
-#include "exporters/owned_file.hpp"
-#include "xtel/clock.hpp"
-#include "xtel/config.hpp"
-#include "xtel/flight_recorder.hpp"
+#include "xtel/core/clock.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace xtel::flight_recorder {
 

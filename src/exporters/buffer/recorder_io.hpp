@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "exporters/owned_file.hpp"
-#include "xtel/flight_recorder.hpp"
+#include "core/owned_file.hpp"
+#include "xtel/exporters/flight_recorder.hpp"
 
 namespace xtel::flight_recorder::detail {
 

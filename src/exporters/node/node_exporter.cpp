@@ -2,11 +2,11 @@
 
 #include "core/log.hpp"
 #include "exporters/prometheus/prometheus_agent.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/core/telemetry.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/node_file.hpp"
-#include "xtel/parse.hpp"
-#include "xtel/telemetry.hpp"
+#include "xtel/node/file.hpp"
 
 namespace xtel {
 
@@ -31,7 +31,7 @@ node_exporter::node_exporter(const exporter_context& ctx, const node_settings& s
                                                         settings.metrics.rank,
                                                         detail::pid_shown_by::reader)) {
     try {
-        writer_ = std::make_unique<node_file::writer>(settings.directory, ctx.agent_name);
+        writer_ = std::make_unique<node::file::writer>(settings.directory, ctx.agent_name);
         path_ = writer_->path();
     } catch (const error& e) {
         detail::log(log_level::error,

@@ -6,9 +6,9 @@
 
 #include "core/log.hpp"
 #include "exporters/plugin/plugin_descriptor.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/exporters/pipelines.hpp"  // is_builtin_exporter
 #include "xtel/exporters/plugin.hpp"
-#include "xtel/pipelines.hpp"  // is_builtin_exporter
 
 namespace xtel {
 
@@ -22,7 +22,8 @@ struct plugin_exporter::loaded {
 };
 
 plugin_exporter::plugin_exporter(const exporter_context& ctx) : agent_name_(ctx.agent_name) {
-    // Built-in names (xtel/pipelines.hpp) in the same list are other policies of the pipeline.
+    // Built-in names (xtel/exporters/pipelines.hpp) in the same list are other policies of the
+    // pipeline.
     std::vector<std::string> names;
     for (const auto& n : ctx.cfg.exporters) {
         if (!is_builtin_exporter(n)) {

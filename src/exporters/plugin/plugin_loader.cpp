@@ -13,7 +13,7 @@
 
 #include "core/log.hpp"
 #include "exporters/plugin/plugin_descriptor.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
 #include "xtel/exporters/plugin.hpp"
 
 namespace xtel {

@@ -8,10 +8,11 @@
 #include <iterator>
 #include <utility>
 
+#include "xtel/core/names.hpp"
+#include "xtel/core/version.hpp"
 #include "xtel/exporters/prometheus.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
-#include "xtel/names.hpp"
 
 namespace xtel::detail {
 
@@ -313,7 +314,7 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                                 {},
                                 {},
                                 true});
-    store.set(build, {XTEL_VERSION_STRING, ucx_version_text()}, 1);
+    store.set(build, {version(), ucx_version_text()}, 1);
     const bool own_pid = pid == pid_shown_by::agent;
     std::vector<std::string> info_labels{"backend"};
     if (own_pid) {

@@ -14,16 +14,16 @@
 #include <string_view>
 #include <vector>
 
-#include "xtel/event.hpp"
-#include "xtel/exporter.hpp"
+#include "xtel/core/event.hpp"
+#include "xtel/core/exporter.hpp"
+#include "xtel/core/rank.hpp"
+#include "xtel/core/status.hpp"
+#include "xtel/core/transfer_record.hpp"
 #include "xtel/metrics/builders/comprehensive.hpp"
 #include "xtel/metrics/builders/legacy.hpp"
 #include "xtel/metrics/builders/time.hpp"
 #include "xtel/metrics/processor.hpp"
 #include "xtel/metrics/snapshot.hpp"
-#include "xtel/rank.hpp"
-#include "xtel/status.hpp"
-#include "xtel/transfer_record.hpp"
 
 namespace xtel::detail {
 

@@ -6,12 +6,12 @@
 #include <map>
 
 #include "core/log.hpp"
-#include "exporters/prometheus/process_metrics.hpp"
 #include "exporters/prometheus/prometheus_agent.hpp"
-#include "exporters/prometheus/prometheus_text.hpp"
-#include "http/gzip.hpp"
-#include "http/request.hpp"
-#include "http/server.hpp"
+#include "xtel/http/gzip.hpp"
+#include "xtel/http/request.hpp"
+#include "xtel/http/server.hpp"
+#include "xtel/metrics/exposition.hpp"
+#include "xtel/metrics/process_metrics.hpp"
 
 namespace xtel::detail {
 
@@ -59,14 +59,14 @@ std::shared_ptr<prometheus_endpoint> prometheus_endpoint::acquire(const host_por
 }
 
 prometheus_endpoint::prometheus_endpoint(const host_port& address)
-    : server_(std::make_unique<http_server>(
+    : server_(std::make_unique<http::server>(
           address,
           std::string(metrics_path),
           std::string(varies_by),
           [this](const http::request_head& head) {
-              const representation r =
-                  negotiate(head.accept.values(), head.accept_encoding.values());
-              return http_entity{render_shared(r), content_type(r.format), r.gzip};
+              const metrics::representation r =
+                  metrics::negotiate(head.accept.values(), head.accept_encoding.values());
+              return http::entity{render_shared(r), metrics::content_type(r.format), r.gzip};
           })) {
     if (address.port == 0) {
         detail::log(log_level::info, "prometheus: serving http://{}{} (port {} chosen for {})",
@@ -104,7 +104,8 @@ std::string prometheus_endpoint::render() const {
     return *render_shared();
 }
 
-std::shared_ptr<const std::string> prometheus_endpoint::render_shared(representation r) const {
+std::shared_ptr<const std::string> prometheus_endpoint::render_shared(
+    metrics::representation r) const {
     std::vector<std::shared_ptr<const metrics::snapshot>> snapshots;
     {
         // Agents in the order of their names, so every scrape lists their series alike.
@@ -126,7 +127,7 @@ std::shared_ptr<const std::string> prometheus_endpoint::render_shared(representa
     // flood of scrapes still costs one rendering per representation and second.
     if (const auto now = std::chrono::steady_clock::now();
         !process_ || now - process_read_ >= std::chrono::seconds(1)) {
-        process_ = std::make_shared<const metrics::snapshot>(process_snapshot());
+        process_ = std::make_shared<const metrics::snapshot>(metrics::process_snapshot());
         process_read_ = now;
     }
     snapshots.push_back(process_);
@@ -137,8 +138,9 @@ std::shared_ptr<const std::string> prometheus_endpoint::render_shared(representa
     return cached(r);
 }
 
-const std::shared_ptr<const std::string>& prometheus_endpoint::cached(representation r) const {
-    const std::size_t i = index_of(r);
+const std::shared_ptr<const std::string>& prometheus_endpoint::cached(
+    metrics::representation r) const {
+    const std::size_t i = metrics::index_of(r);
     if (cached_[i]) {
         return cached_[i];
     }
@@ -150,7 +152,7 @@ const std::shared_ptr<const std::string>& prometheus_endpoint::cached(representa
     } else {
         out = std::make_shared<std::string>();
         out->reserve(last_size_[i] + 256);
-        detail::render(cached_from_, *out, r.format);
+        metrics::render(cached_from_, *out, r.format);
     }
     last_size_[i] = out->size();
     cached_[i] = std::move(out);

@@ -8,14 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "exporters/prometheus/negotiate.hpp"
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/metrics/negotiate.hpp"
 #include "xtel/metrics/snapshot.hpp"
+
+namespace xtel::http {
+class server;
+}  // namespace xtel::http
 
 namespace xtel::detail {
 
 class prometheus_agent;
-class http_server;
 
 /// One listening socket and the agents it serves. Exporters that name the same address share
 /// one; it stops listening when the last of them lets go.
@@ -45,7 +48,7 @@ class prometheus_endpoint {
     /// compressed) when first asked for after some agent published a new snapshot (or the
     /// agents changed), so a flood of scrapes costs one rendering per representation asked for
     /// per flush round, and answers being sent share one copy.
-    std::shared_ptr<const std::string> render_shared(representation r = {}) const;
+    std::shared_ptr<const std::string> render_shared(metrics::representation r = {}) const;
 
     /// The address it listens on, with the port the system chose when 0 was asked.
     const host_port& bound() const noexcept;
@@ -54,7 +57,7 @@ class prometheus_endpoint {
     explicit prometheus_endpoint(const host_port& address);
 
     /// cached_[index_of(r)], rendered first when null; cache_mutex_ held.
-    const std::shared_ptr<const std::string>& cached(representation r) const;
+    const std::shared_ptr<const std::string>& cached(metrics::representation r) const;
 
     mutable std::mutex agents_mutex_;
     std::vector<std::shared_ptr<const prometheus_agent>> agents_;
@@ -63,15 +66,15 @@ class prometheus_endpoint {
     /// What the cached bodies were rendered from; held, so that equal pointers mean equal data.
     mutable std::vector<std::shared_ptr<const metrics::snapshot>> cached_from_;
     /// By index_of(representation); null: not rendered since cached_from_ changed.
-    mutable std::array<std::shared_ptr<const std::string>, representation_count> cached_;
+    mutable std::array<std::shared_ptr<const std::string>, metrics::representation_count> cached_;
     /// The process metrics (process_metrics.hpp) and when they were read.
     mutable std::shared_ptr<const metrics::snapshot> process_;
     mutable std::chrono::steady_clock::time_point process_read_{};
     /// The size each representation last had, to reserve for the next rendering.
-    mutable std::array<std::size_t, representation_count> last_size_{};
+    mutable std::array<std::size_t, metrics::representation_count> last_size_{};
 
     /// Last, so it stops (and no longer calls render_shared) before the rest goes.
-    std::unique_ptr<http_server> server_;
+    std::unique_ptr<http::server> server_;
 };
 
 }  // namespace xtel::detail

@@ -12,9 +12,9 @@
 #include "core/log.hpp"
 #include "exporters/prometheus/prometheus_agent.hpp"
 #include "exporters/prometheus/prometheus_endpoint.hpp"
-#include "xtel/error.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/core/telemetry.hpp"
 #include "xtel/metrics/builder.hpp"
-#include "xtel/telemetry.hpp"
 
 namespace xtel {
 

@@ -10,7 +10,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "xtel/parse.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel {
 

@@ -1,0 +1,172 @@
+#pragma once
+/// The exporter policy contract.
+///
+/// An exporter is a type E that the pipeline owns one instance of, constructs once and calls
+/// only from its flusher thread (never concurrently with itself):
+///
+///   PRECONDITION: E is constructible from `const exporter_context&`; the constructor may throw
+///                 (set-up errors, derived from xtel::error).
+///   PRECONDITION: `e.export_batch(std::span<const event>)` takes a batch of events in the order
+///                 each thread recorded them. It may throw; the pipeline counts, logs once and
+///                 goes on, so an exporter failure never reaches a transfer.
+///   OPTIONAL:     `void export_transfers(std::span<const transfer_record>, const label_table&)`:
+///                 whole transfers with their attributes (before the events of the same
+///                 batch). Only when some exporter declares it does the flusher build them.
+///                 Each transfer reaches an exporter once: one that declares it gets in
+///                 export_batch only the events not derived from transfers (no agent_tx_bytes,
+///                 agent_xfer_time...); the others get every event, as without it.
+///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
+///   OPTIONAL:     `void on_health(std::span<const exporter_health>)`: after each flush round,
+///                 before on_flush_end: one row per exporter of the pipeline (itself included),
+///                 whether it turned itself off and the events it lost, for an exporter that
+///                 shows its pipeline's health (Prometheus: xtel_exporter_up).
+///   OPTIONAL:     `void on_stop()`: once, after the last batch, before destruction.
+///   OPTIONAL:     `static constexpr std::string_view name`: used in log messages.
+///   OPTIONAL:     `bool disabled() const noexcept`: true once the exporter has turned itself
+///                 off because it cannot write (a file it cannot create, a port that is taken).
+///                 It logs one error when it does; the pipeline goes on with the others.
+///   OPTIONAL:     `std::uint64_t events_lost() const noexcept`: events it was handed and could
+///                 not write. Both are read from any thread (stats()) while the flusher runs.
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "xtel/core/config.hpp"
+#include "xtel/core/event.hpp"
+#include "xtel/core/transfer_record.hpp"
+
+namespace xtel {
+
+/// What an exporter is built from.
+struct exporter_context {
+    const config& cfg;
+    std::string agent_name;
+};
+
+/// One exporter's health, as on_health hands it.
+struct exporter_health {
+    std::string_view name;
+    bool disabled = false;
+    std::uint64_t events_lost = 0;
+};
+
+template <class E>
+concept exporter = std::constructible_from<E, const exporter_context&> &&
+    requires(E& e, std::span<const event> batch) {
+    e.export_batch(batch);
+};
+
+/// Fills defaults for an exporter's optional members.
+///
+/// An optional hook is detected by its name alone (`&E::hook`), then its form is checked: a
+/// hook with the wrong signature (`void on_flush_end(int)`, a non-const `disabled()`) is a
+/// compile error naming the hook and the form expected, never a silent no-op. A hook that is
+/// overloaded cannot have its address taken, so it is detected only by its documented form.
+template <exporter E>
+struct exporter_traits {
+  private:
+    static constexpr bool declares_export_transfers = requires { &E::export_transfers; };
+    static constexpr bool declares_on_flush_end = requires { &E::on_flush_end; };
+    static constexpr bool declares_on_stop = requires { &E::on_stop; };
+    static constexpr bool declares_on_health = requires { &E::on_health; };
+    static constexpr bool declares_disabled = requires { &E::disabled; };
+    static constexpr bool declares_events_lost = requires { &E::events_lost; };
+    static constexpr bool declares_name = requires { &E::name; };
+
+    static constexpr bool export_transfers_ok =
+        requires(E & e, std::span<const transfer_record> t, const label_table& l) {
+        { e.export_transfers(t, l) } -> std::same_as<void>;
+    };
+    static constexpr bool on_flush_end_ok = requires(E & e) {
+        { e.on_flush_end() } -> std::same_as<void>;
+    };
+    static constexpr bool on_health_ok = requires(E & e, std::span<const exporter_health> h) {
+        { e.on_health(h) } -> std::same_as<void>;
+    };
+    static constexpr bool on_stop_ok = requires(E & e) {
+        { e.on_stop() } -> std::same_as<void>;
+    };
+    static constexpr bool disabled_ok = requires(const E& e) {
+        { e.disabled() }
+        noexcept->std::same_as<bool>;
+    };
+    static constexpr bool events_lost_ok = requires(const E& e) {
+        { e.events_lost() }
+        noexcept->std::same_as<std::uint64_t>;
+    };
+    static constexpr bool name_ok = [] {
+        if constexpr (requires { E::name; }) {
+            return std::same_as<decltype(E::name), const std::string_view>;
+        } else {
+            return false;
+        }
+    }();
+
+    static_assert(!declares_export_transfers || export_transfers_ok,
+                  "exporter hook export_transfers must be callable as `void "
+                  "export_transfers(std::span<const transfer_record>, const label_table&)`");
+    static_assert(!declares_on_flush_end || on_flush_end_ok,
+                  "exporter hook on_flush_end must be callable as `void on_flush_end()`");
+    static_assert(!declares_on_health || on_health_ok,
+                  "exporter hook on_health must be callable as "
+                  "`void on_health(std::span<const exporter_health>)`");
+    static_assert(!declares_on_stop || on_stop_ok,
+                  "exporter hook on_stop must be callable as `void on_stop()`");
+    static_assert(!declares_disabled || disabled_ok,
+                  "exporter hook disabled must be `bool disabled() const noexcept`");
+    static_assert(!declares_events_lost || events_lost_ok,
+                  "exporter hook events_lost must be `std::uint64_t events_lost() const noexcept`");
+    static_assert(!declares_name || name_ok,
+                  "exporter member name must be `static constexpr std::string_view name`");
+
+  public:
+    static constexpr bool wants_transfers = export_transfers_ok;
+    static constexpr bool wants_health = on_health_ok;
+
+    static constexpr std::string_view name = [] {
+        if constexpr (name_ok) {
+            return E::name;
+        } else {
+            return std::string_view{"exporter"};
+        }
+    }();
+
+    static void on_flush_end(E& e) {
+        if constexpr (on_flush_end_ok) {
+            e.on_flush_end();
+        }
+    }
+
+    static void on_health(E& e, std::span<const exporter_health> rows) {
+        if constexpr (on_health_ok) {
+            e.on_health(rows);
+        }
+    }
+
+    static bool disabled(const E& e) noexcept {
+        if constexpr (disabled_ok) {
+            return e.disabled();
+        } else {
+            return false;
+        }
+    }
+
+    static std::uint64_t events_lost(const E& e) noexcept {
+        if constexpr (events_lost_ok) {
+            return e.events_lost();
+        } else {
+            return 0;
+        }
+    }
+
+    static void on_stop(E& e) {
+        if constexpr (on_stop_ok) {
+            e.on_stop();
+        }
+    }
+};
+
+}  // namespace xtel

@@ -1,0 +1,619 @@
+#pragma once
+/// The telemetry pipeline: `telemetry<Exporters...>`.
+///
+/// Recording threads write compact records into rings that only they write (ring.hpp); a
+/// flusher thread expands them into events every run interval, and once more on destruction,
+/// and hands each batch to every exporter through a fold expression. There is no virtual call
+/// on either path, and `telemetry<>` (disabled) compiles every record call to nothing.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "xtel/core/clock.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/event.hpp"
+#include "xtel/core/exporter.hpp"
+#include "xtel/core/names.hpp"
+#include "xtel/core/ring.hpp"
+#include "xtel/core/telemetry_options.hpp"
+#include "xtel/core/transfer_record.hpp"
+
+namespace xtel {
+
+namespace detail {
+/// Out of line: formats and logs an exporter's failure (the first one per exporter).
+void report_export_failure(std::string_view agent,
+                           std::string_view exporter_name,
+                           std::string_view what,
+                           std::uint64_t failures) noexcept;
+
+/// How many events the flusher makes of one transfer for exporters that take events:
+/// agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num for a completed transfer, and
+/// agent_xfer_time and agent_xfer_post_time besides when its times were measured; none for a
+/// failed one. Counted (telemetry_stats::events_exported) even when no exporter takes them.
+constexpr std::size_t events_of_transfer(transfer_status status, bool timed) noexcept {
+    return status != transfer_status::success ? 0 : timed ? 4 : 2;
+}
+}  // namespace detail
+
+/// The exporters of a pipeline, in the order the pipeline calls them.
+template <exporter... Exporters>
+struct exporter_list {};
+
+/// The pipeline over the exporters of an exporter_list; spelled `telemetry<Exporters...>`.
+/// The pipeline is a class template over one list type, not over the pack itself, so that
+/// xtel/exporters/pipelines.hpp can name an instantiation computed from its list of built-in
+/// exporters (an alias) in `extern template` and explicit instantiation, which take no alias in
+/// their own class name.
+template <class ExporterList>
+class basic_telemetry;
+
+/// `telemetry<>` (disabled), `telemetry<buffer_exporter>`, ...
+template <exporter... Exporters>
+using telemetry = basic_telemetry<exporter_list<Exporters...>>;
+
+template <exporter... Exporters>
+class basic_telemetry<exporter_list<Exporters...>> {
+  public:
+    /// False for `telemetry<>`, whose record calls do nothing.
+    static constexpr bool enabled = sizeof...(Exporters) > 0;
+    /// Whether any exporter takes whole transfer records; when none does, none are built, and
+    /// a recorder need not fill transfer attributes.
+    static constexpr bool takes_transfers = (exporter_traits<Exporters>::wants_transfers || ...);
+    /// Whether any exporter takes events only; when none does, transfers are not expanded into
+    /// events at all.
+    static constexpr bool expands_transfers = (!exporter_traits<Exporters>::wants_transfers || ...);
+    /// Both kinds: transfer takers get their events from a second vector, without the ones
+    /// derived from transfers (they have the records).
+    static constexpr bool splits_events = takes_transfers && expands_transfers;
+
+    /// Builds every exporter (their set-up errors propagate) and starts the flusher.
+    basic_telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
+        : agent_name_(std::move(agent_name)),
+          opts_(opts),
+          interval_(cfg.run_interval),
+          registry_(opts.staging_capacity, opts.start_flusher ? &early_flush_ : nullptr),
+          exporters_(make_exporters(exporter_context{cfg, agent_name_},
+                                    std::index_sequence_for<Exporters...>{})) {
+        if constexpr (enabled) {
+            batch_.reserve(opts_.batch_size + 4);
+            if (opts_.start_flusher) {
+                flusher_ = std::thread([this] { run_flusher(); });
+            }
+        }
+    }
+
+    basic_telemetry(const basic_telemetry&) = delete;
+    basic_telemetry& operator=(const basic_telemetry&) = delete;
+
+    /// Stops the flusher, then flushes what is left, so nothing recorded before is lost.
+    ~basic_telemetry() {
+        if constexpr (enabled) {
+            {
+                const std::lock_guard lock(wake_mutex_);
+                stopping_ = true;
+            }
+            wake_.notify_all();
+            if (flusher_.joinable()) {
+                flusher_.join();
+            }
+            flush();
+            std::apply(
+                [](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_stop(e), ...); },
+                exporters_);
+        }
+    }
+
+    /// Records one event stamped now.
+    void record(category cat,
+                const event_name& name,
+                std::uint64_t value,
+                value_kind kind = value_kind::sample) noexcept {
+        if constexpr (enabled) {
+            record_at(clock::now_us(), cat, name, value, kind);
+        }
+    }
+
+    /// Records one event with a timestamp the caller already holds.
+    void record_at(std::uint64_t timestamp_us,
+                   category cat,
+                   const event_name& name,
+                   std::uint64_t value,
+                   value_kind kind = value_kind::sample) noexcept {
+        if constexpr (enabled) {
+            stage([&](detail::staged_record& r) {
+                r.timestamp_us = timestamp_us;
+                r.value = value;
+                r.kind = detail::record_kind::event;
+                r.cat = cat;
+                r.vkind = kind;
+                r.continued = false;
+                std::memcpy(r.payload, &name, sizeof(event_name));
+            });
+        }
+    }
+
+    /// Adds to a counter (the event carries the increment).
+    void add(category cat, const event_name& name, std::uint64_t delta) noexcept {
+        record(cat, name, delta, value_kind::counter);
+    }
+
+    /// Sets a gauge (the event carries the level).
+    void set(category cat, const event_name& name, std::uint64_t value) noexcept {
+        record(cat, name, value, value_kind::gauge);
+    }
+
+    /// Records a transfer as one staged record; the flusher hands it whole, with its
+    /// attributes, to exporters that ask for transfers, and expands a completed one (status
+    /// success) into agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num, agent_xfer_time and
+    /// agent_xfer_post_time. A failed one makes no such event: those count completed
+    /// transfers, as in NIXL.
+    /// A non-empty `request_id` (the caller's request or trace id, cut to max_request_id
+    /// bytes) is staged in a second record beside it, and reaches exporters of transfer
+    /// records as transfer_record::request_id: one more cache line, for tagged transfers only.
+    /// PRECONDITION: `attrs` was filled before this call (say, when the transfer was created):
+    /// it is copied as two 8-byte words.
+    void record_transfer(direction dir,
+                         std::uint64_t timestamp_us,
+                         std::uint64_t bytes,
+                         std::uint64_t requests,
+                         std::uint64_t post_us,
+                         std::uint64_t xfer_us,
+                         const transfer_attributes& attrs = no_attributes,
+                         std::string_view request_id = {}) noexcept {
+        if (request_id.empty() || !takes_transfers) [[likely]] {
+            stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
+        } else {
+            stage_tagged(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, request_id);
+        }
+    }
+
+    /// Records completed transfers whose times were not measured: their bytes and requests
+    /// only. Expanded into agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num, with no time
+    /// events; handed to transfer exporters with `timed` false.
+    void record_transfer_counts(direction dir,
+                                std::uint64_t timestamp_us,
+                                std::uint64_t bytes,
+                                std::uint64_t requests,
+                                const transfer_attributes& attrs = no_attributes) noexcept {
+        stage_transfer(dir, timestamp_us, bytes, requests, 0, 0, attrs, false);
+    }
+
+    /// How many flushes have run, timer or manual: it changes once per run interval, so a
+    /// recorder can tell, with one load of a line that rarely changes, that an interval
+    /// passed. Zero for `telemetry<>`.
+    std::uint64_t flushes() const noexcept {
+        if constexpr (enabled) {
+            return flushes_.value.load(std::memory_order_relaxed);
+        } else {
+            return 0;
+        }
+    }
+
+    /// The strings transfer attributes refer to. intern() is for slow paths only.
+    label_table& labels() noexcept { return labels_; }
+    const label_table& labels() const noexcept { return labels_; }
+
+    /// Hands everything staged so far to the exporters, on the calling thread. The flusher
+    /// calls it on its own; users call it to make events visible without waiting.
+    void flush() {
+        if constexpr (enabled) {
+            const std::lock_guard lock(flush_mutex_);
+            flush_locked();
+        }
+    }
+
+    telemetry_stats stats() const {
+        telemetry_stats s;
+        s.events_exported = exported_.load(std::memory_order_relaxed);
+        s.records_dropped = registry_.dropped();
+        s.export_errors = export_errors_.load(std::memory_order_relaxed);
+        std::apply(
+            [&s](const auto&... e) {
+                ((s.exporters_disabled +=
+                  exporter_traits<std::decay_t<decltype(e)>>::disabled(e) ? 1 : 0),
+                 ...);
+                ((s.events_lost += exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)),
+                 ...);
+            },
+            exporters_);
+        return s;
+    }
+
+    const std::string& agent_name() const noexcept { return agent_name_; }
+
+    /// The exporter of type E. PRECONDITION: E's own members are safe to call from this thread
+    /// while the flusher runs (each exporter says which are).
+    template <class E>
+    E& get() noexcept {
+        return std::get<E>(exporters_);
+    }
+
+  private:
+    using exporter_tuple = std::tuple<Exporters...>;
+
+    /// Writes a transfer's record into `r` (the body of stage_transfer's fill).
+    static void fill_transfer(detail::staged_record& r,
+                              direction dir,
+                              std::uint64_t timestamp_us,
+                              std::uint64_t bytes,
+                              std::uint64_t requests,
+                              std::uint64_t post_us,
+                              std::uint64_t xfer_us,
+                              const transfer_attributes& attrs,
+                              bool timed,
+                              bool continued) noexcept {
+        r.timestamp_us = timestamp_us;
+        r.value = bytes;
+        r.kind = dir == direction::tx ? detail::record_kind::transfer_tx
+                                      : detail::record_kind::transfer_rx;
+        r.timed = timed;
+        r.continued = continued;
+        // Field by field: a struct built on the stack and copied as one block costs a
+        // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, post_us), &post_us, 8);
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, xfer_us), &xfer_us, 8);
+        std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs, sizeof attrs);
+    }
+
+    /// A timed transfer and its request id: two slots, published together.
+    [[gnu::noinline]] void stage_tagged(direction dir,
+                                        std::uint64_t timestamp_us,
+                                        std::uint64_t bytes,
+                                        std::uint64_t requests,
+                                        std::uint64_t post_us,
+                                        std::uint64_t xfer_us,
+                                        const transfer_attributes& attrs,
+                                        std::string_view request_id) noexcept {
+        if constexpr (enabled) {
+            detail::staging_ring* ring = registry_.local_ring();
+            if (ring == nullptr) [[unlikely]] {
+                registry_.note_unstaged_drop();
+                return;
+            }
+            detail::staged_record* r = ring->try_claim_pair();
+            if (r == nullptr) [[unlikely]] {
+                // No room for two: the transfer alone, if one slot is left, loses only its id.
+                stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
+                return;
+            }
+            fill_transfer(*r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true,
+                          true);
+            detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
+            ring->publish_pair();
+        }
+    }
+
+    void stage_transfer(direction dir,
+                        std::uint64_t timestamp_us,
+                        std::uint64_t bytes,
+                        std::uint64_t requests,
+                        std::uint64_t post_us,
+                        std::uint64_t xfer_us,
+                        const transfer_attributes& attrs,
+                        bool timed) noexcept {
+        if constexpr (enabled) {
+            stage([&](detail::staged_record& r) {
+                fill_transfer(r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
+                              false);
+            });
+        }
+    }
+
+    /// What a transfer recorded without attributes carries (every field "not known").
+    static constexpr transfer_attributes no_attributes{};
+
+    template <std::size_t... I>
+    static exporter_tuple make_exporters(const exporter_context& ctx, std::index_sequence<I...>) {
+        return exporter_tuple{(static_cast<void>(I), ctx)...};
+    }
+
+    /// Fills the calling thread's next slot and publishes it; drops and counts when full.
+    template <class Fill>
+    void stage(Fill&& fill) noexcept {
+        detail::staging_ring* ring = registry_.local_ring();
+        if (ring == nullptr) [[unlikely]] {
+            registry_.note_unstaged_drop();
+            return;
+        }
+        detail::staged_record* r = ring->try_claim();
+        if (r == nullptr) [[unlikely]] {
+            ring->note_drop();
+            return;
+        }
+        fill(*r);
+        ring->publish();
+    }
+
+    void run_flusher() {
+        using steady = std::chrono::steady_clock;
+        std::unique_lock lock(wake_mutex_);
+        auto due = steady::now() + interval_;
+        while (!stopping_) {
+            // A ring past half full cuts the wait short, so bursts faster than one interval's
+            // worth of staging are drained instead of dropped. Its wake-up can be lost (the
+            // recorder notifies without the mutex: flush_signal), and a lost one is not sent
+            // again while the request stays pending, so the flag is also looked at every
+            // early_flush_poll: a lost wake-up costs that much, never a whole interval.
+            const auto until = std::min(due, steady::now() + early_flush_poll);
+            wake_.wait_until(lock, until, [this] { return stopping_ || early_flush_.pending(); });
+            if (stopping_) {
+                break;
+            }
+            if (!early_flush_.take() && steady::now() < due) {
+                continue;
+            }
+            lock.unlock();
+            flush();
+            lock.lock();
+            due = steady::now() + interval_;
+        }
+    }
+
+    void flush_locked() {
+        registry_.snapshot(rings_);
+        for (const auto& ring : rings_) {
+            // Take at most one ring's worth per round, so a producer that never pauses cannot
+            // keep the flusher on one ring forever.
+            std::size_t budget = ring->capacity();
+            while (budget > 0) {
+                const std::size_t take =
+                    std::min(budget, std::max<std::size_t>(opts_.batch_size / 4, 1));
+                const std::size_t n =
+                    ring->drain([this](const detail::staged_record& r) { expand(r); }, take);
+                if (batch_.size() + unexpanded_ >= opts_.batch_size) {
+                    export_batch();
+                }
+                if (n < take) {
+                    break;
+                }
+                budget -= n;
+            }
+        }
+        rings_.clear();
+        const std::uint64_t dropped = registry_.dropped();
+        if (dropped > dropped_reported_) {
+            event e;
+            e.timestamp_us = clock::now_us();
+            e.value = dropped - dropped_reported_;
+            e.cat = category::system;
+            e.kind = value_kind::counter;
+            e.name = names::telemetry_events_dropped;
+            push_plain(e);
+            dropped_reported_ = dropped;
+        }
+        export_batch();
+        if constexpr ((exporter_traits<Exporters>::wants_health || ...)) {
+            const std::array<exporter_health, sizeof...(Exporters)> health = std::apply(
+                [](const auto&... e) {
+                    return std::array<exporter_health, sizeof...(Exporters)>{exporter_health{
+                        exporter_traits<std::decay_t<decltype(e)>>::name,
+                        exporter_traits<std::decay_t<decltype(e)>>::disabled(e),
+                        exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)}...};
+                },
+                exporters_);
+            std::apply(
+                [&health](auto&... e) {
+                    (exporter_traits<std::decay_t<decltype(e)>>::on_health(e, health), ...);
+                },
+                exporters_);
+        }
+        std::apply(
+            [](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_flush_end(e), ...); },
+            exporters_);
+        flushes_.value.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    /// Appends one event of a transfer to the batch, written field by field in place. Built on
+    /// the stack and copied, each event cost a store-forwarding stall (its one-byte fields
+    /// stored, then read back in 16-byte loads for the copy): 60% of the flusher's drain.
+    void push_event(std::uint64_t ts,
+                    category cat,
+                    const event_name& name,
+                    std::uint64_t value,
+                    value_kind kind) {
+        event& e = batch_.emplace_back();
+        e.timestamp_us = ts;
+        e.value = value;
+        e.cat = cat;
+        e.kind = kind;
+        std::memcpy(&e.name, &name, sizeof name);
+    }
+
+    /// An event not derived from a transfer record: for every exporter.
+    void push_plain(const event& e) {
+        batch_.push_back(e);
+        if constexpr (splits_events) {
+            plain_.push_back(e);
+        }
+    }
+
+    void expand(const detail::staged_record& r) {
+        if (r.kind == detail::record_kind::transfer_tag) {
+            // The id of the transfer record just before it (the pair is drained together).
+            if constexpr (takes_transfers) {
+                if (!transfers_.empty()) {
+                    const std::size_t at = tag_text_.size();
+                    detail::tag_layout::read(r, tag_text_);
+                    tags_.push_back({transfers_.size() - 1, at, tag_text_.size() - at});
+                }
+            }
+            return;
+        }
+        if (r.kind == detail::record_kind::event) {
+            event e;
+            e.timestamp_us = r.timestamp_us;
+            e.value = r.value;
+            e.cat = r.cat;
+            e.kind = r.vkind;
+            std::memcpy(&e.name, r.payload, sizeof(event_name));
+            push_plain(e);
+            return;
+        }
+        detail::transfer_fields f;
+        std::memcpy(&f, r.payload, sizeof f);
+        const bool tx = r.kind == detail::record_kind::transfer_tx;
+        if constexpr (takes_transfers) {
+            transfers_.push_back(transfer_record{r.timestamp_us, r.value, f.requests, f.post_us,
+                                                 f.xfer_us, tx ? direction::tx : direction::rx,
+                                                 f.attrs, r.timed});
+        }
+        if constexpr (!expands_transfers) {
+            // Every exporter takes the record itself: its events are only counted.
+            unexpanded_ += detail::events_of_transfer(f.attrs.status, r.timed);
+            return;
+        }
+        if (f.attrs.status != transfer_status::success) {
+            return;
+        }
+        push_event(r.timestamp_us, category::transfer,
+                   tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
+                   value_kind::counter);
+        push_event(r.timestamp_us, category::transfer,
+                   tx ? names::agent_tx_requests_num : names::agent_rx_requests_num, f.requests,
+                   value_kind::counter);
+        if (!r.timed) {
+            return;
+        }
+        push_event(r.timestamp_us, category::performance, names::agent_xfer_time, f.xfer_us,
+                   value_kind::sample);
+        push_event(r.timestamp_us, category::performance, names::agent_xfer_post_time, f.post_us,
+                   value_kind::sample);
+    }
+
+    /// Hands the records, then the events: each transfer reaches an exporter once, as a record
+    /// when it declares export_transfers, else as the events expand() made of it.
+    void export_batch() {
+        if constexpr (takes_transfers) {
+            if (!transfers_.empty()) {
+                // The ids' text has stopped growing: views into it stay valid for the call.
+                for (const auto& tag : tags_) {
+                    transfers_[tag.record].request_id =
+                        std::string_view(tag_text_).substr(tag.offset, tag.length);
+                }
+                const std::span<const transfer_record> t(transfers_.data(), transfers_.size());
+                export_transfers_each(t, std::index_sequence_for<Exporters...>{});
+                transfers_.clear();
+                tags_.clear();
+                tag_text_.clear();
+            }
+        }
+        const std::size_t made = batch_.size() + unexpanded_;
+        if (made == 0) {
+            return;
+        }
+        export_each(std::index_sequence_for<Exporters...>{});
+        exported_.fetch_add(made, std::memory_order_relaxed);
+        batch_.clear();
+        plain_.clear();
+        unexpanded_ = 0;
+    }
+
+    template <std::size_t... I>
+    void export_each(std::index_sequence<I...>) {
+        (export_one<I>(), ...);
+    }
+
+    template <std::size_t... I>
+    void export_transfers_each([[maybe_unused]] std::span<const transfer_record> t,
+                               std::index_sequence<I...>) {
+        (export_transfers_one<I>(t), ...);
+    }
+
+    template <std::size_t I>
+    void export_transfers_one(std::span<const transfer_record> t) noexcept {
+        using E = std::tuple_element_t<I, exporter_tuple>;
+        if constexpr (exporter_traits<E>::wants_transfers) {
+            try {
+                std::get<I>(exporters_).export_transfers(t, labels_);
+            } catch (const std::exception& ex) {
+                note_failure(exporter_traits<E>::name, ex.what(), I);
+            } catch (...) {
+                note_failure(exporter_traits<E>::name, "unknown exception", I);
+            }
+        }
+    }
+
+    template <std::size_t I>
+    void export_one() noexcept {
+        using E = std::tuple_element_t<I, exporter_tuple>;
+        const std::vector<event>& events =
+            splits_events && exporter_traits<E>::wants_transfers ? plain_ : batch_;
+        if (events.empty()) {
+            return;
+        }
+        const std::span<const event> b(events.data(), events.size());
+        try {
+            std::get<I>(exporters_).export_batch(b);
+        } catch (const std::exception& ex) {
+            note_failure(exporter_traits<E>::name, ex.what(), I);
+        } catch (...) {
+            note_failure(exporter_traits<E>::name, "unknown exception", I);
+        }
+    }
+
+    void note_failure(std::string_view name, std::string_view what, std::size_t index) noexcept {
+        export_errors_.fetch_add(1, std::memory_order_relaxed);
+        detail::report_export_failure(agent_name_, name, what, ++failures_[index]);
+    }
+
+    const std::string agent_name_;
+    const telemetry_options opts_;
+    const std::chrono::milliseconds interval_;
+    /// How often the sleeping flusher looks for an early-flush request whose wake-up was lost.
+    static constexpr std::chrono::milliseconds early_flush_poll{50};
+    // Declared before the registry, whose rings signal through them.
+    std::mutex wake_mutex_;
+    std::condition_variable wake_;
+    detail::flush_signal early_flush_{wake_};
+    detail::ring_registry registry_;
+    label_table labels_;
+    exporter_tuple exporters_;
+
+    // Flusher state.
+    std::mutex flush_mutex_;
+    std::vector<event> batch_;  ///< every event, those derived from transfers included
+    std::vector<event> plain_;  ///< splits_events only: the events not derived from transfers
+    std::vector<transfer_record> transfers_;
+    /// Request ids of transfers_ (by index), their text in tag_text_.
+    struct tag_span {
+        std::size_t record;
+        std::size_t offset;
+        std::size_t length;
+    };
+    std::vector<tag_span> tags_;
+    std::string tag_text_;
+    std::size_t unexpanded_ = 0;  ///< events of transfers that no exporter takes as events
+    std::vector<std::shared_ptr<detail::staging_ring>> rings_;
+    std::uint64_t dropped_reported_ = 0;
+    std::uint64_t failures_[sizeof...(Exporters) + 1] = {};
+    std::atomic<std::uint64_t> exported_{0};
+    std::atomic<std::uint64_t> export_errors_{0};
+    /// On a line of its own: recorders read it on every transfer, the flusher writes it once
+    /// per flush.
+    struct alignas(detail::cache_line) padded_counter {
+        std::atomic<std::uint64_t> value{0};
+    };
+    padded_counter flushes_;
+
+    bool stopping_ = false;
+    std::thread flusher_;
+};
+
+}  // namespace xtel

@@ -1,0 +1,81 @@
+#pragma once
+/// What a completed transfer carries besides its numbers: the attributes operators slice
+/// metrics by. Strings (backend, peer, GPU) travel as ids of the pipeline's label table, so a
+/// transfer record stays one cache line and the hot path copies no string.
+
+#include <cstdint>
+#include <string_view>
+
+#include "xtel/core/label_table.hpp"
+#include "xtel/core/status.hpp"
+#include "xtel/core/transfer.hpp"
+
+namespace xtel {
+
+/// Which way a transfer's bytes went, as seen by the agent that records it.
+enum class direction : std::uint8_t { tx, rx };
+
+/// How a transfer ended: success, or failed with the error kind of its status_code (the same
+/// numbers: remote_disconnected, timed_out, ...). `error` is a failure of no known kind.
+enum class transfer_status : std::uint8_t { success = 0, error = 1 };
+
+/// The status of a transfer that failed with `code` (error for ok and in_progress, which are
+/// not failures).
+constexpr transfer_status failed_with(status_code code) noexcept {
+    return code > status_code::in_progress && static_cast<std::size_t>(code) < status_code_count
+               ? static_cast<transfer_status>(code)
+               : transfer_status::error;
+}
+
+/// The error kind of a failed transfer; nullopt-like `ok` for success, `in_progress` standing
+/// for "failed, kind not known".
+constexpr status_code error_kind(transfer_status s) noexcept {
+    return static_cast<status_code>(s);
+}
+
+/// "success", the error kind's name ("timed_out"), or "error" when the kind is not known.
+constexpr std::string_view to_string(transfer_status s) noexcept {
+    if (s == transfer_status::success) {
+        return "success";
+    }
+    if (s == transfer_status::error) {
+        return "error";
+    }
+    return to_string(error_kind(s));
+}
+
+/// 16 bytes: fits the staged record beside the transfer's numbers.
+struct transfer_attributes {
+    label_id backend = 0;
+    label_id remote_agent = 0;
+    label_id gpu = 0;
+    transfer_op op = transfer_op::write;
+    memory_kind local_memory = memory_kind::dram;
+    memory_kind remote_memory = memory_kind::dram;
+    transfer_status status = transfer_status::success;
+
+    friend bool operator==(const transfer_attributes&, const transfer_attributes&) = default;
+};
+static_assert(sizeof(transfer_attributes) == 16);
+
+/// A transfer as the flusher hands it to exporters that ask for transfers (see exporter.hpp).
+struct transfer_record {
+    std::uint64_t timestamp_us = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t requests = 0;
+    std::uint64_t post_us = 0;
+    std::uint64_t xfer_us = 0;
+    direction dir = direction::tx;
+    transfer_attributes attrs;
+    /// Whether post_us and xfer_us were measured, for one transfer of the record. An agent
+    /// that samples transfer times (config::timing_sample) reports the transfers it did not
+    /// time as records with requests and bytes only: times 0, timed false.
+    bool timed = true;
+    /// The request or trace id the caller gave the transfer, for exemplars; empty when none.
+    /// Valid for the exporter call it is handed to. Filled on timed records only: the agent
+    /// passes the id given to create_transfer (transfer_tags, at most max_request_id bytes)
+    /// with the timed completion, and the pipeline stages it beside the record.
+    std::string_view request_id{};
+};
+
+}  // namespace xtel

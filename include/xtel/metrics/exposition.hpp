@@ -1,0 +1,56 @@
+#pragma once
+/// The exposition formats /metrics serves, rendered from metric snapshots (private to src/):
+/// the Prometheus text format 0.0.4 and OpenMetrics 1.0.0.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "xtel/metrics/snapshot.hpp"
+
+namespace xtel::metrics {
+
+/// Which format render() writes.
+enum class exposition : std::uint8_t {
+    /// The Prometheus text format 0.0.4: HELP and TYPE lines, no units, no exemplars.
+    text,
+    /// OpenMetrics 1.0.0: TYPE, UNIT (for a family with a unit) and HELP lines naming a counter
+    /// family without its _total; histogram buckets with their exemplars; `# EOF` at the end.
+    openmetrics,
+};
+
+/// Escapes a label value: backslash, double quote and line feed.
+std::string escape_label_value(std::string_view value);
+/// Escapes HELP text of the text format: backslash and line feed.
+std::string escape_help(std::string_view text);
+
+/// Appends v / 10^decimals exactly, as a sample value shows it: 450 with 6 decimals is
+/// 0.000450.
+void append_scaled(std::string& out, std::uint64_t v, std::uint8_t decimals);
+/// A histogram bucket bound as `le` shows it: divided by 10^decimals like the sum, since bounds
+/// are kept in the unit of the observations. Exact for whole bounds (1000 with 6 decimals is
+/// 0.001), otherwise the shortest form of the quotient. Other senders of the same series
+/// (remote write) use it too, so that both name one series.
+std::string format_bound(double bound, std::uint8_t decimals);
+/// `in` with each byte that does not start a valid UTF-8 sequence replaced by U+FFFD, as label
+/// values are shown.
+std::string to_valid_utf8(std::string_view in);
+
+/// Renders snapshots (of several agents) in `format`, appended to `out`: each family once with
+/// its descriptors (the first snapshot's that has it), then every snapshot's series of it in
+/// the order given, each snapshot's labels first. A snapshot whose family of the same name has
+/// another type is left out of that family.
+///
+/// Values, sums, exemplar values and histogram bounds are shown divided by 10^decimals.
+/// OpenMetrics only: an exemplar is shown when its label name is a valid label name and its
+/// name and value hold at most 128 characters together (the format's limit; a longer one
+/// would make the whole exposition invalid), with its timestamp unless that is 0; a family
+/// whose names (with the suffixes of its type) clash with an earlier family's in OpenMetrics
+/// (gauge `x` and counter `x_total` are both family `x` there) is left out.
+void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
+            std::string& out,
+            exposition format = exposition::text);
+
+}  // namespace xtel::metrics

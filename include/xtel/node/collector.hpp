@@ -1,0 +1,247 @@
+#pragma once
+/// The node files of one directory, found and read for xtel-exporter and `xtel top` (private to
+/// src/): every agent of the node publishes its metric state into `<dir>/<agent name>.metrics`
+/// (docs/node-format.md), and the collector turns the files into snapshots to render.
+///
+/// The directory may be writable by other users (/dev/shm is), so a file is served only when
+/// an allowed uid owns it, it is a regular file within the size limit, its live writer is the
+/// process its header names, and its series fit the node's cap; anything else is refused with
+/// a reason (docs/deployment.md, "What is refused"), logged once per change of the file's state
+/// and counted.
+///
+/// Not thread-safe: the exporter calls it under one lock.
+
+#include <dirent.h>
+#include <sys/types.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "xtel/metrics/snapshot.hpp"
+
+namespace xtel::node::file {
+class reader;
+}
+namespace xtel::node::detail {
+class flock_holders;
+}
+
+namespace xtel::node {
+
+/// Why a node file is not served: the values of xtel_exporter_snapshot_read_errors_total's
+/// `reason` label, in the order they are shown.
+enum class refusal : std::uint8_t {
+    foreign_owner,      ///< owned by a uid that is not allowed
+    not_regular,        ///< a link, FIFO, device or directory under a node file's name
+    too_large,          ///< larger than max_file_bytes (never read)
+    unreadable,         ///< cannot be opened or read (permissions, I/O)
+    not_node_file,      ///< magic, version, header size or state is not a node file's
+    damaged,            ///< a node file whose header names bytes it does not hold
+    bad_snapshot,       ///< the payload does not decode
+    writer_mismatch,    ///< the process holding its lock is not the writer its header names
+    writer_unverified,  ///< its lock is held by a process this one cannot see
+    name_mismatch,      ///< its file name, header and payload name different agents
+    series_limit,       ///< its series would take the node past max_series
+};
+inline constexpr std::size_t refusal_count = 11;
+
+/// The name of `r` as the reason label shows it ("foreign_owner").
+std::string_view to_string(refusal r) noexcept;
+
+class collector {
+  public:
+    using clock = std::chrono::steady_clock;
+
+    /// A node file larger than this is refused unread. A 10,000-series agent's file is
+    /// 1.2 MB (10,000 time series) to 8.5 MB (10,000 series of the metric model, most of them
+    /// histograms with exemplars); the writer's file stays under four times its payload.
+    static constexpr std::uint64_t default_max_file_bytes = 32 << 20;
+    /// Time series served for the whole node at most (as Prometheus counts them: one per
+    /// sample line); a file that would pass it is refused whole.
+    static constexpr std::uint64_t default_max_series = 100'000;
+
+    struct settings {
+        std::filesystem::path dir;
+        /// A file whose writer has closed it or died is served for this long from when the
+        /// collector first saw it so, then left out (the file itself is left alone).
+        clock::duration stale_ttl = std::chrono::seconds(60);
+        /// What its log lines start with ("xtel-exporter").
+        std::string program;
+        /// The owners whose files are served besides the uid this process runs as (its
+        /// effective uid when it lists the directory: after --user).
+        std::vector<uid_t> allowed_uids;
+        std::uint64_t max_file_bytes = default_max_file_bytes;
+        std::uint64_t max_series = default_max_series;
+        /// Families the program serves itself (xtel-exporter's health and process families):
+        /// an agent's family of such a name is left out, so that no file can stand in for
+        /// them or add series to them.
+        std::vector<std::string> reserved_families;
+    };
+
+    /// Why a family is left out of an agent's snapshot: the values of
+    /// xtel_exporter_families_left_out_total's `reason` label.
+    enum class left_out : std::uint8_t {
+        type_conflict,  ///< a file whose name sorts first gives the family another type
+        reserved_name,  ///< the program serves a family of that name itself
+    };
+    static constexpr std::size_t left_out_count = 2;
+    static std::string_view name_of(left_out r) noexcept;
+
+    /// Whether the writer of a file is still there, as the file's state and lock tell.
+    enum class writer_state {
+        live,    ///< a writer holds the file's lock
+        closed,  ///< its writer closed it (the agent stopped)
+        dead,    ///< nobody holds the lock, and the file was not closed (the writer died)
+    };
+
+    /// One file served: its latest snapshot and how its writer stands.
+    struct agent {
+        std::shared_ptr<const metrics::snapshot> snapshot;
+        writer_state state = writer_state::live;
+        /// When the collector first saw the writer closed or dead; set unless live.
+        std::optional<clock::time_point> ended;
+        /// When the writer published `snapshot`, microseconds since the epoch.
+        std::uint64_t published_us = 0;
+    };
+
+    explicit collector(settings s);
+    ~collector();
+
+    collector(const collector&) = delete;
+    collector& operator=(const collector&) = delete;
+
+    /// Lists the directory: opens the files new to it, drops those gone from it, reopens those
+    /// replaced. A file refused when opened (foreign_owner, not_regular, too_large,
+    /// unreadable, not_node_file) is tried again only when it changes. A file gone between
+    /// the listing and its opening is nothing to report. Throws nothing: a directory that
+    /// cannot be read is logged (once until it can be read again) and leaves the files as
+    /// they were.
+    void scan() noexcept;
+
+    /// Reads the latest payload of every file, at `now`, and returns the snapshots to serve, in
+    /// the order of the files' names, each with a `pid` label (the writer's) after its own.
+    /// A family that an earlier file (by name) gives another type is left out of the later
+    /// file's snapshot.
+    std::vector<std::shared_ptr<const metrics::snapshot>> refresh(clock::time_point now);
+
+    /// As refresh(), with each writer's state.
+    std::vector<agent> refresh_agents(clock::time_point now);
+
+    /// Files whose series are served (after the last refresh).
+    std::size_t served() const noexcept { return served_; }
+    /// Writers (file, process) opened so far.
+    std::uint64_t seen_total() const noexcept { return seen_total_; }
+    /// Files refused so far, all reasons together; each counted once per change of its state.
+    std::uint64_t read_errors_total() const noexcept;
+    /// Files refused so far for `r`.
+    std::uint64_t read_errors(refusal r) const noexcept {
+        return read_errors_[static_cast<std::size_t>(r)];
+    }
+    /// Families left out of a file for `r`; each (file, family) counted once per time it
+    /// starts.
+    std::uint64_t families_left_out(left_out r) const noexcept {
+        return left_out_[static_cast<std::size_t>(r)];
+    }
+
+    const settings& config() const noexcept { return settings_; }
+
+    /// Adds to settings::reserved_families: the program's own families, once it has made them.
+    void reserve_families(std::vector<std::string> names);
+
+  private:
+    /// A file as listed (fstatat without following links): a file refused once is tried again
+    /// only when this changes.
+    struct identity {
+        std::uint64_t dev = 0;
+        std::uint64_t ino = 0;
+        std::uint64_t size = 0;
+        std::int64_t mtime_ns = 0;
+        std::uint32_t mode = 0;
+        std::uint32_t uid = 0;
+
+        friend bool operator==(const identity&, const identity&) = default;
+    };
+
+    struct source {
+        std::unique_ptr<node::file::reader> reader;
+        identity id;
+        /// Refused until the file changes: not read again while its identity stays `id`.
+        bool refused = false;
+        /// The state last reported (logged and counted): a refusal, or none (served, or not
+        /// refused yet). Kept across the files that follow one another under the name.
+        std::optional<refusal> reported;
+        /// The latest payload decoded, with the pid label added; null until one was.
+        std::shared_ptr<const metrics::snapshot> latest;
+        std::uint64_t number = 0;        ///< of the payload `latest` was decoded from
+        std::uint64_t published_us = 0;  ///< when that payload was published
+        std::uint64_t series = 0;        ///< time series of `latest`
+        std::uint64_t payload_bytes = 0;
+        /// Counted in seen_total_ (once per file opened, however often it is refused since).
+        bool seen = false;
+        /// A payload read but not decoded because its series would pass the cap: its number
+        /// and series, so that it is not read again while the cap leaves it out.
+        std::uint64_t over_cap_number = 0;
+        std::uint64_t over_cap_series = 0;
+        /// When the writer was first seen closed or dead, and how.
+        std::optional<clock::time_point> ended;
+        writer_state state = writer_state::live;
+        /// `latest` less the families left out for a type conflict, and their names (sorted).
+        std::shared_ptr<const metrics::snapshot> served;
+        std::vector<std::string> left_out;
+    };
+
+    /// What the writer check says of a file at this refresh.
+    enum class verdict { serve, refuse, undecided };
+
+    /// The node files `d` lists, as listed.
+    std::map<std::string, identity> list(DIR* d) const;
+    bool allowed(uid_t uid) const noexcept;
+    /// Whether a file of `mode`, `uid` and `size` may be read; refuses it if not.
+    bool passes(const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size);
+    void open(int dir_fd, const std::string& name, source& s);
+    /// Reports `r` for the file `name` unless it is the state reported last.
+    void report(const std::string& name,
+                source& s,
+                std::optional<refusal> r,
+                std::string_view why = {});
+    /// Refuses the file until it changes.
+    void refuse(const std::string& name, source& s, refusal r, std::string_view why);
+    void drop_snapshot(source& s) noexcept;
+    verdict check_writer(const std::string& name, source& s, clock::time_point now);
+    /// Reads and decodes the file's latest payload if it is new and fits `budget` series.
+    /// False when the file is refused for the cap.
+    bool read(source& s, std::uint64_t budget);
+    /// The lock holders of device `dev`, read once per refresh.
+    const detail::flock_holders& holders(dev_t dev);
+    /// Leaves out of the chosen files' snapshots the families an earlier file gives another
+    /// type, logging and counting each (file, family) once.
+    void resolve_type_conflicts(const std::vector<std::pair<const std::string*, source*>>& chosen);
+    void remember_gone(const std::string& name, const source& s);
+    void release_memory() noexcept;
+
+    settings settings_;
+    std::map<std::string, source> sources_;  // by file name
+    /// Names gone from the directory while refused, with their reason and when they went: a
+    /// file deleted and made again with the same fault is not reported again.
+    std::map<std::string, std::pair<refusal, clock::time_point>> gone_;
+    std::vector<std::pair<dev_t, std::unique_ptr<detail::flock_holders>>>
+        holders_;  // this refresh's
+    bool dir_failed_ = false;
+    std::size_t served_ = 0;
+    std::uint64_t seen_total_ = 0;
+    std::array<std::uint64_t, refusal_count> read_errors_{};
+    std::array<std::uint64_t, left_out_count> left_out_{};
+    /// Payload bytes of snapshots dropped since memory was last given back.
+    std::uint64_t dropped_bytes_ = 0;
+};
+
+}  // namespace xtel::node

@@ -1,0 +1,172 @@
+#include "xtel/agent/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "agent/pipeline_telemetry.hpp"
+#include "xtel/agent/basic_agent.hpp"
+#include "xtel/agent/runtime_telemetry.hpp"
+#include "xtel/core/error.hpp"
+#include "xtel/exporters/output_path.hpp"
+#include "xtel/exporters/pipelines.hpp"
+#include "xtel/exporters/plugin.hpp"
+
+namespace xtel {
+
+namespace {
+
+using agent_factory = std::unique_ptr<agent> (*)(std::string, const config&, const agent_options&);
+using telemetry_factory = std::unique_ptr<runtime_telemetry> (*)(std::string,
+                                                                 const config&,
+                                                                 const telemetry_options&);
+
+template <class Telemetry>
+std::unique_ptr<agent> make(std::string name, const config& cfg, const agent_options& opts) {
+    return std::make_unique<basic_agent<Telemetry>>(std::move(name), cfg, opts);
+}
+
+template <class Telemetry>
+std::unique_ptr<runtime_telemetry> make_pipeline(std::string name,
+                                                 const config& cfg,
+                                                 const telemetry_options& opts) {
+    return std::make_unique<detail::pipeline_telemetry<Telemetry>>(cfg, std::move(name), opts);
+}
+
+/// One precompiled pipeline: the agent over it and the pipeline on its own.
+struct pipeline_entry {
+    std::string exporters;  ///< canonical: sorted, comma-joined
+    agent_factory make_agent;
+    telemetry_factory make_telemetry;
+};
+
+/// The canonical exporter set of a pipeline mask: its policies' names
+/// (xtel/exporters/pipelines.hpp).
+std::string exporter_set_of(unsigned mask) {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < pipeline_policy_names.size(); ++i) {
+        if ((mask & (1u << i)) != 0) {
+            names.emplace_back(pipeline_policy_names[i]);
+        }
+    }
+    return canonical_exporter_set(names);
+}
+
+/// Masks 1 to pipeline_count - 1 (0 is telemetry off, which no exporter set names).
+template <unsigned... M>
+std::vector<pipeline_entry> make_table(std::integer_sequence<unsigned, M...>) {
+    std::vector<pipeline_entry> table{
+        {exporter_set_of(M + 1), &make<pipeline_t<M + 1>>, &make_pipeline<pipeline_t<M + 1>>}...};
+    std::sort(table.begin(), table.end(),
+              [](const auto& a, const auto& b) { return a.exporters < b.exporters; });
+    return table;
+}
+
+/// Every precompiled pipeline by its exporter set, generated from the list of built-in
+/// exporters; "plugin" stands for every name that is not built in (plugin_exporter loads them).
+const std::vector<pipeline_entry>& pipelines() {
+    static const std::vector<pipeline_entry> table =
+        make_table(std::make_integer_sequence<unsigned, pipeline_count - 1>{});
+    return table;
+}
+
+std::string plugins_listing(const std::filesystem::path& dir) {
+    const auto found = list_plugins(dir);
+    return found.empty() ? std::string("none") : fmt::format("{}", fmt::join(found, ", "));
+}
+
+/// The pipeline an enabled configuration names. Throws config_error when it names a plugin that
+/// is not there, or a set of exporters no pipeline was compiled for.
+const pipeline_entry& pipeline_for(const config& cfg) {
+    const std::vector<std::string> defaults{config::default_exporter};
+    const auto& names = cfg.exporters.empty() ? defaults : cfg.exporters;
+    // What NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH means depends on the exporters named: a
+    // directory is checked now, before any exporter starts, rather than at the first flush.
+    if (!cfg.output_path.empty()) {
+        check_output_path(names, cfg.output_path);
+    }
+    // Names that are not built in are plugins: they collapse into the one "plugin" policy.
+    std::vector<std::string> policies;
+    std::vector<std::string> plugins;
+    for (const auto& n : names) {
+        if (is_builtin_exporter(n)) {
+            policies.push_back(n);
+        } else {
+            plugins.push_back(n);
+        }
+    }
+    if (!plugins.empty()) {
+        policies.emplace_back(plugin_exporter::name);
+        for (const auto& p : plugins) {
+            if (!plugin_available(cfg, p)) {
+                throw config_error(fmt::format(
+                    "{}='{}' is invalid: '{}' is not a built-in exporter ({}) and {}",
+                    env::exporter, cfg.exporters_string(), p,
+                    fmt::join(builtin_exporter_names, ", "),
+                    cfg.plugin_dir.empty()
+                        ? fmt::format("{} is not set, so no plugin can be loaded", env::plugin_dir)
+                        : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),
+                                      plugin_file_name(p), plugins_listing(cfg.plugin_dir))));
+            }
+        }
+    }
+    const auto key = canonical_exporter_set(policies);
+    for (const auto& p : pipelines()) {
+        if (p.exporters == key) {
+            return p;
+        }
+    }
+    throw config_error(fmt::format(
+        "{}='{}' is invalid: no precompiled telemetry pipeline exports to {{{}}}; the exporter "
+        "sets that exist are: {} (names in any order, comma-separated; 'plugin' stands for any "
+        "number of plugins)",
+        env::exporter, cfg.exporters_string(), key, fmt::join(exporter_sets(), "; ")));
+}
+
+}  // namespace
+
+std::string canonical_exporter_set(std::span<const std::string> names) {
+    std::vector<std::string> sorted(names.begin(), names.end());
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    return fmt::format("{}", fmt::join(sorted, ","));
+}
+
+std::vector<std::string> exporter_sets() {
+    std::vector<std::string> out;
+    for (const auto& p : pipelines()) {
+        out.emplace_back(p.exporters);
+    }
+    return out;
+}
+
+std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_options opts) {
+    if (!cfg.enabled) {
+        return make<disabled_telemetry>(std::move(name), cfg, opts);
+    }
+    return pipeline_for(cfg).make_agent(std::move(name), cfg, opts);
+}
+
+std::unique_ptr<agent> make_agent(std::string name) {
+    return make_agent(std::move(name), config::from_env());
+}
+
+std::unique_ptr<runtime_telemetry> make_telemetry(std::string name,
+                                                  const config& cfg,
+                                                  telemetry_options opts) {
+    // Checked before anything starts, as an agent's is: it names the exporters' files.
+    name = detail::checked_agent_name(std::move(name));
+    if (!cfg.enabled) {
+        return make_pipeline<disabled_telemetry>(std::move(name), cfg, opts);
+    }
+    return pipeline_for(cfg).make_telemetry(std::move(name), cfg, opts);
+}
+
+std::unique_ptr<runtime_telemetry> make_telemetry(std::string name) {
+    return make_telemetry(std::move(name), config::from_env());
+}
+
+}  // namespace xtel

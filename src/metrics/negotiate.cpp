@@ -1,0 +1,242 @@
+#include "xtel/metrics/negotiate.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace xtel::metrics {
+
+namespace {
+
+constexpr char lower(char c) noexcept {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                              [](char x, char y) { return lower(x) == lower(y); });
+}
+
+std::string_view trim(std::string_view s) noexcept {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+/// RFC 9110 token characters.
+constexpr bool is_tchar(char c) noexcept {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+        return true;
+    }
+    return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool is_token(std::string_view s) noexcept {
+    return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
+}
+
+/// Takes the text up to the next `sep` that is not inside a quoted string off the front of
+/// `rest` (and the separator with it).
+std::string_view take_item(std::string_view& rest, char sep) noexcept {
+    bool quoted = false;
+    std::size_t i = 0;
+    for (; i < rest.size(); ++i) {
+        const char c = rest[i];
+        if (quoted && c == '\\') {
+            ++i;  // the escaped character, whatever it is
+        } else if (c == '"') {
+            quoted = !quoted;
+        } else if (c == sep && !quoted) {
+            break;
+        }
+    }
+    const std::string_view item = rest.substr(0, std::min(i, rest.size()));
+    rest.remove_prefix(std::min(i + 1, rest.size()));
+    return item;
+}
+
+/// A weight, in thousandths (RFC 9110 12.4.2: "0", "0.5", "1.000"); -1 when malformed.
+int parse_qvalue(std::string_view v) noexcept {
+    if (v.empty() || v.size() > 5 || (v[0] != '0' && v[0] != '1')) {
+        return -1;
+    }
+    int q = (v[0] - '0') * 1000;
+    if (v.size() == 1) {
+        return q;
+    }
+    if (v[1] != '.') {
+        return -1;
+    }
+    int scale = 100;
+    for (const char c : v.substr(2)) {
+        if (c < '0' || c > '9') {
+            return -1;
+        }
+        q += (c - '0') * scale;
+        scale /= 10;
+    }
+    return q > 1000 ? -1 : q;
+}
+
+/// One element of an Accept or Accept-Encoding list: a media range or a coding, the version
+/// parameter if any (quotes removed), and its weight.
+struct element {
+    std::string_view name;
+    std::string_view version;
+    bool has_version = false;
+    int q = 1000;
+};
+
+/// Parses one list element; false when it is empty or malformed (then it is ignored).
+bool parse_element(std::string_view text, element& e) noexcept {
+    e = element{};
+    e.name = trim(take_item(text, ';'));
+    if (e.name.empty()) {
+        return false;
+    }
+    while (!text.empty()) {
+        const std::string_view param = trim(take_item(text, ';'));
+        const auto eq = param.find('=');
+        if (eq == std::string_view::npos) {
+            return false;
+        }
+        const std::string_view key = trim(param.substr(0, eq));
+        std::string_view value = trim(param.substr(eq + 1));
+        if (!is_token(key)) {
+            return false;
+        }
+        if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+            value = value.substr(1, value.size() - 2);
+        }
+        if (iequals(key, "q")) {
+            e.q = parse_qvalue(value);
+            if (e.q < 0) {
+                return false;
+            }
+        } else if (iequals(key, "version")) {
+            e.version = value;
+            e.has_version = true;
+        }
+    }
+    return true;
+}
+
+/// A representation's media type, and the version parameters that name it.
+struct media_type {
+    std::string_view type;
+    std::string_view subtype;
+    std::array<std::string_view, 2> versions;
+};
+
+constexpr media_type text_type{"text", "plain", {"0.0.4", "0.0.4"}};
+constexpr media_type openmetrics_type{"application", "openmetrics-text", {"1.0.0", "0.0.1"}};
+
+/// The quality the client gives a representation: that of the most specific element matching
+/// it, the highest of those if several are as specific.
+class quality {
+  public:
+    void offer(int specificity, int q) noexcept {
+        if (specificity > specificity_ || (specificity == specificity_ && q > q_)) {
+            specificity_ = specificity;
+            q_ = q;
+        }
+    }
+    /// In thousandths; 0 when nothing matched.
+    int value() const noexcept { return specificity_ < 0 ? 0 : q_; }
+
+  private:
+    int specificity_ = -1;
+    int q_ = 0;
+};
+
+/// How specifically media range `e` matches `t`: 3 with a version of it, 2 without a version,
+/// 1 as type/*, 0 as */*; -1 when it does not match (another type, or another version).
+int specificity(const element& e, const media_type& t) noexcept {
+    const auto slash = e.name.find('/');
+    if (slash == std::string_view::npos) {
+        return -1;
+    }
+    const std::string_view type = trim(e.name.substr(0, slash));
+    const std::string_view subtype = trim(e.name.substr(slash + 1));
+    if (!is_token(type) || !is_token(subtype)) {
+        return -1;
+    }
+    if (type == "*") {
+        return subtype == "*" ? 0 : -1;
+    }
+    if (!iequals(type, t.type)) {
+        return -1;
+    }
+    if (subtype == "*") {
+        return 1;
+    }
+    if (!iequals(subtype, t.subtype)) {
+        return -1;
+    }
+    if (!e.has_version) {
+        return 2;
+    }
+    return std::find(t.versions.begin(), t.versions.end(), e.version) != t.versions.end() ? 3 : -1;
+}
+
+exposition choose_format(std::span<const std::string_view> lines) noexcept {
+    quality text;
+    quality openmetrics;
+    for (std::string_view rest : lines) {
+        while (!rest.empty()) {
+            element e;
+            if (!parse_element(take_item(rest, ','), e)) {
+                continue;
+            }
+            text.offer(specificity(e, text_type), e.q);
+            openmetrics.offer(specificity(e, openmetrics_type), e.q);
+        }
+    }
+    return openmetrics.value() > 0 && openmetrics.value() > text.value() ? exposition::openmetrics
+                                                                         : exposition::text;
+}
+
+bool choose_gzip(std::span<const std::string_view> lines) noexcept {
+    quality gzip;
+    for (std::string_view rest : lines) {
+        while (!rest.empty()) {
+            element e;
+            if (!parse_element(take_item(rest, ','), e) || !is_token(e.name)) {
+                continue;
+            }
+            if (iequals(e.name, "gzip") || iequals(e.name, "x-gzip")) {
+                gzip.offer(1, e.q);
+            } else if (e.name == "*") {
+                gzip.offer(0, e.q);
+            }
+        }
+    }
+    return gzip.value() > 0;
+}
+
+}  // namespace
+
+std::string_view content_type(exposition format) noexcept {
+    switch (format) {
+        case exposition::text:
+            break;
+        case exposition::openmetrics:
+            return "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    }
+    return "text/plain; version=0.0.4; charset=utf-8";
+}
+
+representation negotiate(std::span<const std::string_view> accept,
+                         std::span<const std::string_view> accept_encoding) noexcept {
+    return {choose_format(accept), choose_gzip(accept_encoding)};
+}
+
+representation negotiate(std::string_view accept, std::string_view accept_encoding) noexcept {
+    return negotiate(std::span(&accept, accept.empty() ? 0 : 1),
+                     std::span(&accept_encoding, accept_encoding.empty() ? 0 : 1));
+}
+
+}  // namespace xtel::metrics

@@ -1,0 +1,634 @@
+#include "xtel/node/collector.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+
+#include <fmt/ranges.h>
+
+#include "core/log.hpp"
+#include "node/flock_holders.hpp"
+#include "node/series_count.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
+#include "xtel/node/file.hpp"
+
+namespace xtel::node {
+
+namespace {
+
+/// A name gone from the directory is remembered this long with the reason it was refused for,
+/// and at most this many are: enough for a file recreated under its name, bounded however many
+/// names come and go.
+constexpr auto forget_gone_after = std::chrono::minutes(10);
+constexpr std::size_t max_gone = 4096;
+/// Memory is given back to the system once snapshots of this many payload bytes were dropped.
+constexpr std::uint64_t release_after_bytes = 1 << 20;
+
+/// A payload whose agent_name label is not the agent its file's header names.
+class name_mismatch : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+/// `<agent>.metrics`, not a crashed writer's `<agent>.metrics.crashed.<pid>` (those are kept
+/// for a person to look at, and their agent may be running again under the plain name).
+bool is_node_file_name(std::string_view name) {
+    return name.size() > node::file::file_suffix.size() &&
+           name.ends_with(node::file::file_suffix) &&
+           name.find(".crashed.") == std::string_view::npos && !name.starts_with('.');
+}
+
+/// Adds the writer's `pid` to the labels every series of `s` carries. No family has a label of
+/// that name: decode_snapshot refuses one (agents leave it out of a node file's xtel_agent_info).
+void add_pid_label(metrics::snapshot& s, std::uint32_t pid) {
+    s.labels.push_back({"pid", std::to_string(pid)});
+}
+
+/// What a listing shows that is not a regular file, for a message.
+std::string_view kind_of(mode_t mode) {
+    if (S_ISLNK(mode)) {
+        return "a symbolic link";
+    }
+    if (S_ISDIR(mode)) {
+        return "a directory";
+    }
+    if (S_ISFIFO(mode)) {
+        return "a FIFO";
+    }
+    if (S_ISSOCK(mode)) {
+        return "a socket";
+    }
+    return "a device";
+}
+
+refusal refusal_of(node::file::fault f) {
+    switch (f) {
+        case node::file::fault::unreadable:
+            return refusal::unreadable;
+        case node::file::fault::not_regular:
+            return refusal::not_regular;
+        case node::file::fault::too_large:
+            return refusal::too_large;
+        case node::file::fault::not_node_file:
+            return refusal::not_node_file;
+        case node::file::fault::damaged:
+            break;
+    }
+    return refusal::damaged;
+}
+
+}  // namespace
+
+void collector::reserve_families(std::vector<std::string> names) {
+    auto& reserved = settings_.reserved_families;
+    reserved.insert(reserved.end(), std::make_move_iterator(names.begin()),
+                    std::make_move_iterator(names.end()));
+}
+
+std::string_view collector::name_of(left_out r) noexcept {
+    return r == left_out::type_conflict ? "type_conflict" : "reserved_name";
+}
+
+std::string_view to_string(refusal r) noexcept {
+    switch (r) {
+        case refusal::foreign_owner:
+            return "foreign_owner";
+        case refusal::not_regular:
+            return "not_regular";
+        case refusal::too_large:
+            return "too_large";
+        case refusal::unreadable:
+            return "unreadable";
+        case refusal::not_node_file:
+            return "not_node_file";
+        case refusal::damaged:
+            return "damaged";
+        case refusal::bad_snapshot:
+            return "bad_snapshot";
+        case refusal::writer_mismatch:
+            return "writer_mismatch";
+        case refusal::writer_unverified:
+            return "writer_unverified";
+        case refusal::name_mismatch:
+            return "name_mismatch";
+        case refusal::series_limit:
+            return "series_limit";
+    }
+    return "unknown";
+}
+
+collector::collector(settings s) : settings_(std::move(s)) {}
+
+collector::~collector() = default;
+
+std::uint64_t collector::read_errors_total() const noexcept {
+    return std::accumulate(read_errors_.begin(), read_errors_.end(), std::uint64_t{0});
+}
+
+void collector::scan() noexcept {
+    try {
+        DIR* d = ::opendir(settings_.dir.c_str());
+        if (d == nullptr) {
+            if (!dir_failed_) {
+                xtel::detail::log(log_level::error, "{}: cannot list {}: {}", settings_.program,
+                                  settings_.dir.string(), std::strerror(errno));
+                dir_failed_ = true;
+            }
+            return;
+        }
+        dir_failed_ = false;
+        const int dir_fd = ::dirfd(d);
+        const auto present = list(d);
+
+        // A file deleted from the directory is dropped at once.
+        for (auto it = sources_.begin(); it != sources_.end();) {
+            if (present.contains(it->first)) {
+                ++it;
+                continue;
+            }
+            remember_gone(it->first, it->second);
+            drop_snapshot(it->second);
+            it = sources_.erase(it);
+        }
+        for (const auto& [name, id] : present) {
+            auto [it, added] = sources_.try_emplace(name);
+            source& s = it->second;
+            if (added) {
+                if (const auto g = gone_.find(name); g != gone_.end()) {
+                    s.reported = g->second.first;
+                    gone_.erase(g);
+                }
+            }
+            const bool changed = s.id != id;
+            s.id = id;
+            // A file served is opened again once replaced; a file refused, once it changes.
+            const bool reopen =
+                s.reader && !s.refused ? s.reader->replaced() : !s.refused || changed;
+            if (reopen) {
+                const auto reported = s.reported;
+                drop_snapshot(s);
+                s = source{};
+                s.id = id;
+                s.reported = reported;
+                open(dir_fd, name, s);
+            }
+        }
+        ::closedir(d);
+        const auto now = clock::now();
+        std::erase_if(gone_,
+                      [&](const auto& g) { return now - g.second.second > forget_gone_after; });
+    } catch (const std::exception& e) {
+        xtel::detail::log(log_level::error, "{}: scanning {} failed: {}", settings_.program,
+                          settings_.dir.string(), e.what());
+    }
+    release_memory();
+}
+
+std::map<std::string, collector::identity> collector::list(DIR* d) const {
+    std::map<std::string, identity> present;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string_view name(e->d_name);
+        if (!is_node_file_name(name)) {
+            continue;
+        }
+        // Not following a link, whatever it points to.
+        struct stat st {};
+        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            continue;  // gone since it was listed
+        }
+        present.emplace(
+            std::string(name),
+            identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                     static_cast<std::uint64_t>(st.st_size),
+                     st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_mode,
+                     st.st_uid});
+    }
+    return present;
+}
+
+bool collector::allowed(uid_t uid) const noexcept {
+    return uid == ::geteuid() ||
+           std::find(settings_.allowed_uids.begin(), settings_.allowed_uids.end(), uid) !=
+               settings_.allowed_uids.end();
+}
+
+bool collector::passes(
+    const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size) {
+    if (!S_ISREG(mode)) {
+        refuse(name, s, refusal::not_regular,
+               fmt::format("{}, not a regular file; not read", kind_of(mode)));
+        return false;
+    }
+    if (!allowed(uid)) {
+        refuse(name, s, refusal::foreign_owner,
+               fmt::format("owned by uid {}, and only the files of uid {}{} are served "
+                           "(--allow-uid)",
+                           uid, ::geteuid(),
+                           settings_.allowed_uids.empty()
+                               ? std::string()
+                               : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", "))));
+        return false;
+    }
+    if (size > settings_.max_file_bytes) {
+        refuse(name, s, refusal::too_large,
+               fmt::format("{} bytes, larger than the {} bytes a node file may have here "
+                           "(--max-file-bytes); not read",
+                           size, settings_.max_file_bytes));
+        return false;
+    }
+    return true;
+}
+
+void collector::open(int dir_fd, const std::string& name, source& s) {
+    // What the listing saw, first: a link, a FIFO or another user's file is never opened.
+    if (!passes(name, s, static_cast<mode_t>(s.id.mode), static_cast<uid_t>(s.id.uid), s.id.size)) {
+        return;
+    }
+    // O_NOFOLLOW and the same checks on what was opened: the name may have been replaced since
+    // it was listed, and only what the descriptor names counts. O_NONBLOCK: a FIFO put there
+    // meanwhile is not waited on.
+    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ENOENT) {
+            return;  // gone since it was listed: an agent going away, nothing to report
+        }
+        if (err == ELOOP) {
+            refuse(name, s, refusal::not_regular,
+                   "a symbolic link, not a regular file; not followed");
+        } else if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EINTR) {
+            // This process's trouble, not the file's: reported, and tried at the next listing.
+            report(name, s, refusal::unreadable,
+                   fmt::format("cannot open: {} (tried again at the next listing)",
+                               std::strerror(err)));
+        } else {
+            refuse(name, s, refusal::unreadable,
+                   fmt::format("cannot open: {}", std::strerror(err)));
+        }
+        return;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        refuse(name, s, refusal::unreadable, fmt::format("cannot stat: {}", std::strerror(err)));
+        return;
+    }
+    if (!passes(name, s, st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
+        ::close(fd);
+        return;
+    }
+    try {
+        s.reader = std::make_unique<node::file::reader>(fd, settings_.dir / name,
+                                                        settings_.max_file_bytes);
+    } catch (const node::file::format_error& e) {
+        refuse(name, s, refusal_of(e.kind()), e.what());
+        return;
+    }
+    // A writer names its file after its agent: a file under another agent's name (a copy, or
+    // one renamed there) would serve that agent's series twice, or in its place.
+    if (name != s.reader->agent_name() + std::string(node::file::file_suffix)) {
+        const std::string header_name = s.reader->agent_name();
+        s.reader.reset();
+        refuse(name, s, refusal::name_mismatch,
+               fmt::format("its header names agent '{}', whose file would be '{}{}'",
+                           parse::escape_controls(header_name), parse::escape_controls(header_name),
+                           node::file::file_suffix));
+    }
+}
+
+void collector::report(const std::string& name,
+                       source& s,
+                       std::optional<refusal> r,
+                       std::string_view why) {
+    if (s.reported == r) {
+        return;
+    }
+    const auto path = (settings_.dir / name).string();
+    s.reported = r;
+    if (!r) {
+        xtel::detail::log(log_level::info, "{}: {} is served again", settings_.program, path);
+        return;
+    }
+    ++read_errors_[static_cast<std::size_t>(*r)];
+    xtel::detail::log(log_level::warning, "{}: {} is not served{}: {}: {}", settings_.program, path,
+                      s.refused ? " (until it changes)" : "", to_string(*r), why);
+}
+
+void collector::refuse(const std::string& name, source& s, refusal r, std::string_view why) {
+    drop_snapshot(s);
+    s.refused = true;
+    report(name, s, r, why);
+}
+
+void collector::drop_snapshot(source& s) noexcept {
+    if (s.latest) {
+        dropped_bytes_ += s.payload_bytes;
+    }
+    s.latest.reset();
+    s.served.reset();
+    s.left_out.clear();
+    s.number = 0;
+    s.series = 0;
+    s.payload_bytes = 0;
+}
+
+void collector::remember_gone(const std::string& name, const source& s) {
+    if (!s.reported) {
+        return;
+    }
+    if (gone_.size() >= max_gone) {
+        const auto oldest = std::min_element(
+            gone_.begin(), gone_.end(),
+            [](const auto& a, const auto& b) { return a.second.second < b.second.second; });
+        gone_.erase(oldest);
+    }
+    gone_[name] = {*s.reported, clock::now()};
+}
+
+const detail::flock_holders& collector::holders(dev_t dev) {
+    for (const auto& [d, h] : holders_) {
+        if (d == dev) {
+            return *h;
+        }
+    }
+    holders_.emplace_back(
+        dev, std::make_unique<detail::flock_holders>(detail::flock_holders::read(dev)));
+    return *holders_.back().second;
+}
+
+collector::verdict collector::check_writer(const std::string& name,
+                                           source& s,
+                                           clock::time_point now) {
+    const auto ended = [&] {
+        // The lock first: a writer sets the closed state before it lets the lock go, so once
+        // the lock is free the state read after it is final.
+        s.ended = now;
+        s.state = s.reader->closed() ? writer_state::closed : writer_state::dead;
+        return verdict::serve;
+    };
+    if (s.ended) {
+        return verdict::serve;  // closed or dead: nobody to check any more
+    }
+    if (s.reader->closed()) {
+        // Final: whoever holds its lock now is no writer of it (a writer never reopens a file).
+        s.ended = now;
+        s.state = writer_state::closed;
+        return verdict::serve;
+    }
+    if (!s.reader->writer_alive()) {
+        return ended();
+    }
+    // A live writer: the process holding the lock must be the one the header names, as that
+    // process sees its own pid (the innermost of its PID namespaces).
+    const detail::flock_holders& table = holders(static_cast<dev_t>(s.id.dev));
+    const auto holder = table.holder(static_cast<ino_t>(s.id.ino));
+    if (!holder) {
+        if (!s.reader->writer_alive()) {
+            return ended();  // the writer went after the lock was tested
+        }
+        std::string why =
+            "its lock is held by a process this program cannot see, so it cannot tell whether "
+            "that is the writer (pid {}) the header names; run it in the agents' PID namespace "
+            "(hostPID: true in Kubernetes) with a /proc that shows their processes (not mounted "
+            "hidepid)";
+        if (!table.readable()) {
+            why += "; /proc/locks cannot be read";
+        } else if (table.truncated()) {
+            why += fmt::format("; /proc/locks is longer than the {} bytes read of it",
+                               detail::flock_holders::max_read_bytes);
+        }
+        report(name, s, refusal::writer_unverified,
+               fmt::format(fmt::runtime(why), s.reader->writer_pid()));
+        return verdict::refuse;
+    }
+    const auto pid = detail::innermost_pid(*holder);
+    if (!pid) {
+        return verdict::undecided;  // the holder ended since /proc/locks was read: look again
+    }
+    if (static_cast<std::uint32_t>(*pid) == s.reader->writer_pid()) {
+        return verdict::serve;
+    }
+    if (!s.reader->writer_alive()) {
+        return ended();
+    }
+    report(name, s, refusal::writer_mismatch,
+           *pid == *holder
+               ? fmt::format("its lock is held by pid {}, not by the writer (pid {}) its header "
+                             "names",
+                             *holder, s.reader->writer_pid())
+               : fmt::format("its lock is held by pid {} (pid {} in its own PID namespace), not "
+                             "by the writer (pid {}) its header names",
+                             *holder, *pid, s.reader->writer_pid()));
+    return verdict::refuse;
+}
+
+bool collector::read(source& s, std::uint64_t budget) {
+    const std::uint64_t current = s.reader->published();
+    if (current == s.number) {
+        return true;  // nothing new (or nothing yet, both 0)
+    }
+    if (current == s.over_cap_number && s.over_cap_series > budget) {
+        return false;  // the payload already counted, still over the cap
+    }
+    const auto p = s.reader->read_latest();
+    // nullopt: the writer published during every try; the previous payload is served.
+    if (!p || p->number == 0 || p->number == s.number) {
+        return true;
+    }
+    const auto series = detail::count_time_series(p->payload, budget);
+    if (series && *series > budget) {
+        drop_snapshot(s);
+        s.over_cap_number = p->number;
+        s.over_cap_series = *series;
+        if (p->payload.size() >= release_after_bytes) {
+            dropped_bytes_ += p->payload.size();
+        }
+        return false;
+    }
+    // A payload the count could not walk is decoded all the same, for decode_snapshot's
+    // message naming what is wrong (it allocates in proportion to the bytes only).
+    auto snap = metrics::decode_snapshot(p->payload);
+    for (const auto& l : snap.labels) {
+        if (l.name == "agent_name" && l.value != s.reader->agent_name()) {
+            throw name_mismatch(fmt::format(
+                "its payload's agent_name '{}' is not the agent '{}' its header names",
+                parse::escape_controls(l.value), parse::escape_controls(s.reader->agent_name())));
+        }
+    }
+    add_pid_label(snap, s.reader->writer_pid());
+    snap.start_time_us = s.reader->created_us();
+    if (!s.seen) {
+        s.seen = true;
+        ++seen_total_;
+    }
+    s.latest = std::make_shared<const metrics::snapshot>(std::move(snap));
+    s.served.reset();
+    s.number = p->number;
+    s.published_us = p->published_us;
+    s.series = series.value_or(0);
+    s.payload_bytes = p->payload.size();
+    return true;
+}
+
+std::vector<std::shared_ptr<const metrics::snapshot>> collector::refresh(clock::time_point now) {
+    std::vector<std::shared_ptr<const metrics::snapshot>> out;
+    for (auto& a : refresh_agents(now)) {
+        out.push_back(std::move(a.snapshot));
+    }
+    return out;
+}
+
+std::vector<collector::agent> collector::refresh_agents(clock::time_point now) {
+    holders_.clear();  // read again, once, by the first live file that needs it
+    std::vector<std::pair<const std::string*, source*>> chosen;
+    chosen.reserve(sources_.size());
+    std::uint64_t budget = settings_.max_series;
+    for (auto& [name, s] : sources_) {
+        if (!s.reader || s.refused) {
+            continue;
+        }
+        if (s.ended && now - *s.ended >= settings_.stale_ttl) {
+            drop_snapshot(s);  // stale: its series are gone until the file is replaced
+            continue;
+        }
+        try {
+            const verdict v = check_writer(name, s, now);
+            if (v == verdict::refuse) {
+                drop_snapshot(s);
+                continue;
+            }
+            if (v == verdict::serve && !read(s, budget)) {
+                report(name, s, refusal::series_limit,
+                       fmt::format("its {} time series would take the node past --max-series "
+                                   "{} ({} left after the files before it by name)",
+                                   s.over_cap_series, settings_.max_series, budget));
+                continue;
+            }
+            if (s.latest && s.series > budget) {
+                // Fitted when it was read; files before it have grown since.
+                s.over_cap_number = s.number;
+                s.over_cap_series = s.series;
+                drop_snapshot(s);
+                report(name, s, refusal::series_limit,
+                       fmt::format("its {} time series would take the node past --max-series "
+                                   "{} ({} left after the files before it by name)",
+                                   s.over_cap_series, settings_.max_series, budget));
+                continue;
+            }
+        } catch (const node::file::format_error& e) {
+            // Kept open, so that it is tried again only once it changes.
+            refuse(name, s, refusal_of(e.kind()), e.what());
+            continue;
+        } catch (const metrics::snapshot_decode_error& e) {
+            refuse(name, s, refusal::bad_snapshot,
+                   fmt::format("{}: {}", (settings_.dir / name).string(), e.what()));
+            continue;
+        } catch (const name_mismatch& e) {
+            refuse(name, s, refusal::name_mismatch, e.what());
+            continue;
+        }
+        if (s.latest) {
+            budget -= s.series;
+            report(name, s, std::nullopt);
+            chosen.emplace_back(&name, &s);
+        }
+    }
+    resolve_type_conflicts(chosen);
+    std::vector<agent> out;
+    out.reserve(chosen.size());
+    for (const auto& [name, s] : chosen) {
+        out.push_back({s->served ? s->served : s->latest, s->state, s->ended, s->published_us});
+    }
+    served_ = out.size();
+    release_memory();
+    return out;
+}
+
+void collector::resolve_type_conflicts(
+    const std::vector<std::pair<const std::string*, source*>>& chosen) {
+    struct first_seen {
+        metrics::metric_type type;
+        const std::string* file;  ///< null: a family the program serves itself
+    };
+    std::unordered_map<std::string_view, first_seen> types;
+    for (const auto& reserved : settings_.reserved_families) {
+        types.try_emplace(reserved, first_seen{metrics::metric_type::gauge, nullptr});
+    }
+    std::vector<std::string> conflicts;
+    for (const auto& [name, s] : chosen) {
+        conflicts.clear();
+        for (const auto& f : s->latest->families) {
+            const auto [it, added] = types.try_emplace(f.spec.name, first_seen{f.spec.type, name});
+            if (added || (it->second.file != nullptr && it->second.type == f.spec.type)) {
+                continue;
+            }
+            conflicts.push_back(f.spec.name);
+            if (std::binary_search(s->left_out.begin(), s->left_out.end(), f.spec.name)) {
+                continue;  // reported when it started
+            }
+            const auto path = (settings_.dir / *name).string();
+            if (it->second.file == nullptr) {
+                ++left_out_[static_cast<std::size_t>(left_out::reserved_name)];
+                xtel::detail::log(log_level::warning,
+                                  "{}: {}: family {} is left out: {} serves a family of that name "
+                                  "itself",
+                                  settings_.program, path, f.spec.name, settings_.program);
+                continue;
+            }
+            ++left_out_[static_cast<std::size_t>(left_out::type_conflict)];
+            xtel::detail::log(log_level::warning,
+                              "{}: {}: family {} is left out: it is a {} here, and {} (whose name "
+                              "sorts first) serves it as a {}",
+                              settings_.program, path, f.spec.name, metrics::to_string(f.spec.type),
+                              (settings_.dir / *it->second.file).string(),
+                              metrics::to_string(it->second.type));
+        }
+        // Families are sorted by name in a snapshot, so conflicts is too.
+        if (conflicts.empty()) {
+            s->served.reset();
+            s->left_out.clear();
+            continue;
+        }
+        if (s->served && conflicts == s->left_out) {
+            continue;  // the same copy as at the last refresh (`served` is reset by a new read)
+        }
+        auto copy = std::make_shared<metrics::snapshot>();
+        copy->labels = s->latest->labels;
+        copy->start_time_us = s->latest->start_time_us;
+        for (const auto& f : s->latest->families) {
+            if (!std::binary_search(conflicts.begin(), conflicts.end(), f.spec.name)) {
+                copy->families.push_back(f);
+            }
+        }
+        s->served = std::move(copy);
+        s->left_out = conflicts;
+    }
+}
+
+void collector::release_memory() noexcept {
+    if (dropped_bytes_ < release_after_bytes) {
+        return;
+    }
+    dropped_bytes_ = 0;
+#if defined(__GLIBC__)
+    // glibc keeps freed memory for reuse, also after a large payload or snapshot (a faulty
+    // writer's) is gone; given back at once, the exporter's size follows what it serves.
+    ::malloc_trim(0);
+#endif
+}
+
+}  // namespace xtel::node

@@ -1,0 +1,251 @@
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <thread>
+
+#include "core/owned_file.hpp"
+#include "node/file_io.hpp"
+#include "xtel/node/file.hpp"
+
+namespace xtel::node::file {
+
+namespace {
+
+using xtel::detail::errno_text;
+using xtel::detail::fd_guard;
+using xtel::detail::pread_all;
+
+/// The area that `generation` published, or nullptr when none or both claim it.
+const area* area_of(const file_header& h, std::uint64_t generation) noexcept {
+    const bool first = h.areas[0].generation == generation;
+    const bool second = h.areas[1].generation == generation;
+    if (first == second) {
+        return nullptr;
+    }
+    return first ? &h.areas[0] : &h.areas[1];
+}
+
+/// True when the area lies inside a file of `file_size` bytes, without overflow.
+bool area_fits(const area& a, std::uint64_t file_size) noexcept {
+    return a.length <= a.capacity && a.capacity <= max_payload_size && a.offset >= header_size &&
+           a.offset <= file_size && a.capacity <= file_size - a.offset;
+}
+
+/// Opens `path` for reading; throws format_error when it cannot be opened.
+int open_for_reading(const std::filesystem::path& path) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer to appear.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        throw format_error(fault::unreadable,
+                           fmt::format("{}: cannot open: {}", path.string(), errno_text(errno)));
+    }
+    return fd;
+}
+
+}  // namespace
+
+reader::reader(const std::filesystem::path& path, std::uint64_t max_file_bytes)
+    : reader(open_for_reading(path), path, max_file_bytes) {}
+
+reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_bytes)
+    : path_(std::move(path)), max_file_bytes_(max_file_bytes) {
+    fd_guard fd{file};
+    const auto name = path_.string();
+    struct stat st {};
+    if (::fstat(fd.fd, &st) != 0) {
+        throw format_error(fault::unreadable,
+                           fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        throw format_error(fault::not_regular,
+                           fmt::format("{}: is a directory, not a node file", name));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        throw format_error(fault::not_regular, fmt::format("{}: is not a regular file", name));
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > max_file_bytes_) {
+        throw format_error(fault::too_large,
+                           fmt::format("{}: {} bytes, larger than the {} bytes a node file may "
+                                       "have here (--max-file-bytes)",
+                                       name, size, max_file_bytes_));
+    }
+    if (size < header_size) {
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
+                                       name, st.st_size, header_size));
+    }
+    file_header h{};
+    if (!detail::read_header(fd.fd, h)) {
+        throw format_error(fault::not_node_file, fmt::format("{}: cannot read the header", name));
+    }
+    if (std::memcmp(h.magic, magic, sizeof magic) != 0) {
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: not a node file (bad magic)", name));
+    }
+    if (h.version != format_version) {
+        throw format_error(
+            fault::not_node_file,
+            fmt::format("{}: unsupported format version {} (this reader reads version {})", name,
+                        h.version, format_version));
+    }
+    if (h.header_size != header_size) {
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: unexpected header size {} (expected {})", name,
+                                       h.header_size, header_size));
+    }
+    if (h.state != static_cast<std::uint32_t>(writer_state::open) &&
+        h.state != static_cast<std::uint32_t>(writer_state::closed)) {
+        throw format_error(fault::not_node_file,
+                           fmt::format("{}: unknown writer state {} (expected 1 open or 2 closed)",
+                                       name, h.state));
+    }
+    agent_name_.assign(h.agent_name, ::strnlen(h.agent_name, agent_name_size));
+    writer_pid_ = h.writer_pid;
+    created_us_ = h.created_us;
+    start_time_us_ = h.start_time_us;
+    fd_ = fd.release();
+}
+
+reader::~reader() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+file_header reader::read_header() const {
+    file_header h{};
+    if (!detail::read_header(fd_, h)) {
+        throw format_error(fault::damaged,
+                           fmt::format("{}: damaged: truncated below its {}-byte header",
+                                       path_.string(), header_size));
+    }
+    return h;
+}
+
+std::uint64_t reader::read_generation() const {
+    std::uint64_t g = 0;
+    if (!pread_all(fd_, &g, sizeof g, offsetof(file_header, generation))) {
+        throw format_error(fault::damaged,
+                           fmt::format("{}: damaged: truncated below its {}-byte header",
+                                       path_.string(), header_size));
+    }
+    return g;
+}
+
+std::optional<publication> reader::read_latest(int attempts) {
+    const auto name = path_.string();
+    for (int attempt = 0; attempt < attempts; ++attempt) {
+        if (attempt > 0) {
+            std::this_thread::yield();
+        }
+        // Seqlock read: generation, the header, the payload, the generation again. Equal and
+        // even, nothing the reader copied changed meanwhile: the writer rewrites a descriptor
+        // only while the generation is odd, and an area only after the generation moved off it.
+        const std::uint64_t g1 = read_generation();
+        std::uint64_t latest = g1;
+        if (g1 % 2 != 0) {
+            // A writer that died in the middle of a publish left the generation odd for good;
+            // the area published before it is whole (the writer never writes the latest area).
+            if (writer_alive()) {
+                continue;
+            }
+            latest = g1 - 1;
+        }
+        if (latest == 0) {
+            if (read_generation() != g1) {
+                continue;
+            }
+            return publication{};
+        }
+        const file_header h = read_header();
+        struct stat st {};
+        if (::fstat(fd_, &st) != 0) {
+            throw format_error(fault::unreadable,
+                               fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
+        }
+        const auto file_size = static_cast<std::uint64_t>(st.st_size);
+        if (file_size > max_file_bytes_) {
+            // Grown since it was opened: a live writer's payload outgrew the limit, or someone
+            // extended the file. Either way nothing of it is read.
+            throw format_error(fault::too_large,
+                               fmt::format("{}: grew to {} bytes, larger than the {} bytes a node "
+                                           "file may have here (--max-file-bytes)",
+                                           name, file_size, max_file_bytes_));
+        }
+        const area* a = area_of(h, latest);
+        const bool fits = a != nullptr && area_fits(*a, file_size);
+        publication p;
+        bool copied = false;
+        if (fits) {
+            p.payload.resize(static_cast<std::size_t>(a->length));
+            copied = pread_all(fd_, p.payload.data(), p.payload.size(), a->offset);
+        }
+        if (read_generation() != g1) {
+            continue;  // published meanwhile: what was copied may be torn
+        }
+        // Stable: the header copy is the one the writer left, so what is wrong with it is damage.
+        if (a == nullptr) {
+            throw format_error(
+                fault::damaged,
+                fmt::format("{}: damaged: no single area carries the latest generation {}", name,
+                            latest));
+        }
+        if (!fits) {
+            throw format_error(
+                fault::damaged,
+                fmt::format("{}: damaged: the latest area (offset {}, capacity {}, length {}) "
+                            "does not fit the file of {} bytes",
+                            name, a->offset, a->capacity, a->length, file_size));
+        }
+        if (!copied) {
+            throw format_error(fault::damaged,
+                               fmt::format("{}: damaged: truncated while being read", name));
+        }
+        p.number = latest / 2;
+        p.published_us = a->published_us;
+        return p;
+    }
+    return std::nullopt;
+}
+
+std::uint64_t reader::published() const {
+    return read_generation() / 2;
+}
+
+std::uint64_t reader::refused() const {
+    return read_header().refused;
+}
+
+bool reader::closed() const {
+    return read_header().state == static_cast<std::uint32_t>(writer_state::closed);
+}
+
+bool reader::writer_alive() const {
+    // The writer holds LOCK_EX for its whole life, on its own open file description; a shared
+    // lock on this reader's one is refused exactly while it lives. Released at once if granted,
+    // so that a reader never keeps the next writer of this name waiting.
+    if (::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
+        return errno == EWOULDBLOCK;
+    }
+    ::flock(fd_, LOCK_UN);
+    return false;
+}
+
+bool reader::replaced() const {
+    struct stat by_path {};
+    struct stat open_file {};
+    if (::stat(path_.c_str(), &by_path) != 0 || ::fstat(fd_, &open_file) != 0) {
+        return true;
+    }
+    return by_path.st_ino != open_file.st_ino || by_path.st_dev != open_file.st_dev;
+}
+
+}  // namespace xtel::node::file

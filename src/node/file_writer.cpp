@@ -1,0 +1,261 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "core/log.hpp"
+#include "core/owned_file.hpp"
+#include "node/file_io.hpp"
+#include "xtel/core/clock.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/node/file.hpp"
+
+namespace xtel::node::file {
+
+namespace {
+
+using xtel::detail::write_all;
+
+/// fmt::format for noexcept code: an empty message when there is no memory for it.
+template <class... Args>
+std::string format_or_empty(fmt::format_string<Args...> format, Args&&... args) noexcept {
+    try {
+        return fmt::format(format, std::forward<Args>(args)...);
+    } catch (...) {
+        return {};
+    }
+}
+
+/// The node file's header as create_owned_file needs it to judge a previous file.
+xtel::detail::owned_header previous_header(int fd) noexcept {
+    file_header h{};
+    xtel::detail::owned_header o;
+    o.read = detail::read_header(fd, h);
+    o.current = o.read && detail::is_current_format(h);
+    o.open = h.state == static_cast<std::uint32_t>(writer_state::open);
+    o.writer_pid = h.writer_pid;
+    o.created_us = h.created_us;
+    return o;
+}
+
+constexpr xtel::detail::owned_file_kind node_file_kind{"node file", previous_header};
+
+/// When this process started, in microseconds since the epoch: boot time (/proc/stat btime)
+/// plus the process's start in clock ticks since boot (/proc/self/stat field 22). With the pid it
+/// names the process even after the pid is reused. `fallback` when /proc cannot say.
+std::uint64_t process_start_us(std::uint64_t fallback) {
+    std::ifstream stat_file("/proc/self/stat");
+    std::string line;
+    std::getline(stat_file, line);
+    // Field 2 is the command in parentheses and may hold anything; count after the last ')'.
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) {
+        return fallback;
+    }
+    std::istringstream fields(line.substr(close + 1));
+    std::string field;
+    std::uint64_t start_ticks = 0;
+    for (int i = 3; i <= 22 && fields >> field; ++i) {
+        if (i == 22) {
+            start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+        }
+    }
+    std::ifstream proc_stat("/proc/stat");
+    std::uint64_t boot_s = 0;
+    for (std::string key; proc_stat >> key;) {
+        if (key == "btime") {
+            proc_stat >> boot_s;
+            break;
+        }
+    }
+    const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+    if (start_ticks == 0 || boot_s == 0 || ticks_per_s <= 0) {
+        return fallback;
+    }
+    return boot_s * 1'000'000 + start_ticks * 1'000'000 / static_cast<std::uint64_t>(ticks_per_s);
+}
+
+}  // namespace
+
+writer::writer(const std::filesystem::path& dir, std::string_view agent_name)
+    : agent_name_(agent_name) {
+    parse::file_name("agent name", agent_name);
+    // Room for the suffix and for ".crashed.<pid>" in a 255-byte file name.
+    constexpr std::size_t max_name = 255 - file_suffix.size() - 18;
+    if (agent_name.size() > max_name) {
+        throw config_error(
+            fmt::format("agent name '{}' is invalid for a node file: {} bytes, "
+                        "expected at most {} (it names the file <name>{})",
+                        agent_name, agent_name.size(), max_name, file_suffix));
+    }
+    path_ = dir / (agent_name_ + std::string(file_suffix));
+
+    for (std::size_t i = 0; i < 2; ++i) {
+        regions_[i].offset = header_size + i * initial_area_capacity;
+        regions_[i].capacity = initial_area_capacity;
+    }
+    file_size_ = header_size + 2 * initial_area_capacity;
+
+    file_header h{};
+    std::memcpy(h.magic, magic, sizeof magic);
+    h.version = format_version;
+    h.header_size = header_size;
+    h.created_us = clock::now_us();
+    h.start_time_us = process_start_us(h.created_us);
+    h.writer_pid = static_cast<std::uint32_t>(::getpid());
+    h.state = static_cast<std::uint32_t>(writer_state::open);
+    std::memcpy(h.agent_name, agent_name.data(), std::min(agent_name.size(), agent_name_size - 1));
+    h.areas[0] = regions_[0];
+    h.areas[1] = regions_[1];
+    fd_ = xtel::detail::create_owned_file(node_file_kind, path_, agent_name, file_size_,
+                                          std::as_bytes(std::span(&h, 1)));
+}
+
+writer::~writer() {
+    if (fd_ < 0) {
+        return;
+    }
+    if (!failed()) {
+        const auto closed = static_cast<std::uint32_t>(writer_state::closed);
+        (void)write_all(fd_, &closed, sizeof closed, offsetof(file_header, state));
+    }
+    ::close(fd_);  // releases the lock
+}
+
+const std::string& writer::failure() const noexcept {
+    static const std::string none;
+    return failed() ? failure_ : none;
+}
+
+void writer::give_up(std::string_view what) noexcept {
+    try {
+        failure_ = fmt::format("node file {} {}", path_.string(), what);
+    } catch (...) {
+        // No memory for the message: failed() still says it all.
+    }
+    failed_.store(true, std::memory_order_release);
+    xtel::detail::log(log_level::error,
+                      "{}; publishing stopped: the agent runs on, its metrics are no longer "
+                      "published to this file",
+                      failure_);
+}
+
+void writer::refuse_payload(std::string_view why) noexcept {
+    const std::uint64_t refused = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (refused == 1) {
+        xtel::detail::log(log_level::error,
+                          "agent '{}': node file {}: {}; the previous payload stays published "
+                          "(further refusals are counted in the file's header, not logged)",
+                          agent_name_, path_.string(), why);
+    }
+    (void)write_at(&refused, sizeof refused, offsetof(file_header, refused));
+}
+
+/// The file must still be the one this writer made, at its full size: pwrite past a cut would
+/// only grow a sparse file no reader can use, and writing to a deleted one is for nobody.
+bool writer::file_intact() noexcept {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) {
+        give_up(format_or_empty("cannot be checked: {}", std::strerror(errno)));
+        return false;
+    }
+    if (st.st_size < static_cast<off_t>(file_size_)) {
+        give_up(format_or_empty("was truncated to {} bytes under this writer (it needs {})",
+                                st.st_size, file_size_));
+        return false;
+    }
+    if (st.st_nlink == 0) {
+        give_up("was deleted or replaced by another file under this writer");
+        return false;
+    }
+    if (!xtel::detail::magic_intact(fd_, magic, sizeof magic)) {
+        give_up(
+            "was truncated under this writer and grown again by its writes: its header is "
+            "gone");
+        return false;
+    }
+    return true;
+}
+
+bool writer::write_at(const void* data, std::size_t size, std::uint64_t offset) noexcept {
+    if (write_all(fd_, data, size, offset)) {
+        return true;
+    }
+    give_up(format_or_empty("cannot be written: {}", std::strerror(errno)));
+    return false;
+}
+
+/// Appends two new areas of the doubled capacity at the end of the file: `index` gets the first
+/// at once, the other index the second for its next publish. Until then the other index's
+/// descriptor in the file still names its old area, which readers may be copying; the areas
+/// left behind are never written again (the file does not shrink while the writer lives).
+bool writer::make_room(std::size_t index, std::uint64_t size) noexcept {
+    std::uint64_t capacity = regions_[index].capacity;
+    while (capacity < size) {
+        capacity *= 2;
+    }
+    capacity = std::min(capacity, max_payload_size);
+    const std::uint64_t offset = file_size_;
+    if (const int err =
+            ::posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(2 * capacity));
+        err != 0) {
+        refuse_payload(format_or_empty("cannot grow to hold a payload of {} bytes: {}", size,
+                                       std::strerror(err)));
+        return false;
+    }
+    regions_[index] = area{offset, capacity, 0, 0, 0};
+    regions_[1 - index] = area{offset + capacity, capacity, 0, 0, 0};
+    file_size_ = offset + 2 * capacity;
+    return true;
+}
+
+bool writer::publish(std::span<const std::byte> payload) noexcept {
+    if (failed_.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    // Checked first: a refusal writes its count to the file, which must still be this one's.
+    if (!file_intact()) {
+        return false;
+    }
+    if (payload.size() > max_payload_size) {
+        refuse_payload(format_or_empty("a payload of {} bytes is over the limit of {} bytes",
+                                       payload.size(), max_payload_size));
+        return false;
+    }
+    const std::size_t i = next_;
+    if (payload.size() > regions_[i].capacity && !make_room(i, payload.size())) {
+        return false;
+    }
+    // The payload goes to the area readers are not reading (the latest is the other one), then
+    // the seqlock: generation odd, the descriptor, generation even (docs/node-format.md).
+    if (!write_at(payload.data(), payload.size(), regions_[i].offset)) {
+        return false;
+    }
+    area a = regions_[i];
+    a.length = payload.size();
+    a.generation = generation_ + 2;
+    a.published_us = clock::now_us();
+    const std::uint64_t writing = generation_ + 1;
+    if (!write_at(&writing, sizeof writing, offsetof(file_header, generation)) ||
+        !write_at(&a, sizeof a, offsetof(file_header, areas) + i * sizeof(area)) ||
+        !write_at(&a.generation, sizeof a.generation, offsetof(file_header, generation))) {
+        return false;
+    }
+    generation_ = a.generation;
+    next_ = 1 - i;
+    published_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+}  // namespace xtel::node::file

@@ -1,0 +1,265 @@
+#include "xtel/push/otlp_config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "xtel/core/error.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/push/push_url.hpp"
+
+namespace xtel::push {
+
+namespace {
+
+/// A setting's value and the name to blame for it (a variable or a flag).
+struct setting {
+    std::string value;
+    std::string source;
+};
+
+/// The first of `vars` that is set and not empty (the specification treats an empty value as
+/// unset).
+std::optional<setting> first_set(const env_lookup& env,
+                                 std::initializer_list<std::string_view> vars) {
+    for (const std::string_view var : vars) {
+        if (auto v = env(var); v && !parse::trim(*v).empty()) {
+            return setting{std::string(parse::trim(*v)), std::string(var)};
+        }
+    }
+    return std::nullopt;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/// `s` with %XX sequences decoded; nullopt for a '%' not followed by two hex digits.
+std::optional<std::string> percent_decode(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '%') {
+            out += s[i];
+            continue;
+        }
+        if (i + 2 >= s.size()) {
+            return std::nullopt;
+        }
+        const int hi = hex_digit(s[i + 1]);
+        const int lo = hex_digit(s[i + 2]);
+        if (hi < 0 || lo < 0) {
+            return std::nullopt;
+        }
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+    }
+    return out;
+}
+
+/// An HTTP header name: a token (RFC 9110).
+bool is_token(std::string_view s) {
+    constexpr std::string_view extra = "!#$%&'*+-.^_`|~";
+    return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+               extra.find(c) != std::string_view::npos;
+    });
+}
+
+/// A header value may not end the header early: no CR, LF or NUL.
+bool is_header_value(std::string_view s) {
+    return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+std::string url_of(const setting& s, bool append_path) {
+    // A host must follow the scheme: "http://" alone would become "http:/v1/metrics".
+    check_push_url(s.source, s.value, "http://collector:4318");
+    if (!append_path) {
+        return s.value;
+    }
+    // The signal's path goes at the end of the URL's path, before a query or fragment.
+    const auto tail_at = s.value.find_first_of("?#");
+    std::string base = s.value.substr(0, tail_at);
+    while (base.ends_with('/')) {
+        base.pop_back();
+    }
+    return base + "/v1/metrics" + (tail_at == std::string::npos ? "" : s.value.substr(tail_at));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> key_value_list(std::string_view var,
+                                                                std::string_view value) {
+    constexpr std::string_view accepted =
+        "expected key=value pairs separated by commas, values percent-encoded";
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const std::string_view item :
+         parse::comma_list(var, value, accepted, parse::repeats::allowed)) {
+        const auto eq = item.find('=');
+        if (eq == std::string_view::npos) {
+            parse::fail(var, value, fmt::format("{}; '{}' has no '='", accepted, item));
+        }
+        const std::string_view key = parse::trim(item.substr(0, eq));
+        const auto decoded = percent_decode(parse::trim(item.substr(eq + 1)));
+        if (key.empty() || !decoded) {
+            parse::fail(var, value,
+                        fmt::format("{}; '{}' has {}", accepted, item,
+                                    key.empty() ? "an empty key" : "a bad %-escape"));
+        }
+        std::erase_if(out, [&](const auto& kv) { return kv.first == key; });
+        out.emplace_back(std::string(key), *decoded);
+    }
+    return out;
+}
+
+std::optional<otlp_options> otlp_options_from(const env_lookup& env,
+                                              const otlp_flags& flags,
+                                              std::string host_name) {
+    if (const auto e = first_set(env, {"OTEL_METRICS_EXPORTER"});
+        e && lower(e->value) == "none" && !flags.endpoint) {
+        return std::nullopt;
+    }
+    otlp_options o;
+    if (flags.endpoint) {
+        o.url = url_of({*flags.endpoint, "--otlp-endpoint"}, true);
+    } else if (const auto m = first_set(env, {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"})) {
+        o.url = url_of(*m, false);
+    } else if (const auto g = first_set(env, {"OTEL_EXPORTER_OTLP_ENDPOINT"})) {
+        o.url = url_of(*g, true);
+    } else {
+        return std::nullopt;
+    }
+
+    const auto pick = [&](const std::optional<std::string>& flag, std::string_view flag_name,
+                          std::initializer_list<std::string_view> vars) -> std::optional<setting> {
+        if (flag) {
+            return setting{*flag, std::string(flag_name)};
+        }
+        return first_set(env, vars);
+    };
+
+    if (const auto p =
+            pick(flags.protocol, "--otlp-protocol",
+                 {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"})) {
+        if (p->value == "http/protobuf") {
+            o.encoding = otlp_encoding::protobuf;
+        } else if (p->value == "http/json") {
+            o.encoding = otlp_encoding::json;
+        } else {
+            parse::fail(p->source, p->value,
+                        p->value == "grpc"
+                            ? "expected http/protobuf or http/json (grpc is not supported: "
+                              "collectors take OTLP/HTTP on port 4318)"
+                            : "expected http/protobuf or http/json");
+        }
+    }
+    if (const auto t = pick(flags.temporality, "--otlp-temporality",
+                            {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"})) {
+        const std::string v = lower(t->value);
+        if (v == "cumulative") {
+            o.temporality = otlp_temporality::cumulative;
+        } else if (v == "delta" || v == "lowmemory") {
+            // Every counter and histogram xtel serves is of a synchronous instrument, which
+            // both preferences send as delta.
+            o.temporality = otlp_temporality::delta;
+        } else {
+            parse::fail(t->source, t->value, "expected cumulative, delta or lowmemory");
+        }
+    }
+    if (const auto c =
+            pick(flags.compression, "--otlp-compression",
+                 {"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"})) {
+        if (c->value == "gzip") {
+            o.gzip = true;
+        } else if (c->value == "none") {
+            o.gzip = false;
+        } else {
+            parse::fail(c->source, c->value, "expected gzip or none");
+        }
+    }
+    if (const auto t =
+            first_set(env, {"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"})) {
+        o.timeout =
+            std::chrono::milliseconds(parse::unsigned_integer(t->source, t->value, 1, 600'000));
+    }
+    if (flags.interval_s) {
+        o.interval = std::chrono::seconds(
+            parse::unsigned_integer("--otlp-interval", *flags.interval_s, 1, 3600));
+    } else if (const auto i = first_set(env, {"OTEL_METRIC_EXPORT_INTERVAL"})) {
+        o.interval =
+            std::chrono::milliseconds(parse::unsigned_integer(i->source, i->value, 100, 3'600'000));
+    }
+
+    // The message names the part at fault; parse::fail shows its control bytes escaped.
+    const auto check_header = [](std::string_view source, std::string_view whole,
+                                 const std::string& name, const std::string& value) {
+        if (!is_token(name)) {
+            parse::fail(source, whole,
+                        fmt::format("the header name '{}' is not one: expected letters, digits "
+                                    "and !#$%&'*+-.^_`|~",
+                                    name));
+        }
+        if (!is_header_value(value)) {
+            parse::fail(source, whole,
+                        fmt::format("the value of header '{}' ('{}') holds CR, LF or NUL: expected "
+                                    "a value without line breaks",
+                                    name, value));
+        }
+    };
+    if (const auto h =
+            first_set(env, {"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"})) {
+        o.headers = key_value_list(h->source, h->value);
+        for (const auto& [name, value] : o.headers) {
+            check_header(h->source, h->value, name, value);
+        }
+    }
+    for (const std::string& flag : flags.headers) {
+        const auto eq = flag.find('=');
+        if (eq == std::string::npos) {
+            parse::fail("--otlp-header", flag, "expected NAME=VALUE");
+        }
+        const std::string name = flag.substr(0, eq);
+        const std::string value = flag.substr(eq + 1);
+        check_header("--otlp-header", flag, name, value);
+        std::erase_if(o.headers, [&](const auto& kv) { return lower(kv.first) == lower(name); });
+        o.headers.emplace_back(name, value);
+    }
+
+    o.resource.host_name = std::move(host_name);
+    std::optional<std::string> service_from_attributes;
+    if (const auto r = first_set(env, {"OTEL_RESOURCE_ATTRIBUTES"})) {
+        for (auto& [key, value] : key_value_list(r->source, r->value)) {
+            if (key == "service.name") {
+                service_from_attributes = value;
+            } else if (key == "host.name") {
+                o.resource.host_name = value;
+            } else {
+                o.resource.attributes.push_back(metrics::label{key, value});
+            }
+        }
+    }
+    if (const auto s = first_set(env, {"OTEL_SERVICE_NAME"})) {
+        o.resource.service_name = s->value;
+    } else if (service_from_attributes) {
+        o.resource.service_name = *service_from_attributes;
+    }
+    return o;
+}
+
+}  // namespace xtel::push
