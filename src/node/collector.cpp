@@ -484,6 +484,29 @@ bool collector::read(source& s, std::uint64_t budget) {
     return true;
 }
 
+bool collector::date_end(source& s, clock::time_point now) {
+    if (!s.ended) {
+        return false;
+    }
+    if (!s.end_dated && s.latest) {
+        // The writer's last publication: an agent that stops publishes its final numbers and
+        // then closes the file, and one that died published at most a flush round before.
+        // Counted from there rather than from when this process first saw it stopped, so a
+        // new xtel top or a restarted exporter does not show agents that stopped long ago.
+        const std::int64_t wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count();
+        // A date in the future counts as now; one before 1970 as ten years ago (no overflow).
+        constexpr std::int64_t ten_years_us = std::int64_t{10} * 365 * 86400 * 1'000'000;
+        const std::int64_t published = static_cast<std::int64_t>(
+            std::min<std::uint64_t>(s.published_us, static_cast<std::uint64_t>(wall_us)));
+        const auto age = std::chrono::microseconds(std::min(wall_us - published, ten_years_us));
+        s.ended = std::min(*s.ended, now - std::chrono::duration_cast<clock::duration>(age));
+        s.end_dated = true;
+    }
+    return true;
+}
+
 std::vector<std::shared_ptr<const metrics::snapshot>> collector::refresh(clock::time_point now) {
     std::vector<std::shared_ptr<const metrics::snapshot>> out;
     for (auto& a : refresh_agents(now)) {
@@ -539,6 +562,10 @@ std::vector<collector::agent> collector::refresh_agents(clock::time_point now) {
             continue;
         } catch (const name_mismatch& e) {
             refuse(name, s, refusal::name_mismatch, e.what());
+            continue;
+        }
+        if (date_end(s, now) && now - *s.ended >= settings_.stale_ttl) {
+            drop_snapshot(s);  // stopped before this collector first saw it, long enough ago
             continue;
         }
         if (s.latest) {
