@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/pipeline_telemetry.hpp"
+#include "core/suggest.hpp"
 #include "xtel/agent/basic_agent.hpp"
 #include "xtel/agent/runtime_telemetry.hpp"
 #include "xtel/core/error.hpp"
@@ -78,6 +79,29 @@ std::string plugins_listing(const std::filesystem::path& dir) {
     return found.empty() ? std::string("none") : fmt::format("{}", fmt::join(found, ", "));
 }
 
+/// `cfg` with the built-in exporters spelled as they are declared: their names are keywords,
+/// matched ignoring case as every keyword of the variables is (Buffer is buffer). Plugin names
+/// name files and are taken as written.
+config with_builtin_spelling(const config& cfg) {
+    config out = cfg;
+    for (auto& n : out.exporters) {
+        for (const std::string_view b : builtin_exporter_names) {
+            if (detail::same_keyword(n, b)) {
+                n = std::string(b);
+            }
+        }
+    }
+    for (auto it = out.exporters.begin(); it != out.exporters.end(); ++it) {
+        if (std::find(out.exporters.begin(), it, *it) != it) {
+            throw config_error(
+                fmt::format("{}='{}' is invalid: '{}' is named twice (exporter names are matched "
+                            "ignoring case)",
+                            env::exporter, cfg.exporters_string(), *it));
+        }
+    }
+    return out;
+}
+
 /// The pipeline an enabled configuration names. Throws config_error when it names a plugin that
 /// is not there, or a set of exporters no pipeline was compiled for.
 const pipeline_entry& pipeline_for(const config& cfg) {
@@ -103,9 +127,10 @@ const pipeline_entry& pipeline_for(const config& cfg) {
         for (const auto& p : plugins) {
             if (!plugin_available(cfg, p)) {
                 throw config_error(fmt::format(
-                    "{}='{}' is invalid: '{}' is not a built-in exporter ({}) and {}",
+                    "{}='{}' is invalid: '{}' is not a built-in exporter ({}){} and {}",
                     env::exporter, cfg.exporters_string(), p,
                     fmt::join(builtin_exporter_names, ", "),
+                    detail::did_you_mean(p, builtin_exporter_names),
                     cfg.plugin_dir.empty()
                         ? fmt::format("{} is not set, so no plugin can be loaded", env::plugin_dir)
                         : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),
@@ -143,10 +168,11 @@ std::vector<std::string> exporter_sets() {
     return out;
 }
 
-std::unique_ptr<agent> make_agent(std::string name, const config& cfg, agent_options opts) {
-    if (!cfg.enabled) {
-        return make<disabled_telemetry>(std::move(name), cfg, opts);
+std::unique_ptr<agent> make_agent(std::string name, const config& given, agent_options opts) {
+    if (!given.enabled) {
+        return make<disabled_telemetry>(std::move(name), given, opts);
     }
+    const config cfg = with_builtin_spelling(given);
     return pipeline_for(cfg).make_agent(std::move(name), cfg, opts);
 }
 
@@ -155,13 +181,14 @@ std::unique_ptr<agent> make_agent(std::string name) {
 }
 
 std::unique_ptr<runtime_telemetry> make_telemetry(std::string name,
-                                                  const config& cfg,
+                                                  const config& given,
                                                   telemetry_options opts) {
     // Checked before anything starts, as an agent's is: it names the exporters' files.
     name = detail::checked_agent_name(std::move(name));
-    if (!cfg.enabled) {
-        return make_pipeline<disabled_telemetry>(std::move(name), cfg, opts);
+    if (!given.enabled) {
+        return make_pipeline<disabled_telemetry>(std::move(name), given, opts);
     }
+    const config cfg = with_builtin_spelling(given);
     return pipeline_for(cfg).make_telemetry(std::move(name), cfg, opts);
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 
+#include "xtel/core/log.hpp"
 #include "xtel/core/parse.hpp"
 
 namespace xtel {
@@ -22,6 +23,9 @@ std::optional<std::string> process_env(std::string_view name) {
 }
 
 config config::from_env(const env_lookup& lookup) {
+    // XTEL_LOG_LEVEL is read with the configuration, so that a value it cannot be is said now
+    // (once per process), even by a program that logs nothing else.
+    (void)log_enabled(log_level::error);
     config c;
     if (const auto v = lookup(env::enable)) {
         c.enabled = parse::boolean(env::enable, *v);

@@ -70,10 +70,12 @@ host_port host_port::parse(std::string_view var, std::string_view value) {
     }
     const auto host = value.substr(0, colon);
     if (host.empty()) {
+        // Said once, with the value's own port: the general form would repeat it.
+        const auto port = value.substr(colon + 1);
         parse::fail(var, value,
-                    fmt::format("a host is needed before ':' (a bare port listens on 127.0.0.1, "
-                                "0.0.0.0:port on every interface); {}",
-                                address_accepted));
+                    fmt::format("a host is needed before ':': '{0}' listens on 127.0.0.1, "
+                                "'0.0.0.0:{0}' on every interface, '[::]:{0}' on every IPv6 one",
+                                parse::escape_controls(port)));
     }
     if (host.size() > 253 || !std::all_of(host.begin(), host.end(), is_host_char) ||
         host.front() == '-' || host.front() == '.') {

@@ -6,35 +6,14 @@
 #include <mutex>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "core/suggest.hpp"
+#include "xtel/core/parse.hpp"
+
 namespace xtel {
 
 namespace {
-
-log_level initial_level() {
-    const char* v = std::getenv("XTEL_LOG_LEVEL");
-    if (v == nullptr) {
-        return log_level::info;
-    }
-    const std::string_view s(v);
-    if (s == "error")
-        return log_level::error;
-    if (s == "warning")
-        return log_level::warning;
-    if (s == "debug")
-        return log_level::debug;
-    return log_level::info;
-}
-
-struct logger_state {
-    std::mutex mutex;
-    log_sink sink;
-    std::atomic<int> level{static_cast<int>(initial_level())};
-};
-
-logger_state& state() {
-    static logger_state s;
-    return s;
-}
 
 constexpr std::string_view level_name(log_level l) {
     switch (l) {
@@ -55,6 +34,47 @@ void write_stderr(log_level level, std::string_view message) noexcept {
     const std::string_view name = level_name(level);
     std::fprintf(stderr, "xtel: %.*s: %.*s\n", static_cast<int>(name.size()), name.data(),
                  static_cast<int>(message.size()), message.data());
+}
+
+constexpr std::string_view level_names[] = {"error", "warning", "info", "debug"};
+
+/// XTEL_LOG_LEVEL's level, info when unset; a value that is none of the names is refused with
+/// one line (written once the logger exists) and info is kept, so that a typo costs no message.
+log_level initial_level(std::string& complaint) {
+    const char* v = std::getenv("XTEL_LOG_LEVEL");
+    if (v == nullptr) {
+        return log_level::info;
+    }
+    const std::string_view s(v);
+    for (std::size_t i = 0; i < std::size(level_names); ++i) {
+        if (detail::same_keyword(s, level_names[i])) {
+            return static_cast<log_level>(i);
+        }
+    }
+    complaint = fmt::format(
+        "XTEL_LOG_LEVEL='{}' is invalid{}: expected error, warning, info or debug (in any case); "
+        "logging at info",
+        parse::escape_controls(s.substr(0, 64)), detail::did_you_mean(s, level_names));
+    return log_level::info;
+}
+
+struct logger_state {
+    logger_state() {
+        std::string complaint;
+        level.store(static_cast<int>(initial_level(complaint)), std::memory_order_relaxed);
+        if (!complaint.empty()) {
+            write_stderr(log_level::warning, complaint);
+        }
+    }
+
+    std::mutex mutex;
+    log_sink sink;
+    std::atomic<int> level{static_cast<int>(log_level::info)};
+};
+
+logger_state& state() {
+    static logger_state s;
+    return s;
 }
 
 }  // namespace

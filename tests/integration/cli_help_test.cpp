@@ -210,6 +210,27 @@ TEST_CASE("the readme's programs answer --help on stdout and refuse an argument"
     CHECK(bad.err == help.out);
 }
 
+TEST_CASE("XTEL_LOG_LEVEL is matched ignoring case and a value it cannot be is said once",
+          "[cli]") {
+    // minimal_agent logs at info as its agents start: "loud" keeps info, with one warning.
+    const auto loud = xtel_test::run(
+        {"env", "XTEL_LOG_LEVEL=loud", "NIXL_TELEMETRY_ENABLE=n", XTEL_MINIMAL_AGENT});
+    INFO(loud.err);
+    CHECK(loud.exit_code == 0);
+    CHECK(loud.err.find("xtel: warning: XTEL_LOG_LEVEL='loud' is invalid: expected error, "
+                        "warning, info or debug (in any case); logging at info\n") == 0);
+    CHECK(lines_in(loud.err) == 1);
+    // A near miss gets a guess; a level in capitals is that level.
+    const auto near = xtel_test::run(
+        {"env", "XTEL_LOG_LEVEL=wraning", "NIXL_TELEMETRY_ENABLE=n", XTEL_MINIMAL_AGENT});
+    CHECK(near.err.find("XTEL_LOG_LEVEL='wraning' is invalid (did you mean 'warning'?)") !=
+          std::string::npos);
+    const auto quiet = xtel_test::run(
+        {"env", "XTEL_LOG_LEVEL=ERROR", "NIXL_TELEMETRY_ENABLE=n", XTEL_MINIMAL_AGENT});
+    CHECK(quiet.exit_code == 0);
+    CHECK(quiet.err.empty());
+}
+
 TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cli]") {
     const auto flag = GENERATE("--help", "-h");
     const auto r = xtel_test::run({XTEL_EXPORTER, flag});

@@ -103,6 +103,42 @@ TEST_CASE("an enabled configuration without exporter names gets the buffer expor
     CHECK(std::filesystem::is_regular_file(dir.path() / "defaulted"));
 }
 
+TEST_CASE("built-in exporter names are matched ignoring case as every keyword is") {
+    temp_dir dir;
+    const auto a = xtel::make_agent("cased", buffer_config(dir, {"Buffer"}));
+    CHECK(a->telemetry_enabled());
+    CHECK(std::filesystem::is_regular_file(dir.path() / "cased"));
+    // Two spellings of one exporter name it twice.
+    try {
+        (void)xtel::make_agent("twice", buffer_config(dir, {"buffer", "BUFFER"}));
+        FAIL("make_agent accepted buffer twice");
+    } catch (const xtel::config_error& e) {
+        CHECK_THAT(std::string(e.what()), Catch::Contains("'buffer' is named twice"));
+    }
+}
+
+TEST_CASE("a mistyped exporter name gets the built-in one it was meant to be") {
+    temp_dir dir;
+    for (const auto& [typed, meant] :
+         {std::pair{"prometheous", "prometheus"}, {"bufer", "buffer"}, {"ndoe", "node"}}) {
+        INFO(typed);
+        try {
+            (void)xtel::make_agent("typo", buffer_config(dir, {typed}));
+            FAIL("make_agent accepted " << typed);
+        } catch (const xtel::config_error& e) {
+            CHECK_THAT(std::string(e.what()),
+                       Catch::Contains(std::string("(did you mean '") + meant + "'?)"));
+        }
+    }
+    // A name near none of them gets no guess.
+    try {
+        (void)xtel::make_agent("typo", buffer_config(dir, {"csv"}));
+        FAIL("make_agent accepted csv");
+    } catch (const xtel::config_error& e) {
+        CHECK_THAT(std::string(e.what()), !Catch::Contains("did you mean"));
+    }
+}
+
 TEST_CASE("an unknown exporter name without a plugin directory is an error naming what exists") {
     temp_dir dir;
     try {
