@@ -19,9 +19,11 @@
 // Exit status: 0 verified, 1 a transfer or verification failed, 2 bad usage or set-up.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -42,6 +44,7 @@
 #include "xtel/agent/agent.hpp"
 #include "xtel/core/version.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
+#include "xtel/node/file.hpp"
 
 namespace {
 
@@ -341,6 +344,8 @@ void require(const xtel::status& st, std::string_view what) {
     }
 }
 
+/// What the agent's telemetry writes, by exporter: the flight recorder's file and the node
+/// file (with its suffix) are named, so that a reader can be pointed at them.
 std::string flight_recorder_of(const std::string& agent) {
     const auto cfg = xtel::config::from_env();
     if (!cfg.enabled) {
@@ -348,7 +353,23 @@ std::string flight_recorder_of(const std::string& agent) {
     }
     const std::string dir =
         cfg.output_path.empty() ? xtel::buffer_settings::default_directory : cfg.output_path;
-    return fmt::format("telemetry {} -> {}/{}", cfg.exporters_string(), dir, agent);
+    std::vector<std::string> files;
+    const std::vector<std::string> defaults{xtel::config::default_exporter};
+    for (const auto& name : cfg.exporters.empty() ? defaults : cfg.exporters) {
+        // Built-in names are matched ignoring case, as the registry matches them.
+        const auto is = [&name](std::string_view exporter) {
+            return std::equal(name.begin(), name.end(), exporter.begin(), exporter.end(),
+                              [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+        };
+        if (is("buffer")) {
+            files.push_back(fmt::format("{}/{}", dir, agent));
+        } else if (is("node")) {
+            files.push_back(fmt::format("{}/{}{}", dir, agent, xtel::node::file::file_suffix));
+        }
+    }
+    return files.empty()
+               ? fmt::format("telemetry {}", cfg.exporters_string())
+               : fmt::format("telemetry {} -> {}", cfg.exporters_string(), fmt::join(files, ", "));
 }
 
 // ---- the target ---------------------------------------------------------------------------

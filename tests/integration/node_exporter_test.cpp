@@ -184,6 +184,10 @@ TEST_CASE("xfer_demo with the node exporter leaves node files holding exactly th
              {"NIXL_TELEMETRY_EXPORTER", "node"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}};
     prom_it::child_process demo(o);
+    // It says where each agent's node file is, with the suffix the file has.
+    const auto said = demo.read_line("initiator 'node-it':", std::chrono::seconds(60));
+    CHECK(said ==
+          "initiator 'node-it': telemetry node -> " + dir.path().string() + "/node-it.metrics");
     const auto rc = demo.wait(std::chrono::seconds(120));
     INFO(demo.output());
     REQUIRE(rc == 0);
