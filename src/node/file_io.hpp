@@ -1,22 +1,28 @@
 #pragma once
-// Helpers shared by the node file's writer and reader (private to src/).
+// The node file as an owned file, for its writer and its reader (private to src/).
 
-#include <cstring>
+#include <cstddef>
 
 #include "core/owned_file.hpp"
 #include "xtel/node/file.hpp"
 
 namespace xtel::node::file::detail {
 
-/// Reads the header at offset 0 with pread. True when all header_size bytes were read.
-inline bool read_header(int fd, file_header& out) noexcept {
-    return xtel::detail::pread_all(fd, &out, sizeof out, 0);
-}
+static_assert(static_cast<std::uint32_t>(writer_state::open) == xtel::detail::state_open &&
+              static_cast<std::uint32_t>(writer_state::closed) == xtel::detail::state_closed);
 
-/// True when the header names this format: magic, version and header size as this build writes.
-inline bool is_current_format(const file_header& h) noexcept {
-    return std::memcmp(h.magic, magic, sizeof magic) == 0 && h.version == format_version &&
-           h.header_size == header_size;
-}
+inline constexpr xtel::detail::owned_file_kind file_kind{
+    .noun = "node file",
+    .format_name = "node file",
+    .stopped =
+        "publishing stopped: the agent runs on, its metrics are no longer published to "
+        "this file",
+    .magic = {magic, sizeof magic},
+    .version = format_version,
+    .header_size = header_size,
+    .created_us_at = offsetof(file_header, created_us),
+    .writer_pid_at = offsetof(file_header, writer_pid),
+    .state_at = offsetof(file_header, state),
+};
 
 }  // namespace xtel::node::file::detail
