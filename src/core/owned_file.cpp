@@ -22,9 +22,6 @@ namespace {
 /// Crashed copies kept per file name; older ones are deleted when a new one is made.
 constexpr std::size_t crashed_copies_kept = 3;
 
-/// The largest header an owned file may have.
-constexpr std::size_t max_header_size = 256;
-
 /// What a previous file's header says, for deciding what becomes of it.
 struct owned_header {
     bool read = false;     ///< the whole header could be read

@@ -75,6 +75,9 @@ bool pread_all(int fd, void* buf, std::size_t size, std::uint64_t offset) noexce
 inline constexpr std::uint32_t state_open = 1;
 inline constexpr std::uint32_t state_closed = 2;
 
+/// The largest header an owned file may have.
+inline constexpr std::size_t max_header_size = 256;
+
 /// One kind of owned file. Its header begins with the magic (8 bytes), the version and the
 /// header size (4 bytes each); the other fields every owned file has are where the offsets say.
 struct owned_file_kind {
@@ -94,6 +97,29 @@ struct owned_file_kind {
     /// size are checked already); nullptr when there are none.
     bool (*layout_current)(const void* header) noexcept = nullptr;
 };
+
+/// The kind of the owned files whose header is a `Header` (its size is the header size; it has
+/// the fields created_us, writer_pid and state), with their names and format.
+template <class Header>
+constexpr owned_file_kind owned_file_kind_of(
+    std::string_view noun,
+    std::string_view format_name,
+    std::string_view stopped,
+    std::string_view magic,
+    std::uint32_t version,
+    bool (*layout_current)(const void*) noexcept = nullptr) {
+    static_assert(sizeof(Header) <= max_header_size);
+    return {noun,
+            format_name,
+            stopped,
+            magic,
+            version,
+            sizeof(Header),
+            offsetof(Header, created_us),
+            offsetof(Header, writer_pid),
+            offsetof(Header, state),
+            layout_current};
+}
 
 /// True when the file begins with the kind's magic. A writer checks it as well as the file's
 /// size: a file truncated between the writer's size check and its writes is grown back by

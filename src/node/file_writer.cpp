@@ -1,17 +1,14 @@
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <utility>
 
 #include "core/log.hpp"
 #include "core/owned_file.hpp"

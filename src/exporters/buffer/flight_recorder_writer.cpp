@@ -1,16 +1,10 @@
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <string>
-#include <utility>
 
-#include "core/log.hpp"
 #include "core/owned_file.hpp"
 #include "exporters/buffer/recorder_io.hpp"
 #include "xtel/core/clock.hpp"

@@ -1,7 +1,6 @@
 #pragma once
 // The flight recorder as an owned file, for its writer and its reader (private to src/).
 
-#include <cstddef>
 #include <cstring>
 
 #include "core/owned_file.hpp"
@@ -19,17 +18,12 @@ inline bool layout_current(const void* header) noexcept {
     return h.slot_size == slot_size && h.event_size == sizeof(event) && h.capacity != 0;
 }
 
-inline constexpr xtel::detail::owned_file_kind file_kind{
-    .noun = "flight recorder",
-    .format_name = "telemetry buffer",
-    .stopped = "recording stopped: transfers go on, their events are counted as lost",
-    .magic = {magic, sizeof magic},
-    .version = format_version,
-    .header_size = header_size,
-    .created_us_at = offsetof(file_header, created_us),
-    .writer_pid_at = offsetof(file_header, writer_pid),
-    .state_at = offsetof(file_header, state),
-    .layout_current = layout_current,
-};
+inline constexpr auto file_kind = xtel::detail::owned_file_kind_of<file_header>(
+    "flight recorder",
+    "telemetry buffer",
+    "recording stopped: transfers go on, their events are counted as lost",
+    {magic, sizeof magic},
+    format_version,
+    layout_current);
 
 }  // namespace xtel::flight_recorder::detail
