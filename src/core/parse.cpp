@@ -71,6 +71,13 @@ std::string printable(std::string_view s, shown how, std::size_t max_bytes) {
     return out;
 }
 
+option_arg split_option(std::string_view arg) noexcept {
+    if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+        return {arg.substr(0, eq), arg.substr(eq + 1), true};
+    }
+    return {arg, {}, false};
+}
+
 std::string_view trim(std::string_view s) {
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
         s.remove_prefix(1);

@@ -68,6 +68,16 @@ std::vector<std::string> name_list(std::string_view var, std::string_view value)
 
 std::filesystem::path existing_directory(std::string_view var, std::string_view value);
 
+/// A command-line argument, "--name=value" split at its first '=' (xtel-exporter, xtel top).
+struct option_arg {
+    std::string_view name;   ///< the whole argument when it holds no value
+    std::string_view value;  ///< after the '='; empty without one
+    bool has_value = false;  ///< an '=' followed the name
+};
+
+/// `arg` split: only an argument that starts with "--" and holds an '=' has a value.
+option_arg split_option(std::string_view arg) noexcept;
+
 /// A name usable as a single path component ([A-Za-z0-9_.-], not "." or ".."), for agent
 /// names that become file names; throws config_error naming `what`.
 void file_name(std::string_view what, std::string_view value);
