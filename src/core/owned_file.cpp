@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "core/log.hpp"
@@ -20,6 +21,42 @@ namespace {
 
 /// Crashed copies kept per file name; older ones are deleted when a new one is made.
 constexpr std::size_t crashed_copies_kept = 3;
+
+/// What a previous file's header says, for deciding what becomes of it.
+struct owned_header {
+    bool read = false;     ///< the whole header could be read
+    bool current = false;  ///< of the format (magic, version, layout) this build writes
+    bool open = false;     ///< its state says open; meaningful when current
+    std::uint32_t writer_pid = 0;
+    std::uint64_t created_us = 0;
+};
+
+template <class T>
+T field_at(const unsigned char* header, std::size_t offset) noexcept {
+    T v{};
+    std::memcpy(&v, header + offset, sizeof v);
+    return v;
+}
+
+/// True when `header` begins with the kind's magic, version and header size.
+bool preamble_current(const owned_file_kind& kind, const unsigned char* header) noexcept {
+    return std::memcmp(header, kind.magic.data(), kind.magic.size()) == 0 &&
+           field_at<std::uint32_t>(header, 8) == kind.version &&
+           field_at<std::uint32_t>(header, 12) == kind.header_size;
+}
+
+/// Reads the header of a file of `kind` from `fd` (offset 0, pread only).
+owned_header read_owned_header(const owned_file_kind& kind, int fd) noexcept {
+    unsigned char buf[max_header_size]{};
+    owned_header o;
+    o.read = kind.header_size <= sizeof buf && pread_all(fd, buf, kind.header_size, 0);
+    o.current = o.read && preamble_current(kind, buf) &&
+                (kind.layout_current == nullptr || kind.layout_current(buf));
+    o.open = field_at<std::uint32_t>(buf, kind.state_at) == state_open;
+    o.writer_pid = field_at<std::uint32_t>(buf, kind.writer_pid_at);
+    o.created_us = field_at<std::uint64_t>(buf, kind.created_us_at);
+    return o;
+}
 
 // ---- what is at the path already -----------------------------------------------------------
 
@@ -74,7 +111,7 @@ previous_file inspect(const owned_file_kind& kind, const std::filesystem::path& 
         // Not readable by its owner: no writer of ours made it (they are 0600).
         return {previous::replaceable};
     }
-    const owned_header h = kind.read_header(fd.fd);
+    const owned_header h = read_owned_header(kind, fd.fd);
     if (::flock(fd.fd, LOCK_SH | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK) {
             return {previous::live, h.read ? h.writer_pid : 0};
@@ -122,7 +159,7 @@ void prune_crashed_copies(const owned_file_kind& kind, const std::filesystem::pa
         const fd_guard fd{
             ::open(entry.path().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
         if (fd.fd >= 0) {
-            if (const owned_header h = kind.read_header(fd.fd); h.read && h.current) {
+            if (const owned_header h = read_owned_header(kind, fd.fd); h.read && h.current) {
                 created = h.created_us;
             }
         }
@@ -295,6 +332,12 @@ bool pread_all(int fd, void* buf, std::size_t size, std::uint64_t offset) noexce
     return true;
 }
 
+bool magic_intact(const owned_file_kind& kind, int fd) noexcept {
+    char buf[16];
+    return kind.magic.size() <= sizeof buf && pread_all(fd, buf, kind.magic.size(), 0) &&
+           std::memcmp(buf, kind.magic.data(), kind.magic.size()) == 0;
+}
+
 void refuse(const owned_file_kind& kind, const std::filesystem::path& path, std::string_view why) {
     throw exporter_error(fmt::format("{} {}: {}", kind.noun, path.string(), why));
 }
@@ -319,6 +362,145 @@ int create_owned_file(const owned_file_kind& kind,
         }
     }
     return t.fd.release();
+}
+
+// ---- the writer's life --------------------------------------------------------------------
+
+bool owned_writer::write_at(const void* data,
+                            std::size_t size,
+                            std::uint64_t offset) const noexcept {
+    if (write_all(fd, data, size, offset)) {
+        return true;
+    }
+    give_up(format_or_empty("cannot be written: {}", std::strerror(errno)));
+    return false;
+}
+
+bool owned_writer::intact(std::uint64_t size) const noexcept {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        give_up(format_or_empty("cannot be checked: {}", std::strerror(errno)));
+        return false;
+    }
+    if (st.st_size < static_cast<off_t>(size)) {
+        give_up(format_or_empty("was truncated to {} bytes under this writer (it needs {})",
+                                st.st_size, size));
+        return false;
+    }
+    if (st.st_nlink == 0) {
+        give_up("was deleted or replaced by another file under this writer");
+        return false;
+    }
+    if (!magic_intact(kind, fd)) {
+        give_up(
+            "was truncated under this writer and grown again by its writes: its header is "
+            "gone");
+        return false;
+    }
+    return true;
+}
+
+void owned_writer::give_up(std::string_view what) const noexcept {
+    try {
+        failure = fmt::format("{} {} {}", kind.noun, path.string(), what);
+    } catch (...) {
+        // No memory for the message: failed still says it all.
+    }
+    failed.store(true, std::memory_order_release);
+    log(log_level::error, "{}; {}", failure, kind.stopped);
+}
+
+void owned_writer::close() const noexcept {
+    if (fd < 0) {
+        return;
+    }
+    if (!failed.load(std::memory_order_acquire)) {
+        const std::uint32_t closed = state_closed;
+        (void)write_all(fd, &closed, sizeof closed, kind.state_at);
+    }
+    ::close(fd);  // releases the lock
+    fd = -1;
+}
+
+const std::string& failure_or_none(bool failed, const std::string& failure) noexcept {
+    static const std::string none;
+    return failed ? failure : none;
+}
+
+// ---- readers ------------------------------------------------------------------------------
+
+int open_for_reading(const std::filesystem::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        throw format_error(file_fault::unreadable,
+                           fmt::format("{}: cannot open: {}", path.string(), errno_text(errno)));
+    }
+    return fd;
+}
+
+std::uint64_t check_opened(const owned_file_kind& kind,
+                           int fd,
+                           const std::filesystem::path& path,
+                           void* header,
+                           std::uint64_t max_bytes) {
+    const auto name = path.string();
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        throw format_error(file_fault::unreadable,
+                           fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        throw format_error(file_fault::not_regular,
+                           fmt::format("{}: is a directory, not a {}", name, kind.format_name));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        throw format_error(file_fault::not_regular, fmt::format("{}: is not a regular file", name));
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > max_bytes) {
+        throw format_error(file_fault::too_large,
+                           fmt::format("{}: {} bytes, larger than the {} bytes a {} may have "
+                                       "here (--max-file-bytes)",
+                                       name, size, max_bytes, kind.format_name));
+    }
+    if (size < kind.header_size) {
+        throw format_error(file_fault::wrong_format,
+                           fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
+                                       name, size, kind.header_size));
+    }
+    if (!pread_all(fd, header, kind.header_size, 0)) {
+        throw format_error(file_fault::wrong_format,
+                           fmt::format("{}: cannot read the header", name));
+    }
+    const auto* h = static_cast<const unsigned char*>(header);
+    if (std::memcmp(h, kind.magic.data(), kind.magic.size()) != 0) {
+        throw format_error(file_fault::wrong_format,
+                           fmt::format("{}: not a {} (bad magic)", name, kind.format_name));
+    }
+    if (const auto version = field_at<std::uint32_t>(h, 8); version != kind.version) {
+        throw format_error(
+            file_fault::wrong_format,
+            fmt::format("{}: unsupported format version {} (this reader reads version {})", name,
+                        version, kind.version));
+    }
+    return size;
+}
+
+int probe_writer_lock(int fd) noexcept {
+    if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        return errno;
+    }
+    ::flock(fd, LOCK_UN);
+    return 0;
+}
+
+bool replaced(const std::filesystem::path& path, int fd) noexcept {
+    struct stat by_path {};
+    struct stat open_file {};
+    if (::stat(path.c_str(), &by_path) != 0 || ::fstat(fd, &open_file) != 0) {
+        return true;
+    }
+    return by_path.st_ino != open_file.st_ino || by_path.st_dev != open_file.st_dev;
 }
 
 }  // namespace xtel::detail

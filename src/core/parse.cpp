@@ -32,24 +32,50 @@ void fail(std::string_view var, std::string_view value, std::string_view accepte
         escape_controls(fmt::format("{}='{}' is invalid: {}", var, value, accepted)));
 }
 
-std::string escape_controls(std::string_view s) {
+std::string printable(std::string_view s, shown how, std::size_t max_bytes) {
+    const std::string_view part = s.substr(0, max_bytes);
     std::string out;
-    out.reserve(s.size());
-    for (const char c : s) {
+    out.reserve(part.size() + 2);
+    if (how == shown::quoted) {
+        out += '"';
+    }
+    for (const char c : part) {
         const auto u = static_cast<unsigned char>(c);
-        if (c == '\r') {
+        const bool control = u < 0x20 || u == 0x7f;
+        if (how == shown::replaced) {
+            out += control ? '?' : c;
+        } else if (how == shown::quoted) {
+            if (c == '"' || c == '\\') {
+                out += '\\';
+                out += c;
+            } else if (control || u > 0x7e) {
+                out += fmt::format("\\x{:02x}", u);
+            } else {
+                out += c;
+            }
+        } else if (c == '\r') {
             out += "\\r";
         } else if (c == '\n') {
             out += "\\n";
         } else if (c == '\t') {
             out += "\\t";
-        } else if (u < 0x20 || u == 0x7f) {
+        } else if (control) {
             out += fmt::format("\\x{:02x}", u);
         } else {
             out += c;
         }
     }
+    if (how == shown::quoted) {
+        out += part.size() < s.size() ? "\"..." : "\"";
+    }
     return out;
+}
+
+option_arg split_option(std::string_view arg) noexcept {
+    if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+        return {arg.substr(0, eq), arg.substr(eq + 1), true};
+    }
+    return {arg, {}, false};
 }
 
 std::string_view trim(std::string_view s) {

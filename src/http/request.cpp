@@ -2,36 +2,15 @@
 
 #include <algorithm>
 
+#include "core/http_token.hpp"
+
 namespace xtel::http {
 
 namespace {
 
-/// RFC 9110 token characters (methods, header names).
-constexpr bool is_tchar(char c) noexcept {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    switch (c) {
-        case '!':
-        case '#':
-        case '$':
-        case '%':
-        case '&':
-        case '\'':
-        case '*':
-        case '+':
-        case '-':
-        case '.':
-        case '^':
-        case '_':
-        case '`':
-        case '|':
-        case '~':
-            return true;
-        default:
-            return false;
-    }
-}
+using xtel::detail::equals_ignoring_case;
+using xtel::detail::is_token;
+using xtel::detail::trim_ows;
 
 /// Visible ASCII: what a request target may hold.
 constexpr bool is_vchar(char c) noexcept {
@@ -43,25 +22,6 @@ constexpr bool is_vchar(char c) noexcept {
 constexpr bool is_value_char(char c) noexcept {
     const auto u = static_cast<unsigned char>(c);
     return u == '\t' || (u >= 0x20 && u != 0x7f);
-}
-
-constexpr char lower(char c) noexcept {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                              [](char x, char y) { return lower(x) == lower(y); });
-}
-
-std::string_view trim(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
 }
 
 enum class line_state { complete, incomplete, malformed };
@@ -97,7 +57,7 @@ parse_result error(int status, std::string_view reason) noexcept {
 void apply_connection(std::string_view value, bool& keep_alive) noexcept {
     while (!value.empty()) {
         const auto comma = value.find(',');
-        const auto option = trim(value.substr(0, comma));
+        const auto option = trim_ows(value.substr(0, comma));
         if (equals_ignoring_case(option, "close")) {
             keep_alive = false;
             return;  // close wins over anything else listed
@@ -128,7 +88,7 @@ parse_result read_request_line(std::string_view line, request_head& h) noexcept 
     h.method = line.substr(0, sp1);
     h.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     const auto version = line.substr(sp2 + 1);
-    if (h.method.empty() || !std::all_of(h.method.begin(), h.method.end(), is_tchar)) {
+    if (!is_token(h.method)) {
         return error(400, "the method is not a token");
     }
     if (h.target.empty() || !std::all_of(h.target.begin(), h.target.end(), is_vchar)) {
@@ -162,11 +122,10 @@ parse_result read_header_line(std::string_view line, request_head& h, header_sta
     }
     const auto colon = line.find(':');
     const auto name = line.substr(0, colon);
-    if (colon == std::string_view::npos || name.empty() ||
-        !std::all_of(name.begin(), name.end(), is_tchar)) {
+    if (colon == std::string_view::npos || !is_token(name)) {
         return error(400, "a header line is not a name, a colon and a value");
     }
-    const auto value = trim(line.substr(colon + 1));
+    const auto value = trim_ows(line.substr(colon + 1));
     if (!std::all_of(value.begin(), value.end(), is_value_char)) {
         return error(400, "a header value holds a control character");
     }

@@ -3,40 +3,15 @@
 #include <algorithm>
 #include <array>
 
+#include "core/http_token.hpp"
+
 namespace xtel::metrics {
 
 namespace {
 
-constexpr char lower(char c) noexcept {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                              [](char x, char y) { return lower(x) == lower(y); });
-}
-
-std::string_view trim(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
-/// RFC 9110 token characters.
-constexpr bool is_tchar(char c) noexcept {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-bool is_token(std::string_view s) noexcept {
-    return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
-}
+using xtel::detail::equals_ignoring_case;
+using xtel::detail::is_token;
+using xtel::detail::trim_ows;
 
 /// Takes the text up to the next `sep` that is not inside a quoted string off the front of
 /// `rest` (and the separator with it).
@@ -93,30 +68,30 @@ struct element {
 /// Parses one list element; false when it is empty or malformed (then it is ignored).
 bool parse_element(std::string_view text, element& e) noexcept {
     e = element{};
-    e.name = trim(take_item(text, ';'));
+    e.name = trim_ows(take_item(text, ';'));
     if (e.name.empty()) {
         return false;
     }
     while (!text.empty()) {
-        const std::string_view param = trim(take_item(text, ';'));
+        const std::string_view param = trim_ows(take_item(text, ';'));
         const auto eq = param.find('=');
         if (eq == std::string_view::npos) {
             return false;
         }
-        const std::string_view key = trim(param.substr(0, eq));
-        std::string_view value = trim(param.substr(eq + 1));
+        const std::string_view key = trim_ows(param.substr(0, eq));
+        std::string_view value = trim_ows(param.substr(eq + 1));
         if (!is_token(key)) {
             return false;
         }
         if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
             value = value.substr(1, value.size() - 2);
         }
-        if (iequals(key, "q")) {
+        if (equals_ignoring_case(key, "q")) {
             e.q = parse_qvalue(value);
             if (e.q < 0) {
                 return false;
             }
-        } else if (iequals(key, "version")) {
+        } else if (equals_ignoring_case(key, "version")) {
             e.version = value;
             e.has_version = true;
         }
@@ -159,21 +134,21 @@ int specificity(const element& e, const media_type& t) noexcept {
     if (slash == std::string_view::npos) {
         return -1;
     }
-    const std::string_view type = trim(e.name.substr(0, slash));
-    const std::string_view subtype = trim(e.name.substr(slash + 1));
+    const std::string_view type = trim_ows(e.name.substr(0, slash));
+    const std::string_view subtype = trim_ows(e.name.substr(slash + 1));
     if (!is_token(type) || !is_token(subtype)) {
         return -1;
     }
     if (type == "*") {
         return subtype == "*" ? 0 : -1;
     }
-    if (!iequals(type, t.type)) {
+    if (!equals_ignoring_case(type, t.type)) {
         return -1;
     }
     if (subtype == "*") {
         return 1;
     }
-    if (!iequals(subtype, t.subtype)) {
+    if (!equals_ignoring_case(subtype, t.subtype)) {
         return -1;
     }
     if (!e.has_version) {
@@ -207,7 +182,7 @@ bool choose_gzip(std::span<const std::string_view> lines) noexcept {
             if (!parse_element(take_item(rest, ','), e) || !is_token(e.name)) {
                 continue;
             }
-            if (iequals(e.name, "gzip") || iequals(e.name, "x-gzip")) {
+            if (equals_ignoring_case(e.name, "gzip") || equals_ignoring_case(e.name, "x-gzip")) {
                 gzip.offer(1, e.q);
             } else if (e.name == "*") {
                 gzip.offer(0, e.q);

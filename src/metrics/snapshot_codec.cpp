@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "xtel/core/parse.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 
 namespace xtel::metrics {
@@ -117,24 +118,10 @@ void encode_family(writer& w, const family_snapshot& f) {
     }
 }
 
-/// A string from the input as a message may quote it: printable ASCII, the rest escaped, cut
-/// short, so that what() stays one readable line whatever the bytes.
+/// A string from the input as a message may quote it: quoted, printable ASCII, cut short, so
+/// that what() stays one readable line whatever the bytes.
 std::string printable(std::string_view s) {
-    constexpr std::size_t max_shown = 48;
-    std::string out = "\"";
-    for (const char c : s.substr(0, max_shown)) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (u < 0x20 || u > 0x7e) {
-            out += fmt::format("\\x{:02x}", u);
-        } else {
-            out += c;
-        }
-    }
-    out += s.size() > max_shown ? "\"..." : "\"";
-    return out;
+    return parse::printable(s, parse::shown::quoted, 48);
 }
 
 /// Reads the input front to back; every read checks the bytes left, every failure throws

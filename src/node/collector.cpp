@@ -82,7 +82,7 @@ refusal refusal_of(node::file::fault f) {
             return refusal::not_regular;
         case node::file::fault::too_large:
             return refusal::too_large;
-        case node::file::fault::not_node_file:
+        case node::file::fault::wrong_format:
             return refusal::not_node_file;
         case node::file::fault::damaged:
             break;

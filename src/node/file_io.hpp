@@ -1,22 +1,19 @@
 #pragma once
-// Helpers shared by the node file's writer and reader (private to src/).
-
-#include <cstring>
+// The node file as an owned file, for its writer and its reader (private to src/).
 
 #include "core/owned_file.hpp"
 #include "xtel/node/file.hpp"
 
 namespace xtel::node::file::detail {
 
-/// Reads the header at offset 0 with pread. True when all header_size bytes were read.
-inline bool read_header(int fd, file_header& out) noexcept {
-    return xtel::detail::pread_all(fd, &out, sizeof out, 0);
-}
+static_assert(static_cast<std::uint32_t>(writer_state::open) == xtel::detail::state_open &&
+              static_cast<std::uint32_t>(writer_state::closed) == xtel::detail::state_closed);
 
-/// True when the header names this format: magic, version and header size as this build writes.
-inline bool is_current_format(const file_header& h) noexcept {
-    return std::memcmp(h.magic, magic, sizeof magic) == 0 && h.version == format_version &&
-           h.header_size == header_size;
-}
+inline constexpr auto file_kind = xtel::detail::owned_file_kind_of<file_header>(
+    "node file",
+    "node file",
+    "publishing stopped: the agent runs on, its metrics are no longer published to this file",
+    {magic, sizeof magic},
+    format_version);
 
 }  // namespace xtel::node::file::detail

@@ -1,5 +1,3 @@
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,72 +36,25 @@ bool area_fits(const area& a, std::uint64_t file_size) noexcept {
            a.offset <= file_size && a.capacity <= file_size - a.offset;
 }
 
-/// Opens `path` for reading; throws format_error when it cannot be opened.
-int open_for_reading(const std::filesystem::path& path) {
-    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer to appear.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        throw format_error(fault::unreadable,
-                           fmt::format("{}: cannot open: {}", path.string(), errno_text(errno)));
-    }
-    return fd;
-}
-
 }  // namespace
 
 reader::reader(const std::filesystem::path& path, std::uint64_t max_file_bytes)
-    : reader(open_for_reading(path), path, max_file_bytes) {}
+    : reader(xtel::detail::open_for_reading(path), path, max_file_bytes) {}
 
 reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_bytes)
     : path_(std::move(path)), max_file_bytes_(max_file_bytes) {
     fd_guard fd{file};
     const auto name = path_.string();
-    struct stat st {};
-    if (::fstat(fd.fd, &st) != 0) {
-        throw format_error(fault::unreadable,
-                           fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        throw format_error(fault::not_regular,
-                           fmt::format("{}: is a directory, not a node file", name));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        throw format_error(fault::not_regular, fmt::format("{}: is not a regular file", name));
-    }
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (size > max_file_bytes_) {
-        throw format_error(fault::too_large,
-                           fmt::format("{}: {} bytes, larger than the {} bytes a node file may "
-                                       "have here (--max-file-bytes)",
-                                       name, size, max_file_bytes_));
-    }
-    if (size < header_size) {
-        throw format_error(fault::not_node_file,
-                           fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
-                                       name, st.st_size, header_size));
-    }
     file_header h{};
-    if (!detail::read_header(fd.fd, h)) {
-        throw format_error(fault::not_node_file, fmt::format("{}: cannot read the header", name));
-    }
-    if (std::memcmp(h.magic, magic, sizeof magic) != 0) {
-        throw format_error(fault::not_node_file,
-                           fmt::format("{}: not a node file (bad magic)", name));
-    }
-    if (h.version != format_version) {
-        throw format_error(
-            fault::not_node_file,
-            fmt::format("{}: unsupported format version {} (this reader reads version {})", name,
-                        h.version, format_version));
-    }
+    xtel::detail::check_opened(detail::file_kind, fd.fd, path_, &h, max_file_bytes_);
     if (h.header_size != header_size) {
-        throw format_error(fault::not_node_file,
+        throw format_error(fault::wrong_format,
                            fmt::format("{}: unexpected header size {} (expected {})", name,
                                        h.header_size, header_size));
     }
     if (h.state != static_cast<std::uint32_t>(writer_state::open) &&
         h.state != static_cast<std::uint32_t>(writer_state::closed)) {
-        throw format_error(fault::not_node_file,
+        throw format_error(fault::wrong_format,
                            fmt::format("{}: unknown writer state {} (expected 1 open or 2 closed)",
                                        name, h.state));
     }
@@ -122,7 +73,7 @@ reader::~reader() {
 
 file_header reader::read_header() const {
     file_header h{};
-    if (!detail::read_header(fd_, h)) {
+    if (!pread_all(fd_, &h, sizeof h, 0)) {
         throw format_error(fault::damaged,
                            fmt::format("{}: damaged: truncated below its {}-byte header",
                                        path_.string(), header_size));
@@ -230,22 +181,12 @@ bool reader::closed() const {
 
 bool reader::writer_alive() const {
     // The writer holds LOCK_EX for its whole life, on its own open file description; a shared
-    // lock on this reader's one is refused exactly while it lives. Released at once if granted,
-    // so that a reader never keeps the next writer of this name waiting.
-    if (::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
-        return errno == EWOULDBLOCK;
-    }
-    ::flock(fd_, LOCK_UN);
-    return false;
+    // lock on this reader's one is refused exactly while it lives.
+    return xtel::detail::probe_writer_lock(fd_) == EWOULDBLOCK;
 }
 
 bool reader::replaced() const {
-    struct stat by_path {};
-    struct stat open_file {};
-    if (::stat(path_.c_str(), &by_path) != 0 || ::fstat(fd_, &open_file) != 0) {
-        return true;
-    }
-    return by_path.st_ino != open_file.st_ino || by_path.st_dev != open_file.st_dev;
+    return xtel::detail::replaced(path_, fd_);
 }
 
 }  // namespace xtel::node::file

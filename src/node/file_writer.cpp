@@ -1,17 +1,14 @@
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <utility>
 
 #include "core/log.hpp"
 #include "core/owned_file.hpp"
@@ -25,31 +22,7 @@ namespace xtel::node::file {
 
 namespace {
 
-using xtel::detail::write_all;
-
-/// fmt::format for noexcept code: an empty message when there is no memory for it.
-template <class... Args>
-std::string format_or_empty(fmt::format_string<Args...> format, Args&&... args) noexcept {
-    try {
-        return fmt::format(format, std::forward<Args>(args)...);
-    } catch (...) {
-        return {};
-    }
-}
-
-/// The node file's header as create_owned_file needs it to judge a previous file.
-xtel::detail::owned_header previous_header(int fd) noexcept {
-    file_header h{};
-    xtel::detail::owned_header o;
-    o.read = detail::read_header(fd, h);
-    o.current = o.read && detail::is_current_format(h);
-    o.open = h.state == static_cast<std::uint32_t>(writer_state::open);
-    o.writer_pid = h.writer_pid;
-    o.created_us = h.created_us;
-    return o;
-}
-
-constexpr xtel::detail::owned_file_kind node_file_kind{"node file", previous_header};
+using xtel::detail::format_or_empty;
 
 /// When this process started, in microseconds since the epoch: boot time (/proc/stat btime)
 /// plus the process's start in clock ticks since boot (/proc/self/stat field 22). With the pid it
@@ -118,37 +91,20 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name)
     std::memcpy(h.agent_name, agent_name.data(), std::min(agent_name.size(), agent_name_size - 1));
     h.areas[0] = regions_[0];
     h.areas[1] = regions_[1];
-    fd_ = xtel::detail::create_owned_file(node_file_kind, path_, agent_name, file_size_,
+    fd_ = xtel::detail::create_owned_file(detail::file_kind, path_, agent_name, file_size_,
                                           std::as_bytes(std::span(&h, 1)));
 }
 
 writer::~writer() {
-    if (fd_ < 0) {
-        return;
-    }
-    if (!failed()) {
-        const auto closed = static_cast<std::uint32_t>(writer_state::closed);
-        (void)write_all(fd_, &closed, sizeof closed, offsetof(file_header, state));
-    }
-    ::close(fd_);  // releases the lock
+    owned().close();
+}
+
+xtel::detail::owned_writer writer::owned() noexcept {
+    return {detail::file_kind, path_, fd_, failure_, failed_};
 }
 
 const std::string& writer::failure() const noexcept {
-    static const std::string none;
-    return failed() ? failure_ : none;
-}
-
-void writer::give_up(std::string_view what) noexcept {
-    try {
-        failure_ = fmt::format("node file {} {}", path_.string(), what);
-    } catch (...) {
-        // No memory for the message: failed() still says it all.
-    }
-    failed_.store(true, std::memory_order_release);
-    xtel::detail::log(log_level::error,
-                      "{}; publishing stopped: the agent runs on, its metrics are no longer "
-                      "published to this file",
-                      failure_);
+    return xtel::detail::failure_or_none(failed(), failure_);
 }
 
 void writer::refuse_payload(std::string_view why) noexcept {
@@ -159,41 +115,7 @@ void writer::refuse_payload(std::string_view why) noexcept {
                           "(further refusals are counted in the file's header, not logged)",
                           agent_name_, path_.string(), why);
     }
-    (void)write_at(&refused, sizeof refused, offsetof(file_header, refused));
-}
-
-/// The file must still be the one this writer made, at its full size: pwrite past a cut would
-/// only grow a sparse file no reader can use, and writing to a deleted one is for nobody.
-bool writer::file_intact() noexcept {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-        give_up(format_or_empty("cannot be checked: {}", std::strerror(errno)));
-        return false;
-    }
-    if (st.st_size < static_cast<off_t>(file_size_)) {
-        give_up(format_or_empty("was truncated to {} bytes under this writer (it needs {})",
-                                st.st_size, file_size_));
-        return false;
-    }
-    if (st.st_nlink == 0) {
-        give_up("was deleted or replaced by another file under this writer");
-        return false;
-    }
-    if (!xtel::detail::magic_intact(fd_, magic, sizeof magic)) {
-        give_up(
-            "was truncated under this writer and grown again by its writes: its header is "
-            "gone");
-        return false;
-    }
-    return true;
-}
-
-bool writer::write_at(const void* data, std::size_t size, std::uint64_t offset) noexcept {
-    if (write_all(fd_, data, size, offset)) {
-        return true;
-    }
-    give_up(format_or_empty("cannot be written: {}", std::strerror(errno)));
-    return false;
+    (void)owned().write_at(&refused, sizeof refused, offsetof(file_header, refused));
 }
 
 /// Appends two new areas of the doubled capacity at the end of the file: `index` gets the first
@@ -225,7 +147,8 @@ bool writer::publish(std::span<const std::byte> payload) noexcept {
         return false;
     }
     // Checked first: a refusal writes its count to the file, which must still be this one's.
-    if (!file_intact()) {
+    const xtel::detail::owned_writer file = owned();
+    if (!file.intact(file_size_)) {
         return false;
     }
     if (payload.size() > max_payload_size) {
@@ -239,7 +162,7 @@ bool writer::publish(std::span<const std::byte> payload) noexcept {
     }
     // The payload goes to the area readers are not reading (the latest is the other one), then
     // the seqlock: generation odd, the descriptor, generation even (docs/node-format.md).
-    if (!write_at(payload.data(), payload.size(), regions_[i].offset)) {
+    if (!file.write_at(payload.data(), payload.size(), regions_[i].offset)) {
         return false;
     }
     area a = regions_[i];
@@ -247,9 +170,9 @@ bool writer::publish(std::span<const std::byte> payload) noexcept {
     a.generation = generation_ + 2;
     a.published_us = clock::now_us();
     const std::uint64_t writing = generation_ + 1;
-    if (!write_at(&writing, sizeof writing, offsetof(file_header, generation)) ||
-        !write_at(&a, sizeof a, offsetof(file_header, areas) + i * sizeof(area)) ||
-        !write_at(&a.generation, sizeof a.generation, offsetof(file_header, generation))) {
+    if (!file.write_at(&writing, sizeof writing, offsetof(file_header, generation)) ||
+        !file.write_at(&a, sizeof a, offsetof(file_header, areas) + i * sizeof(area)) ||
+        !file.write_at(&a.generation, sizeof a.generation, offsetof(file_header, generation))) {
         return false;
     }
     generation_ = a.generation;

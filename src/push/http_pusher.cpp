@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/log.hpp"
+#include "xtel/core/parse.hpp"
 #include "xtel/core/version.hpp"
 
 namespace xtel::push {
@@ -122,13 +123,7 @@ bool default_retryable(long status) {
 
 /// A receiver's text for the log: at most 200 bytes, control characters as '?'.
 std::string printable(std::string_view s) {
-    std::string out(s.substr(0, 200));
-    for (char& c : out) {
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-            c = '?';
-        }
-    }
-    return out;
+    return parse::printable(s, parse::shown::replaced, 200);
 }
 
 attempt post(curl_handle& h, const std::string& body, answer& a, const push_options& o) {

@@ -210,6 +210,37 @@ TEST_CASE("files that are not telemetry buffers are refused with the reason") {
     CHECK_THAT(open_error(dir / "big"), Catch::Contains("truncated"));
 }
 
+TEST_CASE("a refused flight recorder says which fault it has, as a refused node file does") {
+    xtel_test::temp_dir dir;
+    const auto fault_of = [](const std::filesystem::path& p) {
+        try {
+            fr::reader r(p);
+        } catch (const xtel::format_error& e) {
+            return e.kind();
+        }
+        FAIL("no format_error for " << p);
+        return xtel::file_fault::damaged;
+    };
+    CHECK(fault_of(dir / "missing") == xtel::file_fault::unreadable);
+    CHECK(fault_of(dir.path()) == xtel::file_fault::not_regular);
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+    CHECK(fault_of(dir / "fifo") == xtel::file_fault::not_regular);
+    std::vector<char> junk(4096, 'x');
+    write_bytes(dir / "junk", junk.data(), junk.size());
+    CHECK(fault_of(dir / "junk") == xtel::file_fault::wrong_format);
+
+    fr::writer w(dir.path(), "cut", 8);
+    fr::reader r(w.path());
+    REQUIRE(::truncate(w.path().c_str(), 64) == 0);
+    try {
+        (void)r.writer_closed();
+        FAIL("no format_error for a file cut below its header");
+    } catch (const xtel::format_error& e) {
+        CHECK(e.kind() == xtel::file_fault::damaged);
+        CHECK_THAT(e.what(), Catch::Contains("damaged: truncated below its 128-byte header"));
+    }
+}
+
 TEST_CASE("the buffer exporter writes to the output path named by the configuration") {
     xtel_test::temp_dir dir;
     xtel::config cfg;

@@ -270,7 +270,7 @@ TEST_CASE("a reader refuses what is not a node file with format_error", "[node_f
                                       "directory", "bad version", "bad state");
     CAPTURE(what);
     std::string reason;
-    nf::fault kind = nf::fault::not_node_file;
+    nf::fault kind = nf::fault::wrong_format;
     if (what == "empty") {
         std::ofstream{path};
         reason = "truncated";

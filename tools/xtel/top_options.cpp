@@ -137,13 +137,10 @@ options parse_options(int argc, char** argv) {
     bool dir_given = false;
     for (int i = 1; i < argc; ++i) {
         std::string_view arg = argv[i];
-        std::string_view value;
-        bool has_value = false;
-        if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
-            value = arg.substr(eq + 1);
-            arg = arg.substr(0, eq);
-            has_value = true;
-        }
+        const parse::option_arg split = parse::split_option(arg);
+        arg = split.name;
+        std::string_view value = split.value;
+        const bool has_value = split.has_value;
         if (!is_option(arg)) {
             throw usage_error(fmt::format(
                 "'{}' is not an option: expected --dir, --sort, --reverse, --filter, --interval, "

@@ -18,12 +18,6 @@ namespace xtel::top {
 /// sysexits.h: the command was used incorrectly.
 inline constexpr int exit_usage = 64;
 
-/// A command line that cannot be run; what() names the option, the value and what is accepted.
-class usage_error : public error {
-  public:
-    using error::error;
-};
-
 struct options {
     static constexpr std::chrono::milliseconds min_interval{100};
     static constexpr std::chrono::milliseconds max_interval{3'600'000};

@@ -19,12 +19,6 @@ namespace xtel::xtel_exporter {
 /// sysexits.h: the command was used incorrectly.
 inline constexpr int exit_usage = 64;
 
-/// A command line that cannot be run; what() names the option, the value and what is accepted.
-class usage_error : public error {
-  public:
-    using error::error;
-};
-
 /// Whether this build has the remote-write client (CMake option XTEL_PUSH).
 #if XTEL_HAVE_PUSH
 inline constexpr bool have_push = true;

@@ -16,6 +16,10 @@
 #include "xtel/core/error.hpp"
 #include "xtel/core/event.hpp"
 
+namespace xtel::detail {
+struct owned_writer;  // src/core/owned_file.hpp
+}  // namespace xtel::detail
+
 namespace xtel::flight_recorder {
 
 inline constexpr char magic[8] = {'X', 'T', 'E', 'L', 'T', 'L', 'M', '\0'};
@@ -53,11 +57,8 @@ struct slot {
 };
 static_assert(sizeof(slot) == slot_size);
 
-/// The file is not a flight recorder this build can read; what() is one line saying why.
-class format_error : public error {
-  public:
-    using error::error;
-};
+/// The file is not a flight recorder this build can read, or it was damaged while being read.
+using format_error = xtel::format_error;
 
 /// The single writer of one file. Creates it at `<dir>/<agent_name>` (mode 0600), replacing a
 /// previous file of the same agent, but never through a symbolic link or a file of another user,
@@ -88,9 +89,8 @@ class writer {
     const std::string& failure() const noexcept;
 
   private:
-    bool file_intact() noexcept;
-    bool write_at(const void* data, std::size_t size, std::uint64_t offset) noexcept;
-    void give_up(std::string_view what) noexcept;
+    /// This writer's hold on its file: writing, checking, giving up, closing.
+    xtel::detail::owned_writer owned() noexcept;
 
     std::filesystem::path path_;
     std::string failure_;  // written once, before failed_ is set

@@ -17,6 +17,10 @@
 
 #include "xtel/core/error.hpp"
 
+namespace xtel::detail {
+struct owned_writer;  // src/core/owned_file.hpp
+}  // namespace xtel::detail
+
 namespace xtel::node::file {
 
 inline constexpr char magic[8] = {'X', 'T', 'E', 'L', 'N', 'O', 'D', 'E'};
@@ -61,26 +65,10 @@ struct file_header {
 };
 static_assert(sizeof(file_header) == header_size);
 
-/// What is wrong with a file a reader refuses.
-enum class fault : std::uint8_t {
-    unreadable,     ///< it could not be opened, stat'ed or read (permissions, I/O)
-    not_regular,    ///< a FIFO, a device, a directory (or a link, opened without following)
-    too_large,      ///< the file, or the latest area it names, reaches past the reader's limit
-    not_node_file,  ///< shorter than the header; another magic, version or header size; no state
-    damaged,        ///< a node file whose stable header names bytes it does not hold
-};
-
-/// The file is not a node file this build can read, or it was damaged while being read;
-/// what() is one line saying why, kind() which of the faults it is.
-class format_error : public error {
-  public:
-    format_error(fault kind, const std::string& what) : error(what), kind_(kind) {}
-
-    fault kind() const noexcept { return kind_; }
-
-  private:
-    fault kind_;
-};
+/// What is wrong with a file a reader refuses; not_node_file is file_fault::wrong_format.
+using fault = file_fault;
+/// The file is not a node file this build can read, or it was damaged while being read.
+using format_error = xtel::format_error;
 
 /// The single writer of one node file, `<dir>/<agent_name>.metrics` (mode 0600). One writer per
 /// name, never through a symbolic link or over another user's file; a file left open by a
@@ -118,12 +106,11 @@ class writer {
     const std::string& failure() const noexcept;
 
   private:
-    bool file_intact() noexcept;
-    bool write_at(const void* data, std::size_t size, std::uint64_t offset) noexcept;
+    /// This writer's hold on its file: writing, checking, giving up, closing.
+    xtel::detail::owned_writer owned() noexcept;
     /// Makes area `index` (the one the next publish writes) hold at least `size` bytes.
     bool make_room(std::size_t index, std::uint64_t size) noexcept;
     void refuse_payload(std::string_view why) noexcept;
-    void give_up(std::string_view what) noexcept;
 
     std::filesystem::path path_;
     std::string agent_name_;

@@ -1,14 +1,11 @@
 #include "xtel/exporters/flight_recorder.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -19,8 +16,7 @@ namespace xtel::flight_recorder {
 
 namespace {
 
-using detail::errno_text;
-using detail::fd_guard;
+using xtel::detail::fd_guard;
 
 /// Slots read per pread: 64 KiB, so that a huge ring is read in steps a caller can interrupt.
 constexpr std::uint64_t chunk_slots = 1024;
@@ -32,51 +28,27 @@ using xtel::detail::pread_all;
 
 reader::reader(const std::filesystem::path& path) : path_(path) {
     const auto name = path.string();
-    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer to appear.
-    fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-    if (fd.fd < 0) {
-        throw format_error(fmt::format("{}: cannot open: {}", name, errno_text(errno)));
-    }
-    struct stat st {};
-    if (::fstat(fd.fd, &st) != 0) {
-        throw format_error(fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        throw format_error(fmt::format("{}: is a directory, not a telemetry buffer", name));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        throw format_error(fmt::format("{}: is not a regular file", name));
-    }
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (size < header_size) {
-        throw format_error(fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
-                                       name, size, header_size));
-    }
+    fd_guard fd{xtel::detail::open_for_reading(path)};
     file_header h{};
-    if (!pread_all(fd.fd, &h, sizeof h, 0)) {
-        throw format_error(fmt::format("{}: cannot read the header", name));
-    }
-    if (std::memcmp(h.magic, magic, sizeof magic) != 0) {
-        throw format_error(fmt::format("{}: not a telemetry buffer (bad magic)", name));
-    }
-    if (h.version != format_version) {
-        throw format_error(
-            fmt::format("{}: unsupported format version {} (this reader reads version {})", name,
-                        h.version, format_version));
-    }
+    const std::uint64_t size = xtel::detail::check_opened(detail::file_kind, fd.fd, path, &h);
     if (h.header_size != header_size || h.slot_size != slot_size || h.event_size != sizeof(event)) {
-        throw format_error(fmt::format(
-            "{}: unexpected layout (header {} bytes, slot {}, event {}; expected {}, {}, {})", name,
-            h.header_size, h.slot_size, h.event_size, header_size, slot_size, sizeof(event)));
+        throw format_error(
+            file_fault::wrong_format,
+            fmt::format(
+                "{}: unexpected layout (header {} bytes, slot {}, event {}; expected {}, {}, {})",
+                name, h.header_size, h.slot_size, h.event_size, header_size, slot_size,
+                sizeof(event)));
     }
     constexpr std::uint64_t max_capacity =
         (std::numeric_limits<std::uint64_t>::max() - header_size) / slot_size;
     if (h.capacity == 0 || h.capacity > max_capacity) {
-        throw format_error(fmt::format("{}: absurd capacity {} (expected 1 to {} slots)", name,
+        throw format_error(file_fault::wrong_format,
+                           fmt::format("{}: absurd capacity {} (expected 1 to {} slots)", name,
                                        h.capacity, max_capacity));
     }
     if (h.capacity > (size - header_size) / slot_size) {
         throw format_error(
+            file_fault::wrong_format,
             fmt::format("{}: truncated: {} bytes cannot hold the {} events the header declares",
                         name, size, h.capacity));
     }
@@ -94,7 +66,8 @@ reader::~reader() {
 file_header reader::header() const {
     file_header h{};
     if (!pread_all(fd_, &h, sizeof h, 0)) {
-        throw format_error(fmt::format("{}: damaged: truncated below its {}-byte header",
+        throw format_error(file_fault::damaged,
+                           fmt::format("{}: damaged: truncated below its {}-byte header",
                                        path_.string(), header_size));
     }
     return h;
@@ -104,15 +77,18 @@ void reader::refresh() {
     struct stat st {};
     const std::uint64_t expected = header_size + capacity_ * slot_size;
     if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < expected) {
-        throw format_error(fmt::format(
-            "{}: damaged: truncated to {} bytes while being read (the header declares {})",
-            path_.string(), st.st_size, expected));
+        throw format_error(
+            file_fault::damaged,
+            fmt::format(
+                "{}: damaged: truncated to {} bytes while being read (the header declares {})",
+                path_.string(), st.st_size, expected));
     }
     const std::uint64_t w = header().write_seq;
     if (w < next_) {
-        throw format_error(fmt::format(
-            "{}: damaged: write_seq went back from {} to {} (the file was rewritten or damaged)",
-            path_.string(), next_, w));
+        throw format_error(file_fault::damaged,
+                           fmt::format("{}: damaged: write_seq went back from {} to {} (the file "
+                                       "was rewritten or damaged)",
+                                       path_.string(), next_, w));
     }
     published_ = w;
     if (published_ - next_ > capacity_) {
@@ -127,7 +103,8 @@ std::span<const slot> reader::read_chunk(std::uint64_t max_events) {
                                       static_cast<std::uint64_t>(chunk_.size())});
     const auto bytes = static_cast<std::size_t>(n * slot_size);
     if (!pread_all(fd_, chunk_.data(), bytes, header_size + index * slot_size)) {
-        throw format_error(fmt::format("{}: damaged: truncated while being read", path_.string()));
+        throw format_error(file_fault::damaged,
+                           fmt::format("{}: damaged: truncated while being read", path_.string()));
     }
     // Only now, after the slots were read, may claim_seq be read: event m's slot was safe to
     // read only if no newer event had claimed it by then, that is m + capacity >= claim_seq.
@@ -153,20 +130,11 @@ bool reader::writer_gone() const {
         return false;
     }
     // The writer holds LOCK_EX for its whole life; a shared lock granted now means it is gone.
-    if (::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
-        return false;
-    }
-    ::flock(fd_, LOCK_UN);
-    return true;
+    return xtel::detail::probe_writer_lock(fd_) == 0;
 }
 
 bool reader::replaced() const {
-    struct stat by_path {};
-    struct stat open_file {};
-    if (::stat(path_.c_str(), &by_path) != 0 || ::fstat(fd_, &open_file) != 0) {
-        return true;
-    }
-    return by_path.st_ino != open_file.st_ino || by_path.st_dev != open_file.st_dev;
+    return xtel::detail::replaced(path_, fd_);
 }
 
 std::string reader::agent_name() const {

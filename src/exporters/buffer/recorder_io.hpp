@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the flight recorder's writer and reader (private to src/).
+// The flight recorder as an owned file, for its writer and its reader (private to src/).
 
 #include <cstring>
 
@@ -8,20 +8,22 @@
 
 namespace xtel::flight_recorder::detail {
 
-using xtel::detail::errno_text;
-using xtel::detail::fd_guard;
+static_assert(static_cast<std::uint32_t>(writer_state::open) == xtel::detail::state_open &&
+              static_cast<std::uint32_t>(writer_state::closed) == xtel::detail::state_closed);
 
-/// Reads the header at offset 0 with pread (no mapping, so a file cut short under it reads short
-/// instead of raising SIGBUS). True when all header_size bytes were read.
-inline bool read_header(int fd, file_header& out) noexcept {
-    return xtel::detail::pread_all(fd, &out, sizeof out, 0);
+/// The rest of the layout this build writes, past magic, version and header size.
+inline bool layout_current(const void* header) noexcept {
+    file_header h;
+    std::memcpy(&h, header, sizeof h);
+    return h.slot_size == slot_size && h.event_size == sizeof(event) && h.capacity != 0;
 }
 
-/// True when the header names this format: magic, version and layout as this build writes them.
-inline bool is_current_format(const file_header& h) noexcept {
-    return std::memcmp(h.magic, magic, sizeof magic) == 0 && h.version == format_version &&
-           h.header_size == header_size && h.slot_size == slot_size &&
-           h.event_size == sizeof(event) && h.capacity != 0;
-}
+inline constexpr auto file_kind = xtel::detail::owned_file_kind_of<file_header>(
+    "flight recorder",
+    "telemetry buffer",
+    "recording stopped: transfers go on, their events are counted as lost",
+    {magic, sizeof magic},
+    format_version,
+    layout_current);
 
 }  // namespace xtel::flight_recorder::detail
