@@ -11,6 +11,7 @@
 #include "push/otlp/attributes.hpp"
 #include "push/scaled.hpp"
 #include "xtel/metrics/exposition.hpp"
+#include "xtel/metrics/exposition_rules.hpp"
 
 namespace xtel::push::detail {
 
@@ -119,10 +120,8 @@ void fill_metric(pb::Metric& m, const metrics::family_spec& spec) {
 void shown_bounds(const metrics::family_spec& spec, std::vector<double>& out) {
     out.clear();
     for (const double b : spec.bounds) {
-        const std::string text = metrics::format_bound(b, spec.decimals);
-        double v = 0;
-        std::from_chars(text.data(), text.data() + text.size(), v);
-        out.push_back(v);
+        // + 0.0 makes a bound of -0 the 0 a scrape's le="0" reads as.
+        out.push_back(metrics::shown_bound(b, spec.decimals) + 0.0);
     }
 }
 
