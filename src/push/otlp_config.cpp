@@ -7,6 +7,7 @@
 
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
+#include "xtel/push/otlp_environment.hpp"
 #include "xtel/push/push_url.hpp"
 
 namespace xtel::push {
@@ -128,102 +129,122 @@ std::vector<std::pair<std::string, std::string>> key_value_list(std::string_view
     return out;
 }
 
-std::optional<otlp_options> otlp_options_from(const env_lookup& env,
-                                              const otlp_flags& flags,
-                                              std::string host_name) {
-    if (const auto e = first_set(env, {"OTEL_METRICS_EXPORTER"});
-        e && lower(e->value) == "none" && !flags.endpoint) {
-        return std::nullopt;
+namespace {
+
+/// The flag's value when given, else the first of `vars` set.
+std::optional<setting> flag_or_env(const env_lookup& env,
+                                   const std::optional<std::string>& flag,
+                                   std::string_view flag_name,
+                                   std::initializer_list<std::string_view> vars) {
+    if (flag) {
+        return setting{*flag, std::string(flag_name)};
     }
-    otlp_options o;
+    return first_set(env, vars);
+}
+
+/// The URL POSTed to; nullopt when no endpoint is set.
+std::optional<std::string> url_from(const env_lookup& env, const otlp_flags& flags) {
     if (flags.endpoint) {
-        o.url = url_of({*flags.endpoint, "--otlp-endpoint"}, true);
-    } else if (const auto m = first_set(env, {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"})) {
-        o.url = url_of(*m, false);
-    } else if (const auto g = first_set(env, {"OTEL_EXPORTER_OTLP_ENDPOINT"})) {
-        o.url = url_of(*g, true);
+        return url_of({*flags.endpoint, "--otlp-endpoint"}, true);
+    }
+    if (const auto m = first_set(env, {otel_env::metrics_endpoint})) {
+        return url_of(*m, false);
+    }
+    if (const auto g = first_set(env, {otel_env::endpoint})) {
+        return url_of(*g, true);
+    }
+    return std::nullopt;
+}
+
+void read_protocol(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
+    const auto p = flag_or_env(env, flags.protocol, "--otlp-protocol",
+                               {otel_env::metrics_protocol, otel_env::protocol});
+    if (!p) {
+        return;
+    }
+    if (p->value == "http/protobuf") {
+        o.encoding = otlp_encoding::protobuf;
+    } else if (p->value == "http/json") {
+        o.encoding = otlp_encoding::json;
     } else {
-        return std::nullopt;
+        parse::fail(p->source, p->value,
+                    p->value == "grpc"
+                        ? "expected http/protobuf or http/json (grpc is not supported: "
+                          "collectors take OTLP/HTTP on port 4318)"
+                        : "expected http/protobuf or http/json");
     }
+}
 
-    const auto pick = [&](const std::optional<std::string>& flag, std::string_view flag_name,
-                          std::initializer_list<std::string_view> vars) -> std::optional<setting> {
-        if (flag) {
-            return setting{*flag, std::string(flag_name)};
-        }
-        return first_set(env, vars);
-    };
+void read_temporality(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
+    const auto t = flag_or_env(env, flags.temporality, "--otlp-temporality",
+                               {otel_env::temporality_preference});
+    if (!t) {
+        return;
+    }
+    const std::string v = lower(t->value);
+    if (v == "cumulative") {
+        o.temporality = otlp_temporality::cumulative;
+    } else if (v == "delta" || v == "lowmemory") {
+        // Every counter and histogram xtel serves is of a synchronous instrument, which
+        // both preferences send as delta.
+        o.temporality = otlp_temporality::delta;
+    } else {
+        parse::fail(t->source, t->value, "expected cumulative, delta or lowmemory");
+    }
+}
 
-    if (const auto p =
-            pick(flags.protocol, "--otlp-protocol",
-                 {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"})) {
-        if (p->value == "http/protobuf") {
-            o.encoding = otlp_encoding::protobuf;
-        } else if (p->value == "http/json") {
-            o.encoding = otlp_encoding::json;
-        } else {
-            parse::fail(p->source, p->value,
-                        p->value == "grpc"
-                            ? "expected http/protobuf or http/json (grpc is not supported: "
-                              "collectors take OTLP/HTTP on port 4318)"
-                            : "expected http/protobuf or http/json");
-        }
+void read_compression(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
+    const auto c = flag_or_env(env, flags.compression, "--otlp-compression",
+                               {otel_env::metrics_compression, otel_env::compression});
+    if (!c) {
+        return;
     }
-    if (const auto t = pick(flags.temporality, "--otlp-temporality",
-                            {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"})) {
-        const std::string v = lower(t->value);
-        if (v == "cumulative") {
-            o.temporality = otlp_temporality::cumulative;
-        } else if (v == "delta" || v == "lowmemory") {
-            // Every counter and histogram xtel serves is of a synchronous instrument, which
-            // both preferences send as delta.
-            o.temporality = otlp_temporality::delta;
-        } else {
-            parse::fail(t->source, t->value, "expected cumulative, delta or lowmemory");
-        }
+    if (c->value == "gzip") {
+        o.gzip = true;
+    } else if (c->value == "none") {
+        o.gzip = false;
+    } else {
+        parse::fail(c->source, c->value, "expected gzip or none");
     }
-    if (const auto c =
-            pick(flags.compression, "--otlp-compression",
-                 {"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"})) {
-        if (c->value == "gzip") {
-            o.gzip = true;
-        } else if (c->value == "none") {
-            o.gzip = false;
-        } else {
-            parse::fail(c->source, c->value, "expected gzip or none");
-        }
-    }
-    if (const auto t =
-            first_set(env, {"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"})) {
+}
+
+/// The request timeout and the export interval.
+void read_times(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
+    if (const auto t = first_set(env, {otel_env::metrics_timeout, otel_env::timeout})) {
         o.timeout =
             std::chrono::milliseconds(parse::unsigned_integer(t->source, t->value, 1, 600'000));
     }
     if (flags.interval_s) {
         o.interval = std::chrono::seconds(
             parse::unsigned_integer("--otlp-interval", *flags.interval_s, 1, 3600));
-    } else if (const auto i = first_set(env, {"OTEL_METRIC_EXPORT_INTERVAL"})) {
+    } else if (const auto i = first_set(env, {otel_env::export_interval})) {
         o.interval =
             std::chrono::milliseconds(parse::unsigned_integer(i->source, i->value, 100, 3'600'000));
     }
+}
 
-    // The message names the part at fault; parse::fail shows its control bytes escaped.
-    const auto check_header = [](std::string_view source, std::string_view whole,
-                                 const std::string& name, const std::string& value) {
-        if (!is_token(name)) {
-            parse::fail(source, whole,
-                        fmt::format("the header name '{}' is not one: expected letters, digits "
-                                    "and !#$%&'*+-.^_`|~",
-                                    name));
-        }
-        if (!is_header_value(value)) {
-            parse::fail(source, whole,
-                        fmt::format("the value of header '{}' ('{}') holds CR, LF or NUL: expected "
-                                    "a value without line breaks",
-                                    name, value));
-        }
-    };
-    if (const auto h =
-            first_set(env, {"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"})) {
+// The message names the part at fault; parse::fail shows its control bytes escaped.
+void check_header(std::string_view source,
+                  std::string_view whole,
+                  const std::string& name,
+                  const std::string& value) {
+    if (!is_token(name)) {
+        parse::fail(source, whole,
+                    fmt::format("the header name '{}' is not one: expected letters, digits "
+                                "and !#$%&'*+-.^_`|~",
+                                name));
+    }
+    if (!is_header_value(value)) {
+        parse::fail(source, whole,
+                    fmt::format("the value of header '{}' ('{}') holds CR, LF or NUL: expected "
+                                "a value without line breaks",
+                                name, value));
+    }
+}
+
+/// The variables' headers, then the flags', each replacing one of the same name.
+void read_headers(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
+    if (const auto h = first_set(env, {otel_env::metrics_headers, otel_env::headers})) {
         o.headers = key_value_list(h->source, h->value);
         for (const auto& [name, value] : o.headers) {
             check_header(h->source, h->value, name, value);
@@ -240,25 +261,51 @@ std::optional<otlp_options> otlp_options_from(const env_lookup& env,
         std::erase_if(o.headers, [&](const auto& kv) { return lower(kv.first) == lower(name); });
         o.headers.emplace_back(name, value);
     }
+}
 
-    o.resource.host_name = std::move(host_name);
+/// host.name, service.name and the other attributes of every resource.
+void read_resource(const env_lookup& env, std::string host_name, otlp_resource& r) {
+    r.host_name = std::move(host_name);
     std::optional<std::string> service_from_attributes;
-    if (const auto r = first_set(env, {"OTEL_RESOURCE_ATTRIBUTES"})) {
-        for (auto& [key, value] : key_value_list(r->source, r->value)) {
+    if (const auto a = first_set(env, {otel_env::resource_attributes})) {
+        for (auto& [key, value] : key_value_list(a->source, a->value)) {
             if (key == "service.name") {
                 service_from_attributes = value;
             } else if (key == "host.name") {
-                o.resource.host_name = value;
+                r.host_name = value;
             } else {
-                o.resource.attributes.push_back(metrics::label{key, value});
+                r.attributes.push_back(metrics::label{key, value});
             }
         }
     }
-    if (const auto s = first_set(env, {"OTEL_SERVICE_NAME"})) {
-        o.resource.service_name = s->value;
+    if (const auto s = first_set(env, {otel_env::service_name})) {
+        r.service_name = s->value;
     } else if (service_from_attributes) {
-        o.resource.service_name = *service_from_attributes;
+        r.service_name = *service_from_attributes;
     }
+}
+
+}  // namespace
+
+std::optional<otlp_options> otlp_options_from(const env_lookup& env,
+                                              const otlp_flags& flags,
+                                              std::string host_name) {
+    if (const auto e = first_set(env, {otel_env::metrics_exporter});
+        e && lower(e->value) == "none" && !flags.endpoint) {
+        return std::nullopt;
+    }
+    otlp_options o;
+    if (auto url = url_from(env, flags)) {
+        o.url = std::move(*url);
+    } else {
+        return std::nullopt;
+    }
+    read_protocol(env, flags, o);
+    read_temporality(env, flags, o);
+    read_compression(env, flags, o);
+    read_times(env, flags, o);
+    read_headers(env, flags, o);
+    read_resource(env, std::move(host_name), o.resource);
     return o;
 }
 

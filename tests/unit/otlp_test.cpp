@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "otlp_metrics.pb.h"
 #include "test_util.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/metrics/exposition.hpp"
 #include "xtel/push/otlp.hpp"
 #include "xtel/push/otlp_config.hpp"
 #include "xtel/push/push_url.hpp"
@@ -274,6 +276,27 @@ TEST_CASE("a W3C traceparent exemplar gives its trace and span", "[otlp]") {
         metric(r, "xtel_transfer_duration_seconds").histogram().data_points(0).exemplars(0);
     CHECK(x.span_id() == std::string("\xb7\xad\x6b\x71\x69\x20\x33\x31", 8));
     CHECK(x.trace_id().size() == 16);
+}
+
+TEST_CASE("an OTLP histogram's bounds are the numbers a scrape's le labels show", "[otlp]") {
+    auto s = agent(1, {0, 0, 0, 0, 0}, 0, 0);
+    // -0, whole bounds scaled, a fraction, and one past where whole bounds are shown exactly.
+    s->families[2].spec.bounds = {-0.0, 1, 25, 1234567.5, 3e15};
+    s->families[2].series[0].exemplars.clear();
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
+    const auto r = decode(enc.encode(snapshots{s}, t1, push::otlp_encoding::protobuf));
+    const auto& got =
+        metric(r, "xtel_transfer_duration_seconds").histogram().data_points(0).explicit_bounds();
+    REQUIRE(got.size() == 5);
+    for (int i = 0; i < got.size(); ++i) {
+        const std::string le =
+            metrics::format_bound(s->families[2].spec.bounds[static_cast<std::size_t>(i)], 6);
+        INFO("bound " << i << ", le=\"" << le << '"');
+        CHECK(got[i] == std::stod(le));
+        CHECK(std::signbit(got[i]) == std::signbit(std::stod(le)));
+    }
+    CHECK(got[1] == 0.000001);
+    CHECK(got[4] == 3e9);
 }
 
 namespace {

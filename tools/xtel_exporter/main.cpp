@@ -32,6 +32,7 @@
 #include "xtel/http/server.hpp"
 #include "xtel/metrics/negotiate.hpp"
 #include "xtel/push/otlp_config.hpp"
+#include "xtel/push/otlp_environment.hpp"
 #if XTEL_HAVE_PUSH
 #include "xtel/push/remote_write.hpp"
 #endif
@@ -204,8 +205,7 @@ std::optional<push::otlp_options> otlp_settings(const options& o) {
 #if XTEL_HAVE_PUSH
         return push::otlp_options_from(process_env, o.otlp, host_name());
 #else
-        for (const char* var :
-             {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}) {
+        for (const std::string_view var : push::otel_env::endpoints) {
             if (o.otlp.endpoint || process_env(var)) {
                 throw usage_error(
                     "OTLP is not in this build of xtel-exporter: it was built with "

@@ -2,8 +2,11 @@
 /// The OTLP/HTTP metrics client of the node's exporter program: the node's merged metric
 /// snapshots as one ExportMetricsServiceRequest, in either encoding OTLP/HTTP defines (binary
 /// protobuf or OTLP's JSON), with cumulative or delta temporality; sent by http_pusher.
-/// docs/otlp.md has the mapping, family by family.
+/// docs/otlp.md has the mapping, family by family; src/push/otlp/ the parts, one concern a file
+/// (the encoder, the conversion of each kind of point, attributes and resources, the
+/// temporality selector, the JSON writer, the response reader, the pusher).
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -59,9 +62,8 @@ class otlp_encoder {
     std::size_t tracked_series() const noexcept;
 
   private:
+    /// The resource, the temporality selector (src/push/otlp/temporality.hpp), scratch.
     struct state;
-    otlp_resource resource_;
-    otlp_temporality temporality_;
     std::unique_ptr<state> state_;
 };
 

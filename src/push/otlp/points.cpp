@@ -1,0 +1,179 @@
+#include "push/otlp/points.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "push/otlp/attributes.hpp"
+#include "push/scaled.hpp"
+#include "xtel/metrics/exposition.hpp"
+#include "xtel/metrics/exposition_rules.hpp"
+
+namespace xtel::push::detail {
+
+namespace {
+
+namespace pb = xtel::otlp;
+
+/// OTLP units are UCUM codes: the two base units the metric model uses, in UCUM; any other
+/// unit (already a code, or a word UCUM would write in braces) as given.
+std::string ucum(std::string_view unit) {
+    if (unit == "seconds") {
+        return "s";
+    }
+    if (unit == "bytes") {
+        return "By";
+    }
+    return std::string(unit);
+}
+
+/// `n` bytes of hex digits from `s` (2n characters), or empty when `s` is not that or is all
+/// zeros (an invalid id in W3C Trace Context).
+std::string hex_id(std::string_view s, std::size_t n) {
+    if (s.size() != 2 * n) {
+        return {};
+    }
+    std::string out(n, '\0');
+    bool nonzero = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        unsigned v = 0;
+        const auto [end, ec] = std::from_chars(s.data() + 2 * i, s.data() + 2 * i + 2, v, 16);
+        if (ec != std::errc() || end != s.data() + 2 * i + 2) {
+            return {};
+        }
+        out[i] = static_cast<char>(v);
+        nonzero = nonzero || v != 0;
+    }
+    return nonzero ? out : std::string();
+}
+
+/// A point's value: an integer when the family keeps whole units and it fits, else the double
+/// a scrape shows.
+template <class Point>
+void set_value(Point& p, std::uint64_t v, std::uint8_t decimals) {
+    if (decimals == 0 &&
+        v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        p.set_as_int(static_cast<std::int64_t>(v));
+    } else {
+        p.set_as_double(scaled(v, decimals));
+    }
+}
+
+void add_exemplar(pb::HistogramDataPoint& p, const metrics::exemplar& e, std::uint8_t decimals) {
+    pb::Exemplar& x = *p.add_exemplars();
+    x.set_time_unix_nano(e.timestamp_us * 1000);
+    set_value(x, e.value, decimals);
+    // A trace id (32 hex digits) or a W3C traceparent (version-traceid-spanid-flags) becomes
+    // the exemplar's trace (and span); any other id stays an attribute under its label name.
+    const std::string_view v = e.label_value;
+    if (auto trace = hex_id(v, 16); !trace.empty()) {
+        x.set_trace_id(std::move(trace));
+        return;
+    }
+    if (v.size() == 55 && v[2] == '-' && v[35] == '-' && v[52] == '-') {
+        auto trace = hex_id(v.substr(3, 32), 16);
+        auto span = hex_id(v.substr(36, 16), 8);
+        if (!trace.empty() && !span.empty()) {
+            x.set_trace_id(std::move(trace));
+            x.set_span_id(std::move(span));
+            return;
+        }
+    }
+    put(*x.mutable_filtered_attributes(), e.label_name, e.label_value);
+}
+
+/// The buckets of a histogram point: each bound's count less the baseline's, then the +Inf
+/// bucket (what the count has beyond the others).
+void add_buckets(pb::HistogramDataPoint& p,
+                 const point_context& c,
+                 const metrics::series& s,
+                 const baseline& base) {
+    std::uint64_t below_inf = 0;
+    for (std::size_t i = 0; i < c.bounds.size(); ++i) {
+        const std::uint64_t b = i < s.buckets.size() ? s.buckets[i] : 0;
+        const std::uint64_t was = i < base.buckets.size() ? base.buckets[i] : 0;
+        p.add_bucket_counts(b - was);
+        below_inf += b - was;
+    }
+    p.add_bucket_counts(p.count() - std::min(p.count(), below_inf));
+    for (const double b : c.bounds) {
+        p.add_explicit_bounds(b);
+    }
+}
+
+}  // namespace
+
+void fill_metric(pb::Metric& m, const metrics::family_spec& spec) {
+    // The name a scrape shows, `_total` included: OpenTelemetry's naming would drop it from
+    // a counter, but NIXL's families have a gauge and a counter that differ only by it
+    // (agent_xfer_post_time and agent_xfer_post_time_total), and an OTLP to Prometheus
+    // translation adds it only where it is missing.
+    m.set_name(spec.name);
+    m.set_description(metrics::to_valid_utf8(spec.help));
+    m.set_unit(ucum(spec.unit));
+}
+
+void shown_bounds(const metrics::family_spec& spec, std::vector<double>& out) {
+    out.clear();
+    for (const double b : spec.bounds) {
+        // + 0.0 makes a bound of -0 the 0 a scrape's le="0" reads as.
+        out.push_back(metrics::shown_bound(b, spec.decimals) + 0.0);
+    }
+}
+
+void add_sum_point(pb::Metric& m,
+                   const point_context& c,
+                   const metrics::series& s,
+                   const baseline& base) {
+    pb::Sum& sum = *m.mutable_sum();
+    sum.set_aggregation_temporality(c.temporality);
+    sum.set_is_monotonic(true);
+    pb::NumberDataPoint& p = *sum.add_data_points();
+    fill_attributes(p, c.spec, s);
+    p.set_start_time_unix_nano(base.start_ns);
+    p.set_time_unix_nano(c.now_ns);
+    set_value(p, s.value - base.value, c.spec.decimals);
+}
+
+void add_gauge_point(pb::Metric& m, const point_context& c, const metrics::series& s) {
+    pb::NumberDataPoint& p = *m.mutable_gauge()->add_data_points();
+    fill_attributes(p, c.spec, s);
+    p.set_time_unix_nano(c.now_ns);
+    set_value(p, s.value, c.spec.decimals);
+}
+
+void add_histogram_point(pb::Metric& m,
+                         const point_context& c,
+                         const metrics::series& s,
+                         const baseline& base) {
+    pb::Histogram& h = *m.mutable_histogram();
+    h.set_aggregation_temporality(c.temporality);
+    pb::HistogramDataPoint& p = *h.add_data_points();
+    fill_attributes(p, c.spec, s);
+    p.set_start_time_unix_nano(base.start_ns);
+    p.set_time_unix_nano(c.now_ns);
+    p.set_count(s.count - base.value);
+    p.set_sum(scaled(s.sum - base.sum, c.spec.decimals));
+    add_buckets(p, c, s, base);
+    // Only the exemplars of observations after the baseline (all of them, cumulative).
+    for (const metrics::exemplar& e : s.exemplars) {
+        if (!e.label_value.empty() && e.timestamp_us * 1000 > base.since_ns) {
+            add_exemplar(p, e, c.spec.decimals);
+        }
+    }
+}
+
+void add_summary_point(pb::Metric& m, const point_context& c, const metrics::series& s) {
+    pb::SummaryDataPoint& p = *m.mutable_summary()->add_data_points();
+    fill_attributes(p, c.spec, s);
+    p.set_start_time_unix_nano(c.start_ns);
+    p.set_time_unix_nano(c.now_ns);
+    p.set_count(s.count);
+    p.set_sum(scaled(s.sum, c.spec.decimals));
+}
+
+}  // namespace xtel::push::detail
