@@ -492,7 +492,7 @@ bool collector::date_end(source& s, clock::time_point now) {
         // The writer's last publication: an agent that stops publishes its final numbers and
         // then closes the file, and one that died published at most a flush round before.
         // Counted from there rather than from when this process first saw it stopped, so a
-        // new xtel top or a restarted exporter does not show agents that stopped long ago.
+        // new xtel top or a restarted xtel-exporter does not show agents that stopped long ago.
         const std::int64_t wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count();
@@ -653,7 +653,7 @@ void collector::release_memory() noexcept {
     dropped_bytes_ = 0;
 #if defined(__GLIBC__)
     // glibc keeps freed memory for reuse, also after a large payload or snapshot (a faulty
-    // writer's) is gone; given back at once, the exporter's size follows what it serves.
+    // writer's) is gone; given back at once, xtel-exporter's size follows what it serves.
     ::malloc_trim(0);
 #endif
 }

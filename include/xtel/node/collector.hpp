@@ -9,7 +9,7 @@
 /// a reason (docs/deployment.md, "What is refused"), logged once per change of the file's state
 /// and counted.
 ///
-/// Not thread-safe: the exporter calls it under one lock.
+/// Not thread-safe: xtel-exporter and xtel top call it under one lock.
 
 #include <dirent.h>
 #include <sys/types.h>

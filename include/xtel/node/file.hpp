@@ -1,6 +1,6 @@
 #pragma once
 /// The node file: where an agent publishes its whole metric state at every flush, for readers in
-/// other processes (one exporter per node). A 256-byte header and payload areas; the writer
+/// other processes (xtel-exporter, one per node). A 256-byte header and payload areas; the writer
 /// publishes each payload whole, and a reader copies the latest one without ever seeing it torn
 /// and without a lock the writer waits on. The payload is opaque bytes here.
 /// docs/node-format.md is the byte-by-byte description.

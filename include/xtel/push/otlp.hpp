@@ -1,5 +1,5 @@
 #pragma once
-/// The OTLP/HTTP metrics client of the node's exporter program: the node's merged metric
+/// The OTLP/HTTP metrics client of xtel-exporter: the node's merged metric
 /// snapshots as one ExportMetricsServiceRequest, in either encoding OTLP/HTTP defines (binary
 /// protobuf or OTLP's JSON), with cumulative or delta temporality; sent by http_pusher.
 /// docs/otlp.md has the mapping, family by family; src/push/otlp/ the parts, one concern a file
@@ -41,7 +41,7 @@ struct otlp_resource {
 /// the last encode: one encoder per destination, used from one thread.
 ///
 /// Resources: one per snapshot that has labels (an agent's: agent_name, rank, local_rank, pid),
-/// and one for the snapshots without labels (the exporter's own health and process metrics).
+/// and one for the snapshots without labels (xtel-exporter's own health and process metrics).
 class otlp_encoder {
   public:
     otlp_encoder(otlp_resource resource, otlp_temporality temporality);
@@ -67,7 +67,7 @@ class otlp_encoder {
     std::unique_ptr<state> state_;
 };
 
-/// Where and how the exporter sends OTLP: OTEL_EXPORTER_OTLP_* and OTEL_* variables, then
+/// Where and how xtel-exporter sends OTLP: OTEL_EXPORTER_OTLP_* and OTEL_* variables, then
 /// xtel-exporter's flags (otlp_config.cpp).
 struct otlp_options {
     /// The full URL POSTed to (<endpoint>/v1/metrics).

@@ -1,5 +1,5 @@
 #pragma once
-/// The Prometheus remote-write 1.0 client of the node's exporter program: the node's merged
+/// The Prometheus remote-write 1.0 client of xtel-exporter: the node's merged
 /// metric snapshots encoded as one WriteRequest (protobuf, snappy block format), and a sender
 /// that POSTs such bodies from a thread of its own, in order, retrying while the receiver is
 /// down. The series are those a scrape of the same snapshots shows (prometheus_text.hpp), so a

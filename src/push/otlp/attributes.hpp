@@ -17,7 +17,7 @@ void put(otlp_attributes& out, std::string_view key, std::string_view value);
 /// Adds `key` with an integer value.
 void put(otlp_attributes& out, std::string_view key, std::int64_t value);
 
-/// The resource of one agent's snapshot (`agent`), or of the exporter's own (nullptr).
+/// The resource of one agent's snapshot (`agent`), or of xtel-exporter's own (nullptr).
 void fill_resource(xtel::otlp::Resource& r,
                    const otlp_resource& common,
                    const metrics::snapshot* agent);

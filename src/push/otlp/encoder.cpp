@@ -43,7 +43,7 @@ std::size_t otlp_encoder::tracked_series() const noexcept {
 
 namespace {
 
-/// A new resource with xtel's scope, for one agent's snapshot or the exporter's own (nullptr).
+/// A new resource with xtel's scope, for one agent's snapshot or xtel-exporter's own (nullptr).
 pb::ScopeMetrics* add_scope(pb::ExportMetricsServiceRequest& request,
                             const otlp_resource& resource,
                             const metrics::snapshot* agent) {
@@ -104,7 +104,7 @@ std::string otlp_encoder::encode(
     otlp_encoding encoding) {
     pb::ExportMetricsServiceRequest request;
     state& st = *state_;
-    // The exporter's own snapshots (no labels) share one resource, made at the first of them.
+    // xtel-exporter's own snapshots (no labels) share one resource, made at the first of them.
     pb::ScopeMetrics* own = nullptr;
     for (const auto& snap_ptr : snapshots) {
         const metrics::snapshot& snap = *snap_ptr;
