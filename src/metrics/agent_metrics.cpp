@@ -1,4 +1,4 @@
-#include "exporters/prometheus/prometheus_agent.hpp"
+#include "xtel/metrics/agent_metrics.hpp"
 
 #include <fmt/format.h>
 
@@ -10,11 +10,10 @@
 
 #include "xtel/core/names.hpp"
 #include "xtel/core/version.hpp"
-#include "xtel/exporters/prometheus.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
-namespace xtel::detail {
+namespace xtel::metrics {
 
 namespace {
 
@@ -41,8 +40,8 @@ constexpr std::string_view ignored_help =
 // NIXL_TELEMETRY_PROMETHEUS_BUILDERS is checked against the names the settings list; the
 // processor must have a builder of each.
 constexpr bool same_builders() {
-    const auto& have = prometheus_agent::transfer_processor::builder_names;
-    const auto& said = prometheus_settings::known_builders;
+    const auto& have = agent_metrics::transfer_processor::builder_names;
+    const auto& said = agent_metrics_settings::known_builders;
     if (std::size(have) != std::size(said)) {
         return false;
     }
@@ -54,7 +53,7 @@ constexpr bool same_builders() {
     return true;
 }
 static_assert(same_builders(),
-              "prometheus_settings::known_builders names the processor's builders");
+              "agent_metrics_settings::known_builders names the processor's builders");
 
 /// Names are NUL-padded to a fixed width, so equal names are mostly equal bytes: one compare.
 /// The character-wise compare catches a name with stray padding.
@@ -92,7 +91,7 @@ std::vector<metrics::label> agent_labels(const std::string& agent_name, const pr
 
 }  // namespace
 
-std::string_view prometheus_agent::nixl_status_of(status_code code) noexcept {
+std::string_view agent_metrics::nixl_status_of(status_code code) noexcept {
     switch (code) {
         case status_code::invalid_argument:
         case status_code::bad_metadata:
@@ -130,30 +129,20 @@ std::string sanitize_metric_name(std::string_view name) {
     return out;
 }
 
-prometheus_agent::prometheus_agent(std::string agent_name,
-                                   std::string_view hostname,
-                                   std::vector<double> bounds,
-                                   const std::vector<std::string>& builders,
-                                   std::size_t max_series,
-                                   const process_rank& rank,
-                                   pid_shown_by pid)
+agent_metrics::agent_metrics(const exporter_context& ctx)
+    : agent_metrics(ctx.agent_name, agent_metrics_settings::from_env()) {}
+
+agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_settings& settings)
     : agent_name_(std::move(agent_name)),
-      hostname_(hostname),
-      labels_(agent_labels(agent_name_, rank)) {
+      hostname_(settings.hostname),
+      labels_(agent_labels(agent_name_, settings.rank)) {
     metrics::processor_options opts;
-    opts.max_series = max_series;
-    if (pid == pid_shown_by::reader) {
-        // Refused here, where a builder learns why, rather than by the reader, which would
-        // refuse the agent's whole file.
-        opts.reserved_labels.assign(std::begin(metrics::reserved_label_names),
-                                    std::end(metrics::reserved_label_names));
-    } else {
-        for (const metrics::label& l : labels_) {
-            opts.reserved_labels.push_back(l.name);
-        }
+    opts.max_series = settings.max_series;
+    for (const metrics::label& l : labels_) {
+        opts.reserved_labels.push_back(l.name);
     }
     opts.check = [this](const family_spec& spec) { reserve_name(spec); };
-    opts.builders = builders;
+    opts.builders = settings.builders;
     processor_ = std::make_unique<transfer_processor>(metrics::context{agent_name_, hostname_},
                                                       metrics::default_attributes(), opts);
     auto& store = processor_->store();
@@ -191,7 +180,7 @@ prometheus_agent::prometheus_agent(std::string agent_name,
         nixl("agent_xfer_time", "Transfer time of the last request", metric_type::gauge);
     xfer_time_us_ = nixl("agent_xfer_time_us",
                          "Distribution of transfer time from start to completion, in microseconds",
-                         metric_type::histogram, bounds);
+                         metric_type::histogram, settings.buckets);
     post_time_total_ =
         nixl("agent_xfer_post_time_total",
              "Cumulative sum of time from start to posting to the back-end", metric_type::counter);
@@ -200,7 +189,7 @@ prometheus_agent::prometheus_agent(std::string agent_name,
     post_time_us_ =
         nixl("agent_xfer_post_time_us",
              "Distribution of time from start to posting to the back-end, in microseconds",
-             metric_type::histogram, bounds);
+             metric_type::histogram, settings.buckets);
     nixl_dropped_ = nixl("agent_telemetry_events_dropped_total",
                          "Cumulative telemetry events dropped at the producer-side staging queue",
                          metric_type::counter);
@@ -226,7 +215,7 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                          metric_type::histogram,
                          {"op", "peer"},
                          6,
-                         bounds,
+                         settings.buckets,
                          "seconds"});
     post_duration_ = add_own({"xtel_transfer_post_duration_seconds",
                               "Seconds spent in the post call of the transfers timed, by "
@@ -234,7 +223,7 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                               metric_type::histogram,
                               {"op", "peer"},
                               6,
-                              std::move(bounds),
+                              settings.buckets,
                               "seconds"});
     const auto errors = add_own({"xtel_errors_total",
                                  "Operations the agent answered with an error, by the error's "
@@ -315,30 +304,22 @@ prometheus_agent::prometheus_agent(std::string agent_name,
                                 {},
                                 true});
     store.set(build, {version(), ucx_version_text()}, 1);
-    const bool own_pid = pid == pid_shown_by::agent;
-    std::vector<std::string> info_labels{"backend"};
-    if (own_pid) {
-        info_labels.emplace_back("pid");
-    }
+    // A node file's readers add the writer's pid themselves: the node exporter's encoding
+    // leaves this label out (node_exporter.cpp).
     const auto info = add_own({"xtel_agent_info",
                                "1: the agent's backend and process; its transports are "
                                "xtel_transport_lanes.",
                                metric_type::gauge,
-                               std::move(info_labels),
+                               {"backend", "pid"},
                                0,
                                {},
                                {},
                                true});
-    const std::string pid_text = fmt::format_int(::getpid()).str();
-    if (own_pid) {
-        store.set(info, {"ucx", pid_text}, 1);
-    } else {
-        store.set(info, {"ucx"}, 1);
-    }
+    store.set(info, {"ucx", fmt::format_int(::getpid()).str()}, 1);
     publish();
 }
 
-metrics::family_id prometheus_agent::add_own(family_spec spec) {
+metrics::family_id agent_metrics::add_own(family_spec spec) {
     auto& store = processor_->store();
     auto lines = metrics::metric_store::line_names(spec.name, spec.type);
     const metrics::family_id id = store.add_family(std::move(spec));
@@ -348,13 +329,13 @@ metrics::family_id prometheus_agent::add_own(family_spec spec) {
     return id;
 }
 
-metrics::series_ref prometheus_agent::add_own_series(
-    family_spec spec, std::initializer_list<std::string_view> values) {
+metrics::series_ref agent_metrics::add_own_series(family_spec spec,
+                                                  std::initializer_list<std::string_view> values) {
     const auto id = add_own(std::move(spec));
     return processor_->store().series_of(id, values);
 }
 
-void prometheus_agent::reserve_name(const family_spec& spec) const {
+void agent_metrics::reserve_name(const family_spec& spec) const {
     for (const auto& line : metrics::metric_store::line_names(spec.name, spec.type)) {
         if (own_lines_.contains(line)) {
             throw metrics::metrics_error(fmt::format(
@@ -365,7 +346,7 @@ void prometheus_agent::reserve_name(const family_spec& spec) const {
     }
 }
 
-const std::string& prometheus_agent::peer_name(label_id id, const label_table& labels) {
+const std::string& agent_metrics::peer_name(label_id id, const label_table& labels) {
     if (id >= peers_.size()) {
         peers_.resize(static_cast<std::size_t>(id) + 1);
     }
@@ -378,8 +359,8 @@ const std::string& prometheus_agent::peer_name(label_id id, const label_table& l
     return peers_[id];
 }
 
-void prometheus_agent::apply_transfers(std::span<const transfer_record> transfers,
-                                       const label_table& labels) {
+void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
+                                    const label_table& labels) {
     if (transfers.empty()) {
         return;
     }
@@ -420,7 +401,7 @@ void prometheus_agent::apply_transfers(std::span<const transfer_record> transfer
     }
 }
 
-void prometheus_agent::apply_health(std::span<const exporter_health> rows) {
+void agent_metrics::apply_health(std::span<const exporter_health> rows) {
     const std::lock_guard lock(state_mutex_);
     auto& store = processor_->store();
     for (const auto& row : rows) {
@@ -438,19 +419,26 @@ void prometheus_agent::apply_health(std::span<const exporter_health> rows) {
     }
 }
 
-void prometheus_agent::add_builder(std::unique_ptr<metrics::builder> b) {
+void agent_metrics::add_builder(std::unique_ptr<metrics::builder> b) {
     const std::lock_guard lock(state_mutex_);
     processor_->add_builder(std::move(b));
 }
 
-void prometheus_agent::apply(std::span<const event> batch) {
+void agent_metrics::reserve_reader_labels() {
+    // Refused where a builder is added, where its author learns why, rather than by the
+    // readers, which would refuse the agent's whole file.
+    const std::lock_guard lock(state_mutex_);
+    processor_->store().reserve_labels(reserved_label_names);
+}
+
+void agent_metrics::apply(std::span<const event> batch) {
     const std::lock_guard lock(state_mutex_);
     for (const event& e : batch) {
         apply_one(e);
     }
 }
 
-void prometheus_agent::apply_memory(const event& e, bool registered) {
+void agent_metrics::apply_memory(const event& e, bool registered) {
     auto& store = processor_->store();
     // Levels (what basic_agent sends: registered now, deregistered since the start) or, as
     // NIXL sends them, increments of one operation's bytes. A registration raises the level;
@@ -484,7 +472,7 @@ void prometheus_agent::apply_memory(const event& e, bool registered) {
     }
 }
 
-bool prometheus_agent::apply_known(const event& e) {
+bool agent_metrics::apply_known(const event& e) {
     auto& store = processor_->store();
     if (e.cat == category::error) {
         for (std::size_t c = static_cast<std::size_t>(status_code::in_progress) + 1;
@@ -543,7 +531,7 @@ bool prometheus_agent::apply_known(const event& e) {
     return true;
 }
 
-void prometheus_agent::apply_one(const event& e) {
+void agent_metrics::apply_one(const event& e) {
     if (apply_known(e)) {
         return;
     }
@@ -579,16 +567,16 @@ void prometheus_agent::apply_one(const event& e) {
     ignore();
 }
 
-void prometheus_agent::ignore() {
+void agent_metrics::ignore() {
     processor_->store().add(ignored_, 1);
 }
 
-std::uint32_t prometheus_agent::find_or_add(const event& e) {
+std::uint32_t agent_metrics::find_or_add(const event& e) {
     const std::string_view text = e.name_view();
     if (const auto it = dynamic_.find(text); it != dynamic_.end()) {
         return it->second;
     }
-    if (dynamic_.size() >= prometheus_settings::max_dynamic_families) {
+    if (dynamic_.size() >= agent_metrics_settings::max_dynamic_families) {
         return rejected;
     }
     const metric_type type = e.kind == value_kind::counter ? metric_type::counter
@@ -627,7 +615,7 @@ std::uint32_t prometheus_agent::find_or_add(const event& e) {
     return index;
 }
 
-void prometheus_agent::publish() {
+void agent_metrics::publish() {
     const std::lock_guard lock(state_mutex_);
     const auto& store = processor_->store();
     if (published_once_ && store.changes() == published_changes_) {
@@ -643,9 +631,9 @@ void prometheus_agent::publish() {
     published_once_ = true;
 }
 
-std::shared_ptr<const metrics::snapshot> prometheus_agent::snapshot() const {
+std::shared_ptr<const metrics::snapshot> agent_metrics::latest() const {
     const std::lock_guard lock(published_mutex_);
     return published_;
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel::metrics
