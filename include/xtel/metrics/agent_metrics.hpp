@@ -89,6 +89,23 @@ class agent_metrics {
         metric_type type = metric_type::counter;
     };
     static constexpr std::uint32_t rejected = UINT32_MAX;
+    /// One of this agent's own families, as its set's table names it (agent_families.cpp).
+    struct family_row;
+    /// The tables of the NIXL set and the xtel set, a row per family.
+    static const family_row nixl_rows_[];
+    static const family_row xtel_rows_[];
+
+    /// The NIXL set and the xtel set, each from its table; `bounds` those of the latency
+    /// histograms.
+    void add_nixl_set(const std::vector<double>& bounds);
+    void add_xtel_set(const std::vector<double>& bounds);
+    /// Adds the families of `rows`, each labelled by `set_labels` before its own, and, where a
+    /// row names a member, keeps the family or its series of `set_values` (made now, at 0).
+    void add_family_set(std::span<const family_row> rows,
+                        std::span<const std::string_view> set_labels,
+                        std::span<const std::string_view> set_values,
+                        bool fixed_labels,
+                        const std::vector<double>& bounds);
 
     void apply_one(const event& e);
     /// Handles an event of a name this agent knows; false when the name is not one.
@@ -119,14 +136,17 @@ class agent_metrics {
     series_ref mem_registered_total_, mem_deregistered_total_;
     series_ref mem_registered_last_, mem_deregistered_last_;
     series_ref nixl_dropped_;
+    family_id nixl_errors_family_ = 0;
     std::vector<series_ref> nixl_errors_;  // by nixl_error_statuses index
     // The xtel set.
     family_id duration_ = 0, post_duration_ = 0;  // {op, peer} histograms, seconds
-    std::vector<series_ref> errors_;              // by status_code
+    family_id errors_family_ = 0;
+    std::vector<series_ref> errors_;  // by status_code
     series_ref mem_bytes_, registrations_, deregistrations_;
     series_ref dropped_, export_errors_, ignored_;
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
+    family_id build_family_ = 0, info_family_ = 0;
     // What the memory events said last: bytes registered now, deregistered since the start.
     std::uint64_t registered_now_ = 0;
     std::uint64_t deregistered_sum_ = 0;
