@@ -1,7 +1,7 @@
 #pragma once
 // Agents' metric state of a chosen size for the node exporter's cases (node_bench.cpp) and the
 // node files generator (node_scale/node_files.cpp), made through the real metric model: the
-// node exporter's prometheus_agent, fed transfer records to `peers` remote agents as the
+// agent's metrics::agent_metrics, fed transfer records to `peers` remote agents as the
 // flusher feeds it. Each peer adds the same series (the comprehensive builder's bytes and
 // requests counters and the {op, peer} duration and post-duration histograms, for reads and
 // writes), so a series count is reached by choosing the number of peers.

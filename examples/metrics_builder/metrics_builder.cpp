@@ -4,8 +4,9 @@
 //
 // The builder is added to the metric model of a real agent, which its Prometheus exporter
 // serves; the agent then moves data to a peer in this process over UCX; the peer goes away, the
-// next transfers fail, and the builder counts them. The program prints the series a scrape of /metrics shows and exits with 0 when
-// the count is what happened (2 failures), so the test suite runs it as well.
+// next transfers fail, and the builder counts them. The program prints the series a scrape of
+// /metrics shows and exits with 0 when the count is what happened (2 failures), so the test
+// suite runs it as well.
 //
 //     metrics_builder_example          (NIXL_TELEMETRY_PROMETHEUS_ADDRESS, default 127.0.0.1:0)
 
