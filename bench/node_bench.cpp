@@ -59,8 +59,7 @@ void BM_node_publish(benchmark::State& state) {
     const xtel::config cfg;
     xtel::node_settings settings;
     settings.directory = dir.path();
-    settings.metrics = xtel_bench::model_settings();
-    xtel::node_exporter e({cfg, "bench_agent"}, settings);
+    xtel::node_exporter e({cfg, "bench_agent"}, settings, xtel_bench::model_settings());
     const xtel_bench::agent_traffic traffic(
         xtel_bench::peers_for_series(static_cast<std::size_t>(state.range(0)), Unit));
     e.export_transfers(traffic.records(), traffic.labels());

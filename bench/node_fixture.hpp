@@ -1,7 +1,7 @@
 #pragma once
 // Agents' metric state of a chosen size for the node exporter's cases (node_bench.cpp) and the
 // node files generator (node_scale/node_files.cpp), made through the real metric model: the
-// node exporter's prometheus_agent, fed transfer records to `peers` remote agents as the
+// agent's metrics::agent_metrics, fed transfer records to `peers` remote agents as the
 // flusher feeds it. Each peer adds the same series (the comprehensive builder's bytes and
 // requests counters and the {op, peer} duration and post-duration histograms, for reads and
 // writes), so a series count is reached by choosing the number of peers.
@@ -18,11 +18,11 @@
 
 // The node exporter's metric model is private to the library: reached from src/
 // (bench/CMakeLists.txt).
-#include "exporters/prometheus/prometheus_agent.hpp"
 #include "xtel/core/label_table.hpp"
 #include "xtel/core/transfer_record.hpp"
-#include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
 
 namespace xtel_bench {
 
@@ -87,10 +87,10 @@ class agent_traffic {
 /// The node exporter's settings for these cases: the default buckets and builders, and a
 /// series limit per family high enough that no peer folds into "other" at 10,000 series (an
 /// operator with that many peers raises NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES likewise).
-inline xtel::prometheus_settings model_settings() {
-    xtel::prometheus_settings s;
+inline xtel::metrics::agent_metrics_settings model_settings() {
+    xtel::metrics::agent_metrics_settings s;
     s.hostname = "bench-host";
-    s.max_series = xtel::prometheus_settings::max_max_series;
+    s.max_series = xtel::metrics::agent_metrics_settings::max_max_series;
     return s;
 }
 
@@ -118,13 +118,15 @@ inline std::size_t series_of(const xtel::metrics::snapshot& s,
 /// The snapshot of an agent named `agent` that has talked to `peers` remote agents.
 inline std::shared_ptr<const xtel::metrics::snapshot> agent_snapshot(const std::string& agent,
                                                                      std::size_t peers) {
-    const auto s = model_settings();
-    xtel::detail::prometheus_agent a(agent, s.hostname, s.buckets, s.builders, s.max_series, {},
-                                     xtel::detail::pid_shown_by::reader);
+    xtel::metrics::agent_metrics a(agent, model_settings());
+    a.reserve_reader_labels();
     const agent_traffic traffic(peers);
     a.apply_transfers(traffic.records(), traffic.labels());
     a.publish();
-    return a.snapshot();
+    // As the node exporter writes it and a reader reads it: without the labels readers add.
+    std::vector<std::byte> bytes;
+    xtel::metrics::encode_snapshot(*a.latest(), bytes, xtel::metrics::reserved_label_names);
+    return std::make_shared<const xtel::metrics::snapshot>(xtel::metrics::decode_snapshot(bytes));
 }
 
 /// The number of peers whose traffic gives an agent at least `series` series counted in `unit`

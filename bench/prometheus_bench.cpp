@@ -55,7 +55,7 @@ void BM_prometheus_render(benchmark::State& state) {
     xtel::config cfg;
     xtel::prometheus_settings s;
     s.address = {"127.0.0.1", 0};
-    xtel::prometheus_exporter e({cfg, "bench_agent"}, s);
+    xtel::prometheus_exporter e({cfg, "bench_agent"}, s, xtel::metrics::agent_metrics_settings{});
     const xtel::label_table labels;
     std::vector<xtel::transfer_record> transfers(1000);
     for (std::uint64_t i = 0; i < transfers.size(); ++i) {

@@ -9,8 +9,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <stdlib.h>
 
 #include "bench_util.hpp"
 #include "xtel/core/config.hpp"
@@ -581,6 +584,46 @@ void BM_drain(benchmark::State& state) {
     state.counters["dropped"] = static_cast<double>(t.stats().records_dropped);
 }
 BENCHMARK(BM_drain)->Name("BM_drain/buffer");
+
+using node_pipeline = xtel::pipeline_of<xtel::node_exporter>;
+using prometheus_node_pipeline = xtel::pipeline_of<xtel::prometheus_exporter, xtel::node_exporter>;
+
+/// The flusher's drain into the agent's metric model, as BM_drain/prometheus
+/// (prometheus_bench.cpp) for the node exporter and for both: the same staged transfer records
+/// folded (the processor, the latency histograms), published and, for node, encoded into the
+/// node file. With prometheus and node both named, the model is folded once for both (before
+/// issue 28: once for each). Items: the events the records stand for, 4 each, as there.
+template <class Telemetry>
+void BM_drain_model(benchmark::State& state, std::vector<std::string> exporters) {
+    const xtel_bench::scratch_dir dir;
+    ::setenv(xtel::env::prometheus_address, "127.0.0.1:0", 1);  // a free port
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = std::move(exporters);
+    cfg.output_path = dir.path().string();  // node's directory when node is named
+    constexpr std::size_t records = 4096;
+    Telemetry t(cfg, "bench", {.staging_capacity = records, .start_flusher = false});
+    std::uint64_t i = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        for (std::size_t r = 0; r < records; ++r) {
+            record_one_transfer(t, ++i);
+        }
+        state.ResumeTiming();
+        t.flush();
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * records * 4));
+    state.counters["dropped"] = static_cast<double>(t.stats().records_dropped);
+}
+void BM_drain_node(benchmark::State& state) {
+    BM_drain_model<node_pipeline>(state, {"node"});
+}
+BENCHMARK(BM_drain_node)->Name("BM_drain/node");
+
+void BM_drain_prometheus_node(benchmark::State& state) {
+    BM_drain_model<prometheus_node_pipeline>(state, {"prometheus", "node"});
+}
+BENCHMARK(BM_drain_prometheus_node)->Name("BM_drain/prometheus_node");
 
 }  // namespace
 

@@ -2,10 +2,11 @@
 //
 //     increase(app_failed_transfers_total[5m]) > 0
 //
-// The builder is added to the Prometheus exporter of a real agent, which then moves data to a
-// peer in this process over UCX; the peer goes away, the next transfers fail, and the builder
-// counts them. The program prints the series a scrape of /metrics shows and exits with 0 when
-// the count is what happened (2 failures), so the test suite runs it as well.
+// The builder is added to the metric model of a real agent, which its Prometheus exporter
+// serves; the agent then moves data to a peer in this process over UCX; the peer goes away, the
+// next transfers fail, and the builder counts them. The program prints the series a scrape of
+// /metrics shows and exits with 0 when the count is what happened (2 failures), so the test
+// suite runs it as well.
 //
 //     metrics_builder_example          (NIXL_TELEMETRY_PROMETHEUS_ADDRESS, default 127.0.0.1:0)
 
@@ -91,8 +92,9 @@ int main(int argc, char** argv) {
         cfg.enabled = true;
         cfg.exporters = {"prometheus"};
         xtel::basic_agent<xtel::prometheus_telemetry> initiator("prefill-0", cfg);
-        auto& exporter = initiator.telemetry().get<xtel::prometheus_exporter>();
-        exporter.add_builder(std::make_unique<failed_transfers_builder>());
+        // The agent's metric model, which its exporters serve: its builders feed every one.
+        initiator.telemetry().metric_state().add_builder(
+            std::make_unique<failed_transfers_builder>());
 
         auto peer = xtel::make_agent("Decode-0", xtel::config{});
         std::vector<std::byte> remote(1 << 16), local(1 << 16);
@@ -120,6 +122,7 @@ int main(int argc, char** argv) {
         }
         initiator.flush_telemetry();
 
+        const auto& exporter = initiator.telemetry().get<xtel::prometheus_exporter>();
         const std::string text = exporter.scrape();
         std::uint64_t failed = 0;
         fmt::print("http://{}/metrics shows:\n", exporter.address());

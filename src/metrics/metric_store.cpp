@@ -128,6 +128,16 @@ void metric_store::check_new(const family_spec& spec) const {
     }
 }
 
+void metric_store::reserve_labels(std::span<const std::string_view> names) {
+    std::vector<std::string> out(names.begin(), names.end());
+    for (auto& l : opts_.reserved_labels) {
+        if (std::find(out.begin(), out.end(), l) == out.end()) {
+            out.push_back(std::move(l));
+        }
+    }
+    opts_.reserved_labels = std::move(out);
+}
+
 family_id metric_store::add_family(family_spec spec) {
     if (opts_.check) {
         opts_.check(spec);

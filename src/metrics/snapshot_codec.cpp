@@ -75,10 +75,20 @@ class writer {
     std::vector<std::byte>& out_;
 };
 
-void encode_series(writer& w, const series& s) {
-    w.count(s.label_values.size());
-    for (const auto& v : s.label_values) {
-        w.string(v);
+/// `kept[i]` says whether label i of the family is written (empty: all are).
+void encode_series(writer& w, const series& s, const std::vector<bool>& kept) {
+    if (kept.empty()) {
+        w.count(s.label_values.size());
+        for (const auto& v : s.label_values) {
+            w.string(v);
+        }
+    } else {
+        w.count(static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true)));
+        for (std::size_t i = 0; i < s.label_values.size(); ++i) {
+            if (kept[i]) {
+                w.string(s.label_values[i]);
+            }
+        }
     }
     w.u64(s.value);
     w.u64(s.sum);
@@ -96,17 +106,41 @@ void encode_series(writer& w, const series& s) {
     }
 }
 
-void encode_family(writer& w, const family_snapshot& f) {
+/// Which of `spec`'s labels are written: all (empty) unless one is in `left_out`.
+std::vector<bool> kept_labels(const family_spec& spec, std::span<const std::string_view> left_out) {
+    if (left_out.empty() || spec.label_names.empty()) {
+        return {};
+    }
+    std::vector<bool> kept(spec.label_names.size());
+    bool leaves_one_out = false;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+        kept[i] =
+            std::find(left_out.begin(), left_out.end(), spec.label_names[i]) == left_out.end();
+        leaves_one_out = leaves_one_out || !kept[i];
+    }
+    if (!leaves_one_out) {
+        kept.clear();
+    }
+    return kept;
+}
+
+void encode_family(writer& w,
+                   const family_snapshot& f,
+                   std::span<const std::string_view> left_out) {
     const family_spec& spec = f.spec;
+    const std::vector<bool> kept = kept_labels(spec, left_out);
     w.string(spec.name);
     w.string(spec.help);
     w.u8(static_cast<std::uint8_t>(spec.type));
     w.u8(spec.decimals);
     w.u8(spec.fixed_labels ? 1 : 0);
     w.string(spec.unit);
-    w.count(spec.label_names.size());
-    for (const auto& n : spec.label_names) {
-        w.string(n);
+    w.count(kept.empty() ? spec.label_names.size()
+                         : static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true)));
+    for (std::size_t i = 0; i < spec.label_names.size(); ++i) {
+        if (kept.empty() || kept[i]) {
+            w.string(spec.label_names[i]);
+        }
     }
     w.count(spec.bounds.size());
     for (const auto b : spec.bounds) {
@@ -114,7 +148,7 @@ void encode_family(writer& w, const family_snapshot& f) {
     }
     w.count(f.series.size());
     for (const auto& s : f.series) {
-        encode_series(w, s);
+        encode_series(w, s, kept);
     }
 }
 
@@ -606,6 +640,12 @@ void decode_labels(reader& r, std::vector<label>& out) {
 }  // namespace
 
 void encode_snapshot(const snapshot& s, std::vector<std::byte>& out) {
+    encode_snapshot(s, out, {});
+}
+
+void encode_snapshot(const snapshot& s,
+                     std::vector<std::byte>& out,
+                     std::span<const std::string_view> left_out_labels) {
     out.clear();
     writer w(out);
     out.insert(out.end(), std::begin(magic), std::end(magic));
@@ -617,7 +657,7 @@ void encode_snapshot(const snapshot& s, std::vector<std::byte>& out) {
     }
     w.count(s.families.size());
     for (const auto& f : s.families) {
-        encode_family(w, f);
+        encode_family(w, f, left_out_labels);
     }
 }
 

@@ -14,7 +14,8 @@ set(XTEL_WRONG_HOOKS
     "DISABLED|disabled must be `bool disabled\\(\\) const noexcept`"
     "EVENTS_LOST|events_lost must be `std::uint64_t events_lost\\(\\) const noexcept`"
     "EXPORT_TRANSFERS|export_transfers must be callable as `void export_transfers"
-    "NAME|name must be `static constexpr std::string_view name`")
+    "NAME|name must be `static constexpr std::string_view name`"
+    "METRIC_STATE|must be constructible from `const metric_state_context<M>&`")
 foreach(entry IN LISTS XTEL_WRONG_HOOKS)
     string(FIND "${entry}" "|" bar)
     string(SUBSTRING "${entry}" 0 ${bar} hook)

@@ -6,8 +6,14 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "xtel/core/exporter.hpp"
+
+/// The metric state the exporter serves (metrics::agent_metrics in the real ones).
+struct checked_state {
+    explicit checked_state(const xtel::exporter_context&) {}
+};
 
 struct checked_exporter {
     explicit checked_exporter(const xtel::exporter_context&) {}
@@ -31,6 +37,8 @@ struct checked_exporter {
     void export_transfers(std::span<const xtel::transfer_record>) {}
 #elif defined(XTEL_WRONG_NAME)
     static constexpr const char* name = "checked";
+#elif defined(XTEL_WRONG_METRIC_STATE)
+    using metric_state = checked_state;  // but no constructor from metric_state_context
 #else
     static constexpr std::string_view name = "checked";
     void export_transfers(std::span<const xtel::transfer_record>, const xtel::label_table&) {}
@@ -42,6 +50,8 @@ struct checked_exporter {
     std::uint64_t events_lost() const noexcept {
         return 0;
     }
+    using metric_state = checked_state;
+    explicit checked_exporter(const xtel::metric_state_context<checked_state>&) {}
 #endif
 };
 
@@ -50,4 +60,7 @@ template struct xtel::exporter_traits<checked_exporter>;
 #if !defined(XTEL_WRONG_HOOK)
 static_assert(xtel::exporter_traits<checked_exporter>::wants_transfers);
 static_assert(xtel::exporter_traits<checked_exporter>::name == "checked");
+static_assert(xtel::exporter_traits<checked_exporter>::wants_metric_state);
+static_assert(
+    std::is_same_v<xtel::exporter_traits<checked_exporter>::metric_state_t, checked_state>);
 #endif

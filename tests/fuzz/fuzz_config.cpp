@@ -13,6 +13,7 @@
 #include "xtel/core/error.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/metrics/agent_metrics_settings.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static const char* const vars[] = {
@@ -68,7 +69,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const xtel::config_error&) {
     }
     try {
-        const auto s = xtel::prometheus_settings::from_env(c, lookup);
+        (void)xtel::prometheus_settings::from_env(c, lookup);
+    } catch (const xtel::config_error&) {
+    }
+    try {
+        const auto s = xtel::metrics::agent_metrics_settings::from_env(lookup);
         if (s.buckets.empty() || s.max_series == 0) {
             __builtin_trap();
         }

@@ -42,7 +42,7 @@ constexpr std::string_view expected_series =
 }
 
 struct endpoint {
-    endpoint() : exporter(context(), settings()) {
+    endpoint() : exporter(context(), settings(), model()) {
         // The legacy transfer counters come from transfer records (the metrics processor).
         xtel::transfer_record t;
         t.bytes = 4096;
@@ -61,6 +61,10 @@ struct endpoint {
     static xtel::prometheus_settings settings() {
         xtel::prometheus_settings s;
         s.address = {"127.0.0.1", 0};
+        return s;
+    }
+    static xtel::metrics::agent_metrics_settings model() {
+        xtel::metrics::agent_metrics_settings s;
         s.hostname = "fuzzhost";
         return s;
     }

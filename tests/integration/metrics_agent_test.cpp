@@ -95,7 +95,7 @@ struct prometheus_pair {
     /// The labels of the initiator's NIXL-set series: agent_name and hostname.
     std::string nixl_labels() const {
         return fmt::format(R"(agent_name="initiator",hostname="{}")",
-                           xtel::prometheus_settings::from_env(cfg).hostname);
+                           xtel::metrics::agent_metrics_settings::from_env().hostname);
     }
 
     xtel_test::scoped_env address;

@@ -97,9 +97,10 @@ TEST_CASE("an agent's node file holds its metric state after every flush, and af
         }
         const auto first = latest(file);
         CHECK(value_of(first, "agent_tx_bytes_total",
-                       {xtel::prometheus_settings::from_env(cfg).hostname}) == 0u);
+                       {xtel::metrics::agent_metrics_settings::from_env().hostname}) == 0u);
         CHECK(value_of(first, "agent_errors_total",
-                       {xtel::prometheus_settings::from_env(cfg).hostname, "no_telemetry"}) == 0u);
+                       {xtel::metrics::agent_metrics_settings::from_env().hostname,
+                        "no_telemetry"}) == 0u);
 
         for (int i = 0; i < 3; ++i) {
             transfer_handle h;
@@ -117,7 +118,7 @@ TEST_CASE("an agent's node file holds its metric state after every flush, and af
         REQUIRE(s.labels.size() == 1);
         CHECK(s.labels[0].name == "agent_name");
         CHECK(s.labels[0].value == "initiator");
-        const auto host = xtel::prometheus_settings::from_env(cfg).hostname;
+        const auto host = xtel::metrics::agent_metrics_settings::from_env().hostname;
         CHECK(value_of(s, "agent_tx_bytes_total", {host}) == 3 * 4096u);
         CHECK(value_of(s, "agent_tx_requests_num_total", {host}) == 3u);
         CHECK(value_of(s, "xtel_transfer_duration_seconds", {"write", "target"}) == 3u);
@@ -145,7 +146,7 @@ TEST_CASE("an agent's node file holds its metric state after every flush, and af
     CHECK(r.closed());
     CHECK_FALSE(r.writer_alive());
     const auto last = latest(file);
-    const auto host = xtel::prometheus_settings::from_env(cfg).hostname;
+    const auto host = xtel::metrics::agent_metrics_settings::from_env().hostname;
     CHECK(value_of(last, "agent_tx_bytes_total", {host}) == 3 * 4096u);
     CHECK(value_of(last, "xtel_memory_registered_bytes", {}) == 0u);
 }
@@ -200,7 +201,7 @@ TEST_CASE("xfer_demo with the node exporter leaves node files holding exactly th
         CHECK(r.agent_name() == agent);
     }
     const auto s = latest(dir.path() / "node-it.metrics");
-    const auto host = xtel::prometheus_settings::from_env(node_config(dir)).hostname;
+    const auto host = xtel::metrics::agent_metrics_settings::from_env().hostname;
     CHECK(value_of(s, "agent_tx_bytes_total", {host}) == transfers * block);
     CHECK(value_of(s, "agent_tx_requests_num_total", {host}) == transfers);
     CHECK(value_of(s, "xtel_errors_total", {"timed_out"}) == 0u);

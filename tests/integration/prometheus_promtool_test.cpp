@@ -115,7 +115,9 @@ namespace {
 /// families of each type, the processor's (with an overflow series and the folded counter),
 /// label values that need escaping.
 struct busy_endpoint {
-    busy_endpoint() : a({cfg, "agent \"one\"\\"}, settings()), b({cfg, "agent_two"}, settings()) {
+    busy_endpoint()
+        : a({cfg, "agent \"one\"\\"}, settings(), model()),
+          b({cfg, "agent_two"}, settings(), model()) {
         REQUIRE(a.active());
         REQUIRE(b.active());
         using xtel::category;
@@ -160,6 +162,11 @@ struct busy_endpoint {
     static xtel::prometheus_settings settings() {
         xtel::prometheus_settings s;
         s.address = {"127.0.0.1", 0};
+        return s;
+    }
+
+    static xtel::metrics::agent_metrics_settings model() {
+        xtel::metrics::agent_metrics_settings s;
         s.hostname = "test-host";
         s.max_series = 2;  // so that the overflow series and the folded counter show as well
         return s;

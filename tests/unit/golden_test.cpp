@@ -127,10 +127,11 @@ std::vector<std::byte> node_payload() {
     xtel::config cfg;
     xtel::node_settings s;
     s.directory = dir.path();
-    s.metrics.hostname = "h";
-    s.metrics.buckets = {10, 100, 1000, 100000};
+    xtel::metrics::agent_metrics_settings model;
+    model.hostname = "h";
+    model.buckets = {10, 100, 1000, 100000};
     {
-        xtel::node_exporter e({cfg, "golden"}, s);
+        xtel::node_exporter e({cfg, "golden"}, s, model);
         xtel::label_table labels;
         const auto transfers = fixed_transfers(labels);
         e.export_transfers(transfers, labels);

@@ -17,7 +17,6 @@
 
 using prom_test::exporter_under_test;
 using prom_test::transfer_round;
-using xtel::prometheus_settings;
 
 namespace {
 
@@ -43,10 +42,13 @@ std::vector<std::string> lines_starting(const std::string& text, std::string_vie
 /// An exporter configured with `builders` and `max_series`.
 struct configured {
     configured(std::vector<std::string> builders, std::size_t max_series = 1000)
-        : exporter({cfg, "a1"}, settings(std::move(builders), max_series)) {}
+        : exporter({cfg, "a1"},
+                   exporter_under_test::settings("127.0.0.1:0"),
+                   model(std::move(builders), max_series)) {}
 
-    static prometheus_settings settings(std::vector<std::string> builders, std::size_t max_series) {
-        auto s = exporter_under_test::settings({10, 100}, "127.0.0.1:0");
+    static xtel::metrics::agent_metrics_settings model(std::vector<std::string> builders,
+                                                       std::size_t max_series) {
+        auto s = exporter_under_test::model({10, 100});
         s.builders = std::move(builders);
         s.max_series = max_series;
         return s;
@@ -252,7 +254,7 @@ TEST_CASE("with no builders there are no transfer series, and the histograms rem
 
 TEST_CASE("a builder added to the exporter at run time is served beside the others") {
     configured t({"legacy"});
-    t.exporter.add_builder(std::make_unique<failures_by_peer>());
+    t.exporter.model().add_builder(std::make_unique<failures_by_peer>());
     t.flush({t.to("decode-7", xtel::transfer_op::write, 1, 1, 1, xtel::transfer_status::error),
              t.to("decode-7", xtel::transfer_op::read, 1, 1, 1, xtel::transfer_status::error),
              t.to("decode-8", xtel::transfer_op::write, 1, 1, 1)});
@@ -268,19 +270,19 @@ TEST_CASE("a run-time builder may not take a name or a label the exporter uses")
     configured t({"legacy", "comprehensive"});
     using xtel::metrics::metric_type;
     CHECK_THROWS_WITH(
-        t.exporter.add_builder(std::make_unique<one_family>(xtel::metrics::family_spec{
+        t.exporter.model().add_builder(std::make_unique<one_family>(xtel::metrics::family_spec{
             "agent_memory_registered_total", "h", metric_type::counter, {}})),
         Catch::Contains("'agent_memory_registered_total' is refused: agent 'a1' already serves"));
     CHECK_THROWS_WITH(
-        t.exporter.add_builder(std::make_unique<one_family>(
+        t.exporter.model().add_builder(std::make_unique<one_family>(
             xtel::metrics::family_spec{"agent_xfer_time_us_count", "h", metric_type::gauge, {}})),
         Catch::Contains("'agent_xfer_time_us_count' is refused"));
     CHECK_THROWS_WITH(
-        t.exporter.add_builder(std::make_unique<one_family>(xtel::metrics::family_spec{
+        t.exporter.model().add_builder(std::make_unique<one_family>(xtel::metrics::family_spec{
             "xtel_transfer_bytes_total", "h", metric_type::counter, {"peer"}})),
         Catch::Contains("already defined"));
     CHECK_THROWS_WITH(
-        t.exporter.add_builder(std::make_unique<one_family>(
+        t.exporter.model().add_builder(std::make_unique<one_family>(
             xtel::metrics::family_spec{"mine_total", "h", metric_type::counter, {"agent_name"}})),
         Catch::Contains("label 'agent_name' of metric family 'mine_total' is reserved"));
     // An event family cannot take a processor family's name afterwards either.
@@ -293,30 +295,27 @@ TEST_CASE("a run-time builder may not take a name or a label the exporter uses")
 }
 
 TEST_CASE("the Prometheus builders and series limit are read from their variables") {
-    xtel::config cfg;
-    cfg.enabled = true;
-    cfg.exporters = {"prometheus"};
-    const auto defaults = prometheus_settings::from_env(cfg, xtel_test::env_table({}));
+    using xtel::metrics::agent_metrics_settings;
+    const auto defaults = agent_metrics_settings::from_env(xtel_test::env_table({}));
     CHECK(defaults.builders == std::vector<std::string>{"legacy", "comprehensive", "time"});
     CHECK(defaults.max_series == 1000);
-    const auto s = prometheus_settings::from_env(
-        cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", " time , legacy"},
-                                   {"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", "25"}}));
+    const auto s = agent_metrics_settings::from_env(
+        xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", " time , legacy"},
+                              {"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", "25"}}));
     CHECK(s.builders == std::vector<std::string>{"time", "legacy"});
     CHECK(s.max_series == 25);
-    CHECK(prometheus_settings::from_env(
-              cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", "none"}}))
+    CHECK(agent_metrics_settings::from_env(
+              xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", "none"}}))
               .builders.empty());
 }
 
 TEST_CASE("a malformed builder list is a config_error naming the variable, value and names") {
-    xtel::config cfg;
     for (const char* bad :
          {"", "legacy,", "legacy,,time", "Legacy", "legacy,legacy", "fancy", "none,legacy"}) {
         INFO(bad);
         const auto message = config_error_of([&] {
-            prometheus_settings::from_env(
-                cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", bad}}));
+            xtel::metrics::agent_metrics_settings::from_env(
+                xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", bad}}));
         });
         CHECK_THAT(message, Catch::StartsWith(fmt::format(
                                 "NIXL_TELEMETRY_PROMETHEUS_BUILDERS='{}' is invalid", bad)));
@@ -325,13 +324,12 @@ TEST_CASE("a malformed builder list is a config_error naming the variable, value
 }
 
 TEST_CASE("a series limit that is not a whole number from 1 to 1000000 is a config_error") {
-    xtel::config cfg;
     for (const char* bad : {"0", "-1", "1e3", "1000001", "", "10 "}) {
         INFO(bad);
         CHECK_THAT(
             config_error_of([&] {
-                prometheus_settings::from_env(
-                    cfg, xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", bad}}));
+                xtel::metrics::agent_metrics_settings::from_env(
+                    xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES", bad}}));
             }),
             Catch::StartsWith(fmt::format("NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES='{}' is "
                                           "invalid: expected a whole number from 1 to 1000000",
@@ -354,7 +352,7 @@ TEST_CASE(
     failed.status = xtel::transfer_status::error;
     for (int i = 0; i < 20000; ++i) {
         if (i == 10000) {
-            e.add_builder(std::make_unique<failures_by_peer>());
+            t.metric_state().add_builder(std::make_unique<failures_by_peer>());
         }
         t.record_transfer(xtel::direction::tx, 1, 10, 1, 1, 1);
         t.record_transfer(xtel::direction::tx, 1, 10, 1, 1, 1, failed);

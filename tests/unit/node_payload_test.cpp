@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "exporters/prometheus/prometheus_agent.hpp"
+#include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/builder.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
-using xtel::detail::pid_shown_by;
-using xtel::detail::prometheus_agent;
+using xtel::metrics::agent_metrics;
+using xtel::metrics::agent_metrics_settings;
 using xtel::metrics::family_spec;
 using xtel::metrics::metric_type;
 
@@ -33,6 +33,25 @@ class one_family : public xtel::metrics::builder {
     family_spec spec_;
 };
 
+agent_metrics_settings settings(std::vector<double> buckets,
+                                std::vector<std::string> builders,
+                                xtel::process_rank rank = {}) {
+    agent_metrics_settings s;
+    s.hostname = "host";
+    s.buckets = std::move(buckets);
+    s.builders = std::move(builders);
+    s.max_series = 100;
+    s.rank = rank;
+    return s;
+}
+
+/// The snapshot as the node exporter writes it: without the labels its readers add.
+std::vector<std::byte> node_form(const agent_metrics& agent) {
+    std::vector<std::byte> bytes;
+    xtel::metrics::encode_snapshot(*agent.latest(), bytes, xtel::metrics::reserved_label_names);
+    return bytes;
+}
+
 const family_spec& spec_of(const xtel::metrics::snapshot& s, std::string_view name) {
     const auto it = std::find_if(s.families.begin(), s.families.end(),
                                  [&](const auto& f) { return f.spec.name == name; });
@@ -43,21 +62,33 @@ const family_spec& spec_of(const xtel::metrics::snapshot& s, std::string_view na
 }  // namespace
 
 TEST_CASE("an agent's node-file snapshot decodes with an xtel_agent_info without a pid label") {
-    prometheus_agent agent("a", "host", {10, 100}, {"legacy", "comprehensive", "time"}, 100,
-                           xtel::process_rank{3, 1}, pid_shown_by::reader);
+    agent_metrics agent("a", settings({10, 100}, {"legacy", "comprehensive", "time"}, {3, 1}));
+    agent.reserve_reader_labels();
     agent.publish();
-    std::vector<std::byte> bytes;
-    xtel::metrics::encode_snapshot(*agent.snapshot(), bytes);
-    const auto back = xtel::metrics::decode_snapshot(bytes);
-    CHECK(back == *agent.snapshot());
+    const auto back = xtel::metrics::decode_snapshot(node_form(agent));
     // The exporter adds the writer's pid to every series; a pid of its own would be twice.
-    CHECK(spec_of(back, "xtel_agent_info").label_names == std::vector<std::string>{"backend"});
+    const auto& info = *std::find_if(back.families.begin(), back.families.end(), [](const auto& f) {
+        return f.spec.name == "xtel_agent_info";
+    });
+    CHECK(info.spec.label_names == std::vector<std::string>{"backend"});
+    REQUIRE(info.series.size() == 1);
+    CHECK(info.series[0].label_values == std::vector<std::string>{"ucx"});
+    // Nothing else is left out: every other family is as the model has it.
+    const auto& model = *agent.latest();
+    REQUIRE(back.families.size() == model.families.size());
+    for (std::size_t i = 0; i < back.families.size(); ++i) {
+        if (model.families[i].spec.name != "xtel_agent_info") {
+            CHECK(back.families[i] == model.families[i]);
+        }
+    }
+    CHECK(back.labels == model.labels);
 }
 
 TEST_CASE("an agent's own /metrics keeps the pid label of xtel_agent_info") {
-    prometheus_agent agent("a", "host", {10, 100}, {"legacy"}, 100, {}, pid_shown_by::agent);
+    agent_metrics agent("a", settings({10, 100}, {"legacy"}));
+    agent.reserve_reader_labels();  // the model a node exporter serves too
     agent.publish();
-    CHECK(spec_of(*agent.snapshot(), "xtel_agent_info").label_names ==
+    CHECK(spec_of(*agent.latest(), "xtel_agent_info").label_names ==
           std::vector<std::string>{"backend", "pid"});
 }
 
@@ -66,22 +97,23 @@ TEST_CASE(
     "added") {
     for (const std::string label : {"pid", "instance", "rank", "local_rank"}) {
         INFO(label);
-        prometheus_agent node("a", "host", {10}, {"legacy"}, 100, {}, pid_shown_by::reader);
+        agent_metrics node("a", settings({10}, {"legacy"}));
+        node.reserve_reader_labels();
         CHECK_THROWS_WITH(
             node.add_builder(std::make_unique<one_family>(
                 family_spec{"mine_total", "h", metric_type::counter, {label}})),
             Catch::Contains("label '" + label + "' of metric family 'mine_total' is reserved"));
     }
     // The agent's own endpoint adds neither pid nor instance: there they are ordinary labels.
-    prometheus_agent own("a", "host", {10}, {"legacy"}, 100, {}, pid_shown_by::agent);
+    agent_metrics own("a", settings({10}, {"legacy"}));
     CHECK_NOTHROW(own.add_builder(std::make_unique<one_family>(
         family_spec{"mine_total", "h", metric_type::counter, {"instance"}})));
 }
 
 TEST_CASE(
     "peers whose names differ only in bytes that are not UTF-8 are one series the readers take") {
-    prometheus_agent agent("a", "host", {10, 100}, {"legacy", "comprehensive", "time"}, 100, {},
-                           pid_shown_by::reader);
+    agent_metrics agent("a", settings({10, 100}, {"legacy", "comprehensive", "time"}));
+    agent.reserve_reader_labels();
     xtel::label_table labels;
     std::vector<xtel::transfer_record> records(2);
     // Two remote metadata blobs naming "r\x95ad" and "r\xe5ad": readers show both as r<U+FFFD>ad.
@@ -99,9 +131,7 @@ TEST_CASE(
     }
     agent.apply_transfers(records, labels);
     agent.publish();
-    std::vector<std::byte> bytes;
-    xtel::metrics::encode_snapshot(*agent.snapshot(), bytes);
-    const auto back = xtel::metrics::decode_snapshot(bytes);  // refused whole before
+    const auto back = xtel::metrics::decode_snapshot(node_form(agent));  // refused whole before
     const auto& f = *std::find_if(back.families.begin(), back.families.end(), [](const auto& f) {
         return f.spec.name == "xtel_transfer_bytes_total";
     });

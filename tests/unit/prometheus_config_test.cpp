@@ -6,9 +6,11 @@
 #include "test_util.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/metrics/agent_metrics_settings.hpp"
 
 using xtel::host_port;
 using xtel::prometheus_settings;
+using xtel::metrics::agent_metrics_settings;
 
 namespace {
 
@@ -64,7 +66,11 @@ TEST_CASE("the Prometheus address defaults to 127.0.0.1:9464") {
     const auto s = prometheus_settings::from_env(xtel_test::enabled_config({"prometheus"}),
                                                  xtel_test::env_table({}));
     CHECK(s.address == host_port{"127.0.0.1", 9464});
-    CHECK(s.buckets == prometheus_settings::default_buckets());
+}
+
+TEST_CASE("the metric model's bounds default to NIXL's, and its hostname to this machine's") {
+    const auto s = agent_metrics_settings::from_env(xtel_test::env_table({}));
+    CHECK(s.buckets == agent_metrics_settings::default_buckets());
     CHECK_FALSE(s.hostname.empty());
 }
 
@@ -98,8 +104,7 @@ TEST_CASE("a malformed output path for prometheus names NIXL_TELEMETRY_EXPORTER_
 }
 
 TEST_CASE("NIXL_TELEMETRY_PROMETHEUS_BUCKETS sets the histogram bounds") {
-    const auto s = prometheus_settings::from_env(
-        xtel_test::enabled_config({"prometheus"}),
+    const auto s = agent_metrics_settings::from_env(
         xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", "0, 2.5,10 ,1e3"}}));
     CHECK(s.buckets == std::vector<double>{0, 2.5, 10, 1000});
 }
@@ -113,8 +118,7 @@ TEST_CASE("malformed buckets are a config_error naming the value and what is acc
              "", "a", "10,5", "10,10", "-1", "inf", "nan", "1,,2", "1,", "0x10", "5us", too_many}) {
         INFO("value: '" << bad << "'");
         const auto what = config_error_of([&] {
-            prometheus_settings::from_env(
-                xtel_test::enabled_config({"prometheus"}),
+            agent_metrics_settings::from_env(
                 xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUCKETS", bad}}));
         });
         CHECK(what.find("NIXL_TELEMETRY_PROMETHEUS_BUCKETS='" + bad + "' is invalid") !=

@@ -28,12 +28,16 @@ struct exporter_under_test {
     explicit exporter_under_test(std::string agent = "a1",
                                  std::vector<double> buckets = {10, 100},
                                  std::string address = "127.0.0.1:0")
-        : exporter({cfg, std::move(agent)}, settings(std::move(buckets), address)) {}
+        : exporter({cfg, std::move(agent)}, settings(address), model(std::move(buckets))) {}
 
-    static xtel::prometheus_settings settings(std::vector<double> buckets,
-                                              std::string_view address) {
+    static xtel::prometheus_settings settings(std::string_view address) {
         xtel::prometheus_settings s;
         s.address = xtel::host_port::parse("test", address);
+        return s;
+    }
+
+    static xtel::metrics::agent_metrics_settings model(std::vector<double> buckets) {
+        xtel::metrics::agent_metrics_settings s;
         s.buckets = std::move(buckets);
         s.hostname = "h";
         return s;

@@ -394,9 +394,10 @@ TEST_CASE("event names outside the metric name alphabet are mapped onto it") {
 
 TEST_CASE("label values are escaped and invalid UTF-8 is replaced") {
     xtel::config cfg;
-    auto s = exporter_under_test::settings({10}, "127.0.0.1:0");
-    s.hostname = "host\"q";
-    const xtel::prometheus_exporter e({cfg, "a\\b\nc\xff"}, s);
+    auto model = exporter_under_test::model({10});
+    model.hostname = "host\"q";
+    const xtel::prometheus_exporter e({cfg, "a\\b\nc\xff"},
+                                      exporter_under_test::settings("127.0.0.1:0"), model);
     CHECK(e.scrape().find("{agent_name=\"a\\\\b\\nc\xEF\xBF\xBD\",hostname=\"host\\\"q\"} 0\n") !=
           std::string::npos);
 }

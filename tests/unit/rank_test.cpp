@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "exporters/prometheus/prometheus_agent.hpp"
 #include "test_util.hpp"
 #include "xtel/core/rank.hpp"
-#include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/metrics/agent_metrics.hpp"
+#include "xtel/metrics/agent_metrics_settings.hpp"
 
 using xtel::process_rank;
 using xtel_test::env_table;
@@ -71,17 +71,20 @@ TEST_CASE("a rank written with leading zeros is labelled as the number") {
     CHECK(rank_of({{"RANK", "007"}}) == process_rank{7, std::nullopt});
 }
 
-TEST_CASE("the Prometheus and node exporters' settings read the rank variables") {
-    const auto s = xtel::prometheus_settings::from_env(
-        xtel_test::enabled_config({"prometheus"}), env_table({{"RANK", "3"}, {"LOCAL_RANK", "1"}}));
+TEST_CASE("the metric model's settings read the rank variables") {
+    const auto s = xtel::metrics::agent_metrics_settings::from_env(
+        env_table({{"RANK", "3"}, {"LOCAL_RANK", "1"}}));
     CHECK(s.rank == process_rank{3, 1});
 }
 
 TEST_CASE("every series of an agent with a rank carries rank and local_rank after agent_name") {
-    xtel::detail::prometheus_agent agent("a", "host", {10, 100}, {"legacy"}, 100,
-                                         process_rank{3, 1});
+    xtel::metrics::agent_metrics_settings s;
+    s.hostname = "host";
+    s.builders = {"legacy"};
+    s.rank = process_rank{3, 1};
+    xtel::metrics::agent_metrics agent("a", s);
     agent.publish();
-    const auto snap = agent.snapshot();
+    const auto snap = agent.latest();
     REQUIRE(snap);
     CHECK(snap->labels == std::vector<xtel::metrics::label>{
                               {"agent_name", "a"}, {"rank", "3"}, {"local_rank", "1"}});
@@ -89,8 +92,11 @@ TEST_CASE("every series of an agent with a rank carries rank and local_rank afte
 }
 
 TEST_CASE("an agent without a rank carries agent_name alone") {
-    xtel::detail::prometheus_agent agent("a", "host", {10, 100}, {"legacy"}, 100, process_rank{});
+    xtel::metrics::agent_metrics_settings s;
+    s.hostname = "host";
+    s.builders = {"legacy"};
+    xtel::metrics::agent_metrics agent("a", s);
     agent.publish();
-    REQUIRE(agent.snapshot());
-    CHECK(agent.snapshot()->labels == std::vector<xtel::metrics::label>{{"agent_name", "a"}});
+    REQUIRE(agent.latest());
+    CHECK(agent.latest()->labels == std::vector<xtel::metrics::label>{{"agent_name", "a"}});
 }

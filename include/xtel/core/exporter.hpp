@@ -15,6 +15,20 @@
 ///                 Each transfer reaches an exporter once: one that declares it gets in
 ///                 export_batch only the events not derived from transfers (no agent_tx_bytes,
 ///                 agent_xfer_time...); the others get every event, as without it.
+///   OPTIONAL:     `using metric_state = M;`: the exporter serves an agent's metric state
+///                 (metrics::agent_metrics) instead of folding events into one of its own.
+///                 PRECONDITION: E is constructible from `const metric_state_context<M>&`, which
+///                 the pipeline builds it from instead of `const exporter_context&`, handing it
+///                 the pipeline's one M; every exporter that declares metric_state names the
+///                 same M; M is constructible from `const exporter_context&` and has
+///                 `apply(std::span<const event>)`, `apply_transfers(std::span<const
+///                 transfer_record>, const label_table&)`, `apply_health(std::span<const
+///                 exporter_health>)` and `publish()`. The pipeline owns that one M when some
+///                 exporter declares it and, on the flusher thread, folds each round's transfers
+///                 (each once), the other events and the health rows into it, then publishes it
+///                 before any on_flush_end, so with two such exporters the events are folded
+///                 once. Such an exporter still gets export_batch and export_transfers (to
+///                 count what it loses while off) and must not fold them again.
 ///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
 ///   OPTIONAL:     `void on_health(std::span<const exporter_health>)`: after each flush round,
 ///                 before on_flush_end: one row per exporter of the pipeline (itself included),
@@ -30,9 +44,11 @@
 
 #include <concepts>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "xtel/core/config.hpp"
 #include "xtel/core/event.hpp"
@@ -53,11 +69,30 @@ struct exporter_health {
     std::uint64_t events_lost = 0;
 };
 
+/// What an exporter that declares `using metric_state = M;` is built from: the pipeline's
+/// context and its one M, which the pipeline folds and the exporter serves.
+template <class M>
+struct metric_state_context {
+    const exporter_context& ctx;
+    std::shared_ptr<M> state;
+};
+
 template <class E>
 concept exporter = std::constructible_from<E, const exporter_context&> &&
     requires(E& e, std::span<const event> batch) {
     e.export_batch(batch);
 };
+
+namespace detail {
+template <class E, bool Declared>
+struct metric_state_of {
+    using type = void;
+};
+template <class E>
+struct metric_state_of<E, true> {
+    using type = typename E::metric_state;
+};
+}  // namespace detail
 
 /// Fills defaults for an exporter's optional members.
 ///
@@ -75,6 +110,7 @@ struct exporter_traits {
     static constexpr bool declares_disabled = requires { &E::disabled; };
     static constexpr bool declares_events_lost = requires { &E::events_lost; };
     static constexpr bool declares_name = requires { &E::name; };
+    static constexpr bool declares_metric_state = requires { typename E::metric_state; };
 
     static constexpr bool export_transfers_ok =
         requires(E & e, std::span<const transfer_record> t, const label_table& l) {
@@ -97,6 +133,14 @@ struct exporter_traits {
         { e.events_lost() }
         noexcept->std::same_as<std::uint64_t>;
     };
+    static constexpr bool metric_state_ok = [] {
+        if constexpr (requires { typename E::metric_state; }) {
+            return std::constructible_from<E,
+                                           const metric_state_context<typename E::metric_state>&>;
+        } else {
+            return false;
+        }
+    }();
     static constexpr bool name_ok = [] {
         if constexpr (requires { E::name; }) {
             return std::same_as<decltype(E::name), const std::string_view>;
@@ -119,12 +163,17 @@ struct exporter_traits {
                   "exporter hook disabled must be `bool disabled() const noexcept`");
     static_assert(!declares_events_lost || events_lost_ok,
                   "exporter hook events_lost must be `std::uint64_t events_lost() const noexcept`");
+    static_assert(!declares_metric_state || metric_state_ok,
+                  "exporter declaring `using metric_state = M;` must be constructible from "
+                  "`const metric_state_context<M>&`");
     static_assert(!declares_name || name_ok,
                   "exporter member name must be `static constexpr std::string_view name`");
 
   public:
     static constexpr bool wants_transfers = export_transfers_ok;
     static constexpr bool wants_health = on_health_ok;
+    /// Whether it serves the pipeline's metric state (metric_state_t its type).
+    static constexpr bool wants_metric_state = metric_state_ok;
 
     static constexpr std::string_view name = [] {
         if constexpr (name_ok) {
@@ -133,6 +182,9 @@ struct exporter_traits {
             return std::string_view{"exporter"};
         }
     }();
+
+    /// E::metric_state when it serves metric state, else void.
+    using metric_state_t = typename detail::metric_state_of<E, metric_state_ok>::type;
 
     static void on_flush_end(E& e) {
         if constexpr (on_flush_end_ok) {

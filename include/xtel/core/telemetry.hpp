@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,20 @@ void report_export_failure(std::string_view agent,
 constexpr std::size_t events_of_transfer(transfer_status status, bool timed) noexcept {
     return status != transfer_status::success ? 0 : timed ? 4 : 2;
 }
+
+/// The first of `M...` that is not void (the metric state some exporter serves), else void.
+template <class... M>
+struct first_metric_state {
+    using type = void;
+};
+template <class M, class... Rest>
+struct first_metric_state<M, Rest...> {
+    using type =
+        std::conditional_t<std::is_void_v<M>, typename first_metric_state<Rest...>::type, M>;
+};
+
+/// What a pipeline without metric state holds in its place.
+struct no_metric_state {};
 }  // namespace detail
 
 /// The exporters of a pipeline, in the order the pipeline calls them.
@@ -74,13 +89,23 @@ class basic_telemetry<exporter_list<Exporters...>> {
     static constexpr bool enabled = sizeof...(Exporters) > 0;
     /// Whether any exporter takes whole transfer records; when none does, none are built, and
     /// a recorder need not fill transfer attributes.
-    static constexpr bool takes_transfers = (exporter_traits<Exporters>::wants_transfers || ...);
+    static constexpr bool takes_transfers = (exporter_traits<Exporters>::wants_transfers || ...) ||
+                                            (exporter_traits<Exporters>::wants_metric_state || ...);
     /// Whether any exporter takes events only; when none does, transfers are not expanded into
     /// events at all.
     static constexpr bool expands_transfers = (!exporter_traits<Exporters>::wants_transfers || ...);
     /// Both kinds: transfer takers get their events from a second vector, without the ones
     /// derived from transfers (they have the records).
     static constexpr bool splits_events = takes_transfers && expands_transfers;
+    /// The metric state the exporters that declare `metric_state` serve (exporter.hpp), or
+    /// void: the pipeline owns one and folds into it once for all of them.
+    using metric_state_type = typename detail::first_metric_state<
+        typename exporter_traits<Exporters>::metric_state_t...>::type;
+    static constexpr bool owns_metric_state = !std::is_void_v<metric_state_type>;
+    static_assert(((std::is_void_v<typename exporter_traits<Exporters>::metric_state_t> ||
+                    std::is_same_v<typename exporter_traits<Exporters>::metric_state_t,
+                                   metric_state_type>)&&...),
+                  "every exporter that declares metric_state names the same type");
 
     /// Builds every exporter (their set-up errors propagate) and starts the flusher.
     basic_telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
@@ -88,6 +113,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
           opts_(opts),
           interval_(cfg.run_interval),
           registry_(opts.staging_capacity, opts.start_flusher ? &early_flush_ : nullptr),
+          metric_state_(make_metric_state(exporter_context{cfg, agent_name_})),
           exporters_(make_exporters(exporter_context{cfg, agent_name_},
                                     std::index_sequence_for<Exporters...>{})) {
         if constexpr (enabled) {
@@ -237,6 +263,12 @@ class basic_telemetry<exporter_list<Exporters...>> {
 
     const std::string& agent_name() const noexcept { return agent_name_; }
 
+    /// The agent's metric state that the exporters declaring `metric_state` serve: add a
+    /// user's metrics builder to it (metric_state().add_builder). PRECONDITION: its members
+    /// called are safe from this thread while the flusher runs (agent_metrics says which).
+    template <class M = metric_state_type>
+    requires(!std::is_void_v<M>) M& metric_state() noexcept { return *metric_state_; }
+
     /// The exporter of type E. PRECONDITION: E's own members are safe to call from this thread
     /// while the flusher runs (each exporter says which are).
     template <class E>
@@ -319,9 +351,32 @@ class basic_telemetry<exporter_list<Exporters...>> {
     /// What a transfer recorded without attributes carries (every field "not known").
     static constexpr transfer_attributes no_attributes{};
 
-    template <std::size_t... I>
-    static exporter_tuple make_exporters(const exporter_context& ctx, std::index_sequence<I...>) {
-        return exporter_tuple{(static_cast<void>(I), ctx)...};
+    using metric_state_holder = std::conditional_t<owns_metric_state,
+                                                   std::shared_ptr<metric_state_type>,
+                                                   detail::no_metric_state>;
+
+    static metric_state_holder make_metric_state([[maybe_unused]] const exporter_context& ctx) {
+        if constexpr (owns_metric_state) {
+            return std::make_shared<metric_state_type>(ctx);
+        } else {
+            return {};
+        }
+    }
+
+    /// What exporter E is built from: the context, or the context and the pipeline's metric
+    /// state when E serves it.
+    template <class E>
+    decltype(auto) exporter_argument(const exporter_context& ctx) const {
+        if constexpr (exporter_traits<E>::wants_metric_state) {
+            return metric_state_context<metric_state_type>{ctx, metric_state_};
+        } else {
+            return ctx;
+        }
+    }
+
+    exporter_tuple make_exporters(const exporter_context& ctx,
+                                  std::index_sequence_for<Exporters...>) const {
+        return exporter_tuple{exporter_argument<Exporters>(ctx)...};
     }
 
     /// Fills the calling thread's next slot and publishes it; drops and counts when full.
@@ -399,7 +454,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
             dropped_reported_ = dropped;
         }
         export_batch();
-        if constexpr ((exporter_traits<Exporters>::wants_health || ...)) {
+        if constexpr (owns_metric_state || (exporter_traits<Exporters>::wants_health || ...)) {
             const std::array<exporter_health, sizeof...(Exporters)> health = std::apply(
                 [](const auto&... e) {
                     return std::array<exporter_health, sizeof...(Exporters)>{exporter_health{
@@ -408,12 +463,14 @@ class basic_telemetry<exporter_list<Exporters...>> {
                         exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)}...};
                 },
                 exporters_);
+            fold_metric_state([&](auto& m) { m.apply_health(health); });
             std::apply(
                 [&health](auto&... e) {
                     (exporter_traits<std::decay_t<decltype(e)>>::on_health(e, health), ...);
                 },
                 exporters_);
         }
+        fold_metric_state([](auto& m) { m.publish(); });
         std::apply(
             [](auto&... e) { (exporter_traits<std::decay_t<decltype(e)>>::on_flush_end(e), ...); },
             exporters_);
@@ -508,6 +565,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
                         std::string_view(tag_text_).substr(tag.offset, tag.length);
                 }
                 const std::span<const transfer_record> t(transfers_.data(), transfers_.size());
+                fold_metric_state([&](auto& m) { m.apply_transfers(t, labels_); });
                 export_transfers_each(t, std::index_sequence_for<Exporters...>{});
                 transfers_.clear();
                 tags_.clear();
@@ -517,6 +575,14 @@ class basic_telemetry<exporter_list<Exporters...>> {
         const std::size_t made = batch_.size() + unexpanded_;
         if (made == 0) {
             return;
+        }
+        if constexpr (owns_metric_state) {
+            // The model takes transfer records: the events not derived from them.
+            const std::vector<event>& plain = splits_events ? plain_ : batch_;
+            if (!plain.empty()) {
+                fold_metric_state(
+                    [&](auto& m) { m.apply(std::span<const event>(plain.data(), plain.size())); });
+            }
         }
         export_each(std::index_sequence_for<Exporters...>{});
         exported_.fetch_add(made, std::memory_order_relaxed);
@@ -568,6 +634,21 @@ class basic_telemetry<exporter_list<Exporters...>> {
         }
     }
 
+    /// Runs `fold` on the metric state, when there is one; what it throws is counted and
+    /// logged once as the exporters' failures are (under the name "metrics").
+    template <class Fold>
+    void fold_metric_state([[maybe_unused]] Fold&& fold) noexcept {
+        if constexpr (owns_metric_state) {
+            try {
+                fold(*metric_state_);
+            } catch (const std::exception& ex) {
+                note_failure("metrics", ex.what(), sizeof...(Exporters));
+            } catch (...) {
+                note_failure("metrics", "unknown exception", sizeof...(Exporters));
+            }
+        }
+    }
+
     void note_failure(std::string_view name, std::string_view what, std::size_t index) noexcept {
         export_errors_.fetch_add(1, std::memory_order_relaxed);
         detail::report_export_failure(agent_name_, name, what, ++failures_[index]);
@@ -584,6 +665,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
     detail::flush_signal early_flush_{wake_};
     detail::ring_registry registry_;
     label_table labels_;
+    /// Before the exporters, which keep it: they go first.
+    [[no_unique_address]] metric_state_holder metric_state_;
     exporter_tuple exporters_;
 
     // Flusher state.

@@ -3,11 +3,12 @@
 /// shared-memory file, `<directory>/<agent name>.metrics`, for one process per node
 /// (xtel-exporter) to serve every agent of the node from (docs/node-format.md).
 ///
-/// It keeps the same metric model as the Prometheus exporter (the NIXL and xtel families, one
-/// metric store per agent, fed on the flusher thread) and, instead of an HTTP endpoint, writes
-/// each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp), into the file with
-/// xtel/node/file.hpp's writer: readers in other processes never see a torn snapshot and never
-/// hold a lock the agent waits on. Recording threads never reach any of this.
+/// It serves the same metric state as the Prometheus exporter (xtel/metrics/agent_metrics.hpp:
+/// in a pipeline, the pipeline's one model, folded once for both) and, instead of an HTTP
+/// endpoint, writes each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp) without the
+/// labels its readers add (xtel_agent_info's pid), into the file with xtel/node/file.hpp's
+/// writer: readers in other processes never see a torn snapshot and never hold a lock the
+/// agent waits on. Recording threads never reach any of this.
 
 #include <atomic>
 #include <cstddef>
@@ -22,14 +23,10 @@
 #include "xtel/core/config.hpp"
 #include "xtel/core/exporter.hpp"
 #include "xtel/exporters/output_path.hpp"
-#include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
 namespace xtel {
-
-namespace detail {
-class prometheus_agent;
-}  // namespace detail
 
 namespace node::file {
 class writer;
@@ -43,12 +40,10 @@ struct node_settings {
     static constexpr const char* default_directory = "/dev/shm";
     /// Where `<agent name>.metrics` is created.
     std::filesystem::path directory{default_directory};
-    /// The metric model's settings, read as the Prometheus exporter reads them (histogram
-    /// bounds, builders, series limit, host name); its address is not used.
-    prometheus_settings metrics;
 
     /// The directory is NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when set (it must exist), else
-    /// default_directory; the rest as prometheus_settings::from_env. Throws config_error.
+    /// default_directory. Throws config_error. The metric model's variables are
+    /// metrics::agent_metrics_settings'.
     static node_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
 };
 
@@ -56,18 +51,28 @@ class node_exporter {
   public:
     static constexpr std::string_view name = "node";
     using settings = node_settings;
+    /// What it serves: the pipeline's one model of the agent's metrics.
+    using metric_state = metrics::agent_metrics;
 
-    /// Configured from the environment (node_settings::from_env); throws config_error.
+    /// On its own, with a model of its own; both configured from the environment
+    /// (node_settings::from_env, metrics::agent_metrics_settings::from_env); throws
+    /// config_error.
     explicit node_exporter(const exporter_context& ctx);
-    /// A file that cannot be created (a live writer of the same agent name, a directory it
-    /// cannot write) is logged as an error, not thrown: the exporter stays off (disabled())
-    /// and the agent goes on transferring.
-    node_exporter(const exporter_context& ctx, const node_settings& settings);
+    /// As the pipeline builds it: serving the pipeline's model, which the pipeline folds.
+    explicit node_exporter(const metric_state_context<metric_state>& m);
+    /// On its own, with a model of its own. A file that cannot be created (a live writer of
+    /// the same agent name, a directory it cannot write) is logged as an error, not thrown:
+    /// the exporter stays off (disabled()) and the agent goes on transferring.
+    node_exporter(const exporter_context& ctx,
+                  const node_settings& settings,
+                  const metrics::agent_metrics_settings& model);
+    node_exporter(const metric_state_context<metric_state>& m, const node_settings& settings);
     ~node_exporter();
     node_exporter(const node_exporter&) = delete;
     node_exporter& operator=(const node_exporter&) = delete;
 
-    /// Flusher thread only, as the Prometheus exporter's hooks of the same names.
+    /// Flusher thread only, as the Prometheus exporter's hooks of the same names: they fold
+    /// into its own model only (the pipeline folds its model itself).
     void export_batch(std::span<const event> batch);
     void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
     void on_health(std::span<const exporter_health> rows);
@@ -89,9 +94,15 @@ class node_exporter {
     const std::filesystem::path& path() const noexcept { return path_; }
 
   private:
+    node_exporter(const exporter_context& ctx,
+                  const node_settings& settings,
+                  std::shared_ptr<metric_state> model,
+                  bool folds);
     void publish();
 
-    std::shared_ptr<detail::prometheus_agent> agent_;
+    std::shared_ptr<metric_state> model_;
+    /// Whether the model is its own, which it folds and publishes itself.
+    bool folds_ = false;
     std::unique_ptr<node::file::writer> writer_;
     std::filesystem::path path_;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last

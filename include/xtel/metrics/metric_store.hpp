@@ -163,6 +163,11 @@ class metric_store {
     /// checks too).
     family_id add_family(family_spec spec);
 
+    /// Reserves `names` besides the labels reserved so far (they come first in messages), for
+    /// the families added from now on: a consumer of the store that adds labels of its own
+    /// (a node-file reader) declares them when it starts serving the store.
+    void reserve_labels(std::span<const std::string_view> names);
+
     /// The series of `values` in family `f`, made when new (counters and gauges at 0, empty
     /// histograms), or the overflow series past the limit (the fold is counted now, once).
     /// Throws metrics_error when the number of values is not the number of the family's

@@ -47,6 +47,12 @@ inline constexpr std::string_view reserved_label_names[] = {"agent_name", "pid",
 /// families sorted by name, each series with one value per label name, buckets only for
 /// histograms, and within the limits); otherwise decode_snapshot refuses the bytes.
 void encode_snapshot(const snapshot& s, std::vector<std::byte>& out);
+/// As above, leaving out the family labels named in `left_out_labels` and their values: what a
+/// reader adds to every series itself (a node file's writer leaves out xtel_agent_info's pid).
+/// PRECONDITION: no two series of a family differ only in a label left out.
+void encode_snapshot(const snapshot& s,
+                     std::vector<std::byte>& out,
+                     std::span<const std::string_view> left_out_labels);
 
 /// Thrown by decode_snapshot: what() is one line saying what is wrong and at which byte offset.
 class snapshot_decode_error : public error {

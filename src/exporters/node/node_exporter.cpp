@@ -1,7 +1,6 @@
 #include "xtel/exporters/node.hpp"
 
 #include "core/log.hpp"
-#include "exporters/prometheus/prometheus_agent.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/core/telemetry.hpp"
@@ -10,26 +9,36 @@
 
 namespace xtel {
 
-node_settings node_settings::from_env(const config& cfg, const env_lookup& lookup) {
+node_settings node_settings::from_env(const config& cfg, const env_lookup& /*lookup*/) {
     node_settings s;
     if (takes_output_path(cfg, output_path_as)) {
         s.directory = parse::existing_directory(env::output_path, cfg.output_path);
     }
-    s.metrics = prometheus_settings::from_env(cfg, lookup);
     return s;
 }
 
 node_exporter::node_exporter(const exporter_context& ctx)
-    : node_exporter(ctx, node_settings::from_env(ctx.cfg)) {}
+    : node_exporter(
+          ctx, node_settings::from_env(ctx.cfg), metrics::agent_metrics_settings::from_env()) {}
 
-node_exporter::node_exporter(const exporter_context& ctx, const node_settings& settings)
-    : agent_(std::make_shared<detail::prometheus_agent>(ctx.agent_name,
-                                                        settings.metrics.hostname,
-                                                        settings.metrics.buckets,
-                                                        settings.metrics.builders,
-                                                        settings.metrics.max_series,
-                                                        settings.metrics.rank,
-                                                        detail::pid_shown_by::reader)) {
+node_exporter::node_exporter(const metric_state_context<metric_state>& m)
+    : node_exporter(m, node_settings::from_env(m.ctx.cfg)) {}
+
+node_exporter::node_exporter(const exporter_context& ctx,
+                             const node_settings& settings,
+                             const metrics::agent_metrics_settings& model)
+    : node_exporter(ctx, settings, std::make_shared<metric_state>(ctx.agent_name, model), true) {}
+
+node_exporter::node_exporter(const metric_state_context<metric_state>& m,
+                             const node_settings& settings)
+    : node_exporter(m.ctx, settings, m.state, false) {}
+
+node_exporter::node_exporter(const exporter_context& ctx,
+                             const node_settings& settings,
+                             std::shared_ptr<metric_state> model,
+                             bool folds)
+    : model_(std::move(model)), folds_(folds) {
+    model_->reserve_reader_labels();
     try {
         writer_ = std::make_unique<node::file::writer>(settings.directory, ctx.agent_name);
         path_ = writer_->path();
@@ -51,7 +60,9 @@ void node_exporter::export_batch(std::span<const event> batch) {
         lost_.fetch_add(batch.size(), std::memory_order_relaxed);
         return;
     }
-    agent_->apply(batch);
+    if (folds_) {
+        model_->apply(batch);
+    }
 }
 
 void node_exporter::export_transfers(std::span<const transfer_record> transfers,
@@ -64,12 +75,14 @@ void node_exporter::export_transfers(std::span<const transfer_record> transfers,
         lost_.fetch_add(events, std::memory_order_relaxed);
         return;
     }
-    agent_->apply_transfers(transfers, labels);
+    if (folds_) {
+        model_->apply_transfers(transfers, labels);
+    }
 }
 
 void node_exporter::on_health(std::span<const exporter_health> rows) {
-    if (!disabled()) {
-        agent_->apply_health(rows);
+    if (!disabled() && folds_) {
+        model_->apply_health(rows);
     }
 }
 
@@ -87,12 +100,17 @@ void node_exporter::on_stop() {
 }
 
 void node_exporter::publish() {
-    agent_->publish();
-    auto snap = agent_->snapshot();
+    if (folds_) {
+        model_->publish();
+    }
+    auto snap = model_->latest();
     if (!snap || snap == last_) {
         return;  // nothing changed since the last snapshot written
     }
-    metrics::encode_snapshot(*snap, encoded_);
+    // Its readers add these labels to every series themselves (a pid of the agent's own would
+    // be there twice); builders are refused them (reserve_reader_labels), so only
+    // xtel_agent_info's pid is left out.
+    metrics::encode_snapshot(*snap, encoded_, metrics::reserved_label_names);
     if (!writer_->publish(encoded_)) {
         if (writer_->failed()) {
             disabled_.store(true, std::memory_order_relaxed);  // the writer logged why

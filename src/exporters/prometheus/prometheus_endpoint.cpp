@@ -6,10 +6,10 @@
 #include <map>
 
 #include "core/log.hpp"
-#include "exporters/prometheus/prometheus_agent.hpp"
 #include "xtel/http/gzip.hpp"
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
+#include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/process_metrics.hpp"
 
@@ -83,7 +83,7 @@ const host_port& prometheus_endpoint::bound() const noexcept {
     return server_->bound();
 }
 
-bool prometheus_endpoint::attach(std::shared_ptr<const prometheus_agent> agent) {
+bool prometheus_endpoint::attach(std::shared_ptr<const metrics::agent_metrics> agent) {
     const std::lock_guard lock(agents_mutex_);
     const bool taken = std::any_of(agents_.begin(), agents_.end(), [&](const auto& a) {
         return a->agent_name() == agent->agent_name();
@@ -95,7 +95,7 @@ bool prometheus_endpoint::attach(std::shared_ptr<const prometheus_agent> agent) 
     return true;
 }
 
-void prometheus_endpoint::detach(const prometheus_agent* agent) noexcept {
+void prometheus_endpoint::detach(const metrics::agent_metrics* agent) noexcept {
     const std::lock_guard lock(agents_mutex_);
     std::erase_if(agents_, [agent](const auto& a) { return a.get() == agent; });
 }
@@ -110,7 +110,7 @@ std::shared_ptr<const std::string> prometheus_endpoint::render_shared(
     {
         // Agents in the order of their names, so every scrape lists their series alike.
         const std::lock_guard lock(agents_mutex_);
-        std::vector<const prometheus_agent*> agents;
+        std::vector<const metrics::agent_metrics*> agents;
         agents.reserve(agents_.size());
         for (const auto& a : agents_) {
             agents.push_back(a.get());
@@ -119,7 +119,7 @@ std::shared_ptr<const std::string> prometheus_endpoint::render_shared(
                   [](const auto* a, const auto* b) { return a->agent_name() < b->agent_name(); });
         snapshots.reserve(agents.size());
         for (const auto* a : agents) {
-            snapshots.push_back(a->snapshot());
+            snapshots.push_back(a->latest());
         }
     }
     const std::lock_guard lock(cache_mutex_);

@@ -16,9 +16,11 @@ namespace xtel::http {
 class server;
 }  // namespace xtel::http
 
-namespace xtel::detail {
+namespace xtel::metrics {
+class agent_metrics;
+}  // namespace xtel::metrics
 
-class prometheus_agent;
+namespace xtel::detail {
 
 /// One listening socket and the agents it serves. Exporters that name the same address share
 /// one; it stops listening when the last of them lets go.
@@ -34,8 +36,8 @@ class prometheus_endpoint {
     prometheus_endpoint& operator=(const prometheus_endpoint&) = delete;
 
     /// False, and nothing attached, when an agent of the same name is served here already.
-    bool attach(std::shared_ptr<const prometheus_agent> agent);
-    void detach(const prometheus_agent* agent) noexcept;
+    bool attach(std::shared_ptr<const metrics::agent_metrics> agent);
+    void detach(const metrics::agent_metrics* agent) noexcept;
 
     /// gzip level of compressed answers: 1, the fastest, since the body is rendered again
     /// every flush round; docs/performance.md has what it costs and saves next to level 6.
@@ -60,7 +62,7 @@ class prometheus_endpoint {
     const std::shared_ptr<const std::string>& cached(metrics::representation r) const;
 
     mutable std::mutex agents_mutex_;
-    std::vector<std::shared_ptr<const prometheus_agent>> agents_;
+    std::vector<std::shared_ptr<const metrics::agent_metrics>> agents_;
 
     mutable std::mutex cache_mutex_;
     /// What the cached bodies were rendered from; held, so that equal pointers mean equal data.

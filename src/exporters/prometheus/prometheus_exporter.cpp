@@ -10,25 +10,35 @@
 #include <cmath>
 
 #include "core/log.hpp"
-#include "exporters/prometheus/prometheus_agent.hpp"
 #include "exporters/prometheus/prometheus_endpoint.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/telemetry.hpp"
-#include "xtel/metrics/builder.hpp"
 
 namespace xtel {
 
 prometheus_exporter::prometheus_exporter(const exporter_context& ctx)
-    : prometheus_exporter(ctx, prometheus_settings::from_env(ctx.cfg)) {}
+    : prometheus_exporter(ctx,
+                          prometheus_settings::from_env(ctx.cfg),
+                          metrics::agent_metrics_settings::from_env()) {}
+
+prometheus_exporter::prometheus_exporter(const metric_state_context<metric_state>& m)
+    : prometheus_exporter(m, prometheus_settings::from_env(m.ctx.cfg)) {}
 
 prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
+                                         const prometheus_settings& settings,
+                                         const metrics::agent_metrics_settings& model)
+    : prometheus_exporter(
+          ctx, settings, std::make_shared<metric_state>(ctx.agent_name, model), true) {}
+
+prometheus_exporter::prometheus_exporter(const metric_state_context<metric_state>& m,
                                          const prometheus_settings& settings)
-    : agent_(std::make_shared<detail::prometheus_agent>(ctx.agent_name,
-                                                        settings.hostname,
-                                                        settings.buckets,
-                                                        settings.builders,
-                                                        settings.max_series,
-                                                        settings.rank)) {
+    : prometheus_exporter(m.ctx, settings, m.state, false) {}
+
+prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
+                                         const prometheus_settings& settings,
+                                         std::shared_ptr<metric_state> model,
+                                         bool folds)
+    : model_(std::move(model)), folds_(folds) {
     std::shared_ptr<detail::prometheus_endpoint> endpoint;
     try {
         endpoint = detail::prometheus_endpoint::acquire(settings.address);
@@ -39,7 +49,7 @@ prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
                     ctx.agent_name, e.what());
         return;
     }
-    if (!endpoint->attach(agent_)) {
+    if (!endpoint->attach(model_)) {
         detail::log(log_level::error,
                     "agent '{}': Prometheus exporter inactive: http://{}/metrics already serves "
                     "an agent of that name; give each agent its own name",
@@ -51,7 +61,7 @@ prometheus_exporter::prometheus_exporter(const exporter_context& ctx,
 
 prometheus_exporter::~prometheus_exporter() {
     if (endpoint_) {
-        endpoint_->detach(agent_.get());
+        endpoint_->detach(model_.get());
     }
 }
 
@@ -60,7 +70,9 @@ void prometheus_exporter::export_batch(std::span<const event> batch) {
         ignored_.fetch_add(batch.size(), std::memory_order_relaxed);
         return;
     }
-    agent_->apply(batch);
+    if (folds_) {
+        model_->apply(batch);
+    }
 }
 
 void prometheus_exporter::export_transfers(std::span<const transfer_record> transfers,
@@ -75,22 +87,20 @@ void prometheus_exporter::export_transfers(std::span<const transfer_record> tran
         ignored_.fetch_add(events, std::memory_order_relaxed);
         return;
     }
-    agent_->apply_transfers(transfers, labels);
-}
-
-void prometheus_exporter::add_builder(std::unique_ptr<metrics::builder> b) {
-    agent_->add_builder(std::move(b));
+    if (folds_) {
+        model_->apply_transfers(transfers, labels);
+    }
 }
 
 void prometheus_exporter::on_health(std::span<const exporter_health> rows) {
-    if (endpoint_) {
-        agent_->apply_health(rows);
+    if (endpoint_ && folds_) {
+        model_->apply_health(rows);
     }
 }
 
 void prometheus_exporter::on_flush_end() {
-    if (endpoint_) {
-        agent_->publish();
+    if (endpoint_ && folds_) {
+        model_->publish();
     }
 }
 

@@ -1,0 +1,170 @@
+#pragma once
+/// One agent's metric model: the metric store its producers fill (the processor's builders from
+/// transfer records, the time histograms, the event families, the pipeline's health) and the
+/// snapshot it publishes. The pipeline owns one per agent when some exporter serves it
+/// (`using metric_state = agent_metrics;`, xtel/core/exporter.hpp) and folds into it
+/// once, on its flusher thread, whichever exporters serve it (prometheus, node).
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xtel/core/event.hpp"
+#include "xtel/core/exporter.hpp"
+#include "xtel/core/rank.hpp"
+#include "xtel/core/status.hpp"
+#include "xtel/core/transfer_record.hpp"
+#include "xtel/metrics/agent_metrics_settings.hpp"
+#include "xtel/metrics/builders/comprehensive.hpp"
+#include "xtel/metrics/builders/legacy.hpp"
+#include "xtel/metrics/builders/time.hpp"
+#include "xtel/metrics/processor.hpp"
+#include "xtel/metrics/snapshot.hpp"
+
+namespace xtel::metrics {
+
+/// One agent's metrics, in two sets (docs/metrics.md): the NIXL set, with the names, types,
+/// units and labels upstream NIXL serves, and the xtel set, in base units with the variation
+/// in labels. apply(), apply_transfers(), apply_health() and publish() run on that agent's
+/// flusher thread; add_builder() on any thread (state_mutex_, uncontended otherwise, orders
+/// them); latest() on any thread, under a lock held for a pointer copy.
+class agent_metrics {
+  public:
+    /// The builders the model can run; agent_metrics_settings::builders names which.
+    using transfer_processor = processor<legacy_builder, comprehensive_builder, time_builder>;
+
+    /// Every series carries agent_name, then rank and local_rank when `settings.rank` has
+    /// them; xtel_agent_info carries the process id. Throws metrics_error for a builder name
+    /// the processor lacks.
+    agent_metrics(std::string agent_name, const agent_metrics_settings& settings);
+    /// Configured from the environment (agent_metrics_settings::from_env), as the pipeline
+    /// builds it; throws config_error.
+    explicit agent_metrics(const exporter_context& ctx);
+
+    agent_metrics(const agent_metrics&) = delete;
+    agent_metrics& operator=(const agent_metrics&) = delete;
+
+    /// Folds events that were not derived from transfer records (memory, errors, connections,
+    /// the dropped-events counter...) into their families.
+    void apply(std::span<const event> batch);
+    /// Transfer records, each once: the processor's builders, and the latency histograms and
+    /// last-request gauges from the completed ones.
+    void apply_transfers(std::span<const transfer_record> transfers, const label_table& labels);
+    /// The pipeline's exporters: up or disabled, and the events each lost.
+    void apply_health(std::span<const exporter_health> rows);
+    /// Adds a user's builder after the configured ones; its families are served beside the
+    /// others. Throws metrics_error when one of its families is invalid, uses a reserved label
+    /// or takes a name in use (then the builder is not added).
+    void add_builder(std::unique_ptr<builder> b);
+    /// Reserves the labels a node-file reader adds to every series (reserved_label_names), so
+    /// that a builder added later that uses one is refused where it is added rather than its
+    /// file by every reader. Called by the node exporter as it starts serving the model.
+    void reserve_reader_labels();
+    /// Publishes the store as a new snapshot when it changed since the last call.
+    void publish();
+    std::shared_ptr<const snapshot> latest() const;
+
+    const std::string& agent_name() const noexcept { return agent_name_; }
+
+    /// The `status` label upstream NIXL's agent_errors_total gives each of its error kinds, in
+    /// its order.
+    static constexpr std::string_view nixl_error_statuses[] = {
+        "not_posted",    "invalid_param",     "backend",       "not_found",
+        "mismatch",      "not_allowed",       "repost_active", "unknown",
+        "not_supported", "remote_disconnect", "canceled",      "no_telemetry"};
+    /// The NIXL status an xtel error kind is counted under.
+    static std::string_view nixl_status_of(status_code code) noexcept;
+
+  private:
+    /// A family for events of a name the agent does not know (a user's own events).
+    struct event_family {
+        series_ref series;
+        metric_type type = metric_type::counter;
+    };
+    static constexpr std::uint32_t rejected = UINT32_MAX;
+    /// One of this agent's own families, as its set's table names it (agent_families.cpp).
+    struct family_row;
+    /// The tables of the NIXL set and the xtel set, a row per family.
+    static const family_row nixl_rows_[];
+    static const family_row xtel_rows_[];
+
+    /// The NIXL set and the xtel set, each from its table; `bounds` those of the latency
+    /// histograms.
+    void add_nixl_set(const std::vector<double>& bounds);
+    void add_xtel_set(const std::vector<double>& bounds);
+    /// Adds the families of `rows`, each labelled by `set_labels` before its own, and, where a
+    /// row names a member, keeps the family or its series of `set_values` (made now, at 0).
+    void add_family_set(std::span<const family_row> rows,
+                        std::span<const std::string_view> set_labels,
+                        std::span<const std::string_view> set_values,
+                        bool fixed_labels,
+                        const std::vector<double>& bounds);
+
+    void apply_one(const event& e);
+    /// Handles an event of a name this agent knows; false when the name is not one.
+    bool apply_known(const event& e);
+    void apply_memory(const event& e, bool registered);
+    /// The index in events_ of the family `e` goes to, or rejected.
+    std::uint32_t find_or_add(const event& e);
+    /// Adds one of this agent's own families; its lines are reserved.
+    family_id add_own(family_spec spec);
+    /// add_own, and the series of `values`, made now (at 0).
+    series_ref add_own_series(family_spec spec, std::initializer_list<std::string_view> values);
+    /// The store's check on each new family: refuses a name this agent's own families use.
+    void reserve_name(const family_spec& spec) const;
+    void ignore();
+    const std::string& peer_name(label_id id, const label_table& labels);
+
+    const std::string agent_name_;
+    const std::string hostname_;
+    const std::vector<label> labels_;
+
+    // Flusher state.
+    std::unique_ptr<transfer_processor> processor_;
+    // The NIXL set.
+    series_ref xfer_time_us_, post_time_us_;        // histograms
+    series_ref xfer_time_total_, post_time_total_;  // counters, µs
+    series_ref xfer_time_last_, post_time_last_;    // gauges, µs
+    series_ref tx_last_bytes_, rx_last_bytes_;
+    series_ref mem_registered_total_, mem_deregistered_total_;
+    series_ref mem_registered_last_, mem_deregistered_last_;
+    series_ref nixl_dropped_;
+    family_id nixl_errors_family_ = 0;
+    std::vector<series_ref> nixl_errors_;  // by nixl_error_statuses index
+    // The xtel set.
+    family_id duration_ = 0, post_duration_ = 0;  // {op, peer} histograms, seconds
+    family_id errors_family_ = 0;
+    std::vector<series_ref> errors_;  // by status_code
+    series_ref mem_bytes_, registrations_, deregistrations_;
+    series_ref dropped_, export_errors_, ignored_;
+    series_ref connections_, opened_, closed_, endpoint_errors_;
+    family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
+    family_id build_family_ = 0, info_family_ = 0;
+    // What the memory events said last: bytes registered now, deregistered since the start.
+    std::uint64_t registered_now_ = 0;
+    std::uint64_t deregistered_sum_ = 0;
+    std::vector<std::string> peers_;  // label id -> name, filled as ids are met
+    std::vector<event_family> events_;
+    std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index
+    /// Every line name (name, name_sum...) of this agent's own families.
+    std::set<std::string, std::less<>> own_lines_;
+    std::uint64_t published_changes_ = 0;
+    bool published_once_ = false;
+
+    std::mutex state_mutex_;
+
+    mutable std::mutex published_mutex_;
+    std::shared_ptr<const snapshot> published_;
+};
+
+/// Maps an event name onto the metric name alphabet [a-zA-Z0-9_:], not starting with a digit.
+std::string sanitize_metric_name(std::string_view name);
+
+}  // namespace xtel::metrics

@@ -1,0 +1,206 @@
+// The agent's metric model: its set-up, the transfer records and health rows it folds, and
+// what it publishes. Its families are in agent_families.cpp, its events in agent_events.cpp.
+#include "xtel/metrics/agent_metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <iterator>
+#include <utility>
+
+#include "xtel/metrics/exposition_rules.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
+
+namespace xtel::metrics {
+
+namespace {
+
+using metrics::family_spec;
+using metrics::metric_type;
+
+// NIXL_TELEMETRY_PROMETHEUS_BUILDERS is checked against the names the settings list; the
+// processor must have a builder of each.
+constexpr bool same_builders() {
+    const auto& have = agent_metrics::transfer_processor::builder_names;
+    const auto& said = agent_metrics_settings::known_builders;
+    if (std::size(have) != std::size(said)) {
+        return false;
+    }
+    for (std::size_t i = 0; i < std::size(have); ++i) {
+        if (have[i] != said[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+static_assert(same_builders(),
+              "agent_metrics_settings::known_builders names the processor's builders");
+
+/// The labels every series of the agent carries: its name, then its rank when it has one.
+std::vector<metrics::label> agent_labels(const std::string& agent_name, const process_rank& rank) {
+    std::vector<metrics::label> out{{"agent_name", agent_name}};
+    if (rank.rank) {
+        out.push_back({"rank", std::to_string(*rank.rank)});
+    }
+    if (rank.local_rank) {
+        out.push_back({"local_rank", std::to_string(*rank.local_rank)});
+    }
+    return out;
+}
+
+}  // namespace
+
+agent_metrics::agent_metrics(const exporter_context& ctx)
+    : agent_metrics(ctx.agent_name, agent_metrics_settings::from_env()) {}
+
+agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_settings& settings)
+    : agent_name_(std::move(agent_name)),
+      hostname_(settings.hostname),
+      labels_(agent_labels(agent_name_, settings.rank)) {
+    metrics::processor_options opts;
+    opts.max_series = settings.max_series;
+    for (const metrics::label& l : labels_) {
+        opts.reserved_labels.push_back(l.name);
+    }
+    opts.check = [this](const family_spec& spec) { reserve_name(spec); };
+    opts.builders = settings.builders;
+    processor_ = std::make_unique<transfer_processor>(metrics::context{agent_name_, hostname_},
+                                                      metrics::default_attributes(), opts);
+    add_nixl_set(settings.buckets);
+    add_xtel_set(settings.buckets);
+    publish();
+}
+
+metrics::family_id agent_metrics::add_own(family_spec spec) {
+    auto& store = processor_->store();
+    auto lines = metrics::metric_store::line_names(spec.name, spec.type);
+    const metrics::family_id id = store.add_family(std::move(spec));
+    for (auto& l : lines) {
+        own_lines_.insert(std::move(l));
+    }
+    return id;
+}
+
+series_ref agent_metrics::add_own_series(family_spec spec,
+                                         std::initializer_list<std::string_view> values) {
+    const auto id = add_own(std::move(spec));
+    return processor_->store().series_of(id, values);
+}
+
+void agent_metrics::reserve_name(const family_spec& spec) const {
+    for (const auto& line : metrics::metric_store::line_names(spec.name, spec.type)) {
+        if (own_lines_.contains(line)) {
+            throw metrics::metrics_error(fmt::format(
+                "metric family '{}' is refused: agent '{}' already serves a family that uses the "
+                "name; expected a name of its own",
+                spec.name, agent_name_));
+        }
+    }
+}
+
+const std::string& agent_metrics::peer_name(label_id id, const label_table& labels) {
+    if (id >= peers_.size()) {
+        peers_.resize(static_cast<std::size_t>(id) + 1);
+    }
+    if (peers_[id].empty()) {
+        // As readers show it: two peers whose names differ only in bytes that are not UTF-8
+        // would otherwise be two series that every reader shows as one, and a node file with
+        // a series twice is refused whole.
+        peers_[id] = metrics::shown_value(labels.name(id));
+    }
+    return peers_[id];
+}
+
+void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
+                                    const label_table& labels) {
+    if (transfers.empty()) {
+        return;
+    }
+    const std::lock_guard lock(state_mutex_);
+    processor_->process(transfers, labels);
+    // The histograms need each value, which the processor's groups sum away: one observation
+    // per completed transfer whose times were measured (config::timing_sample).
+    auto& store = processor_->store();
+    for (const transfer_record& r : transfers) {
+        if (r.attrs.status != transfer_status::success) {
+            continue;
+        }
+        if (r.requests > 0) {
+            store.set(r.dir == direction::tx ? tx_last_bytes_ : rx_last_bytes_,
+                      r.bytes / r.requests);
+        }
+        if (!r.timed) {
+            continue;
+        }
+        store.add(xfer_time_total_, r.xfer_us);
+        store.add(post_time_total_, r.post_us);
+        store.set(xfer_time_last_, r.xfer_us);
+        store.set(post_time_last_, r.post_us);
+        const std::string_view op = to_string(r.attrs.op);
+        const std::string_view peer = peer_name(r.attrs.remote_agent, labels);
+        const auto duration = store.series_of(duration_, {op, peer});
+        const auto post = store.series_of(post_duration_, {op, peer});
+        if (r.request_id.empty()) {
+            store.observe(xfer_time_us_, r.xfer_us);
+            store.observe(duration, r.xfer_us);
+        } else {
+            const metrics::exemplar ex{"request_id", std::string(r.request_id), 0, r.timestamp_us};
+            store.observe(xfer_time_us_, r.xfer_us, ex);
+            store.observe(duration, r.xfer_us, ex);
+        }
+        store.observe(post_time_us_, r.post_us);
+        store.observe(post, r.post_us);
+    }
+}
+
+void agent_metrics::apply_health(std::span<const exporter_health> rows) {
+    const std::lock_guard lock(state_mutex_);
+    auto& store = processor_->store();
+    for (const auto& row : rows) {
+        const std::string_view name = row.name;
+        // Set only on a change, so that an idle agent publishes nothing new.
+        const auto up = store.series_of(exporter_up_, {name});
+        const std::uint64_t want = row.disabled ? 0 : 1;
+        if (store.value("xtel_exporter_up", {name}) != want) {
+            store.set(up, want);
+        }
+        const auto lost = store.series_of(exporter_lost_, {name});
+        if (store.value("xtel_exporter_events_lost_total", {name}) != row.events_lost) {
+            store.set(lost, row.events_lost);
+        }
+    }
+}
+
+void agent_metrics::add_builder(std::unique_ptr<metrics::builder> b) {
+    const std::lock_guard lock(state_mutex_);
+    processor_->add_builder(std::move(b));
+}
+
+void agent_metrics::reserve_reader_labels() {
+    // Refused where a builder is added, where its author learns why, rather than by the
+    // readers, which would refuse the agent's whole file.
+    const std::lock_guard lock(state_mutex_);
+    processor_->store().reserve_labels(reserved_label_names);
+}
+
+void agent_metrics::publish() {
+    const std::lock_guard lock(state_mutex_);
+    const auto& store = processor_->store();
+    if (published_once_ && store.changes() == published_changes_) {
+        return;
+    }
+    std::shared_ptr<const metrics::snapshot> next =
+        std::make_shared<const metrics::snapshot>(metrics::take_snapshot(store, labels_));
+    {
+        const std::lock_guard published_lock(published_mutex_);
+        published_.swap(next);
+    }
+    published_changes_ = store.changes();
+    published_once_ = true;
+}
+
+std::shared_ptr<const metrics::snapshot> agent_metrics::latest() const {
+    const std::lock_guard lock(published_mutex_);
+    return published_;
+}
+
+}  // namespace xtel::metrics
