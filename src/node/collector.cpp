@@ -376,7 +376,7 @@ collector::verdict collector::check_writer(const std::string& name,
     const auto ended = [&] {
         // The lock first: a writer sets the closed state before it lets the lock go, so once
         // the lock is free the state read after it is final.
-        s.ended = now;
+        s.ended = stopped_at(s, now);
         s.state = s.reader->closed() ? writer_state::closed : writer_state::dead;
         return verdict::serve;
     };
@@ -385,7 +385,7 @@ collector::verdict collector::check_writer(const std::string& name,
     }
     if (s.reader->closed()) {
         // Final: whoever holds its lock now is no writer of it (a writer never reopens a file).
-        s.ended = now;
+        s.ended = stopped_at(s, now);
         s.state = writer_state::closed;
         return verdict::serve;
     }
@@ -484,27 +484,20 @@ bool collector::read(source& s, std::uint64_t budget) {
     return true;
 }
 
-bool collector::date_end(source& s, clock::time_point now) {
-    if (!s.ended) {
-        return false;
+collector::clock::time_point collector::stopped_at(const source& s, clock::time_point now) {
+    if (s.seen_live) {
+        return now;  // live at the refresh before: it stopped since
     }
-    if (!s.end_dated && s.latest) {
-        // The writer's last publication: an agent that stops publishes its final numbers and
-        // then closes the file, and one that died published at most a flush round before.
-        // Counted from there rather than from when this process first saw it stopped, so a
-        // new xtel top or a restarted xtel-exporter does not show agents that stopped long ago.
-        const std::int64_t wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                                         std::chrono::system_clock::now().time_since_epoch())
-                                         .count();
-        // A date in the future counts as now; one before 1970 as ten years ago (no overflow).
-        constexpr std::int64_t ten_years_us = std::int64_t{10} * 365 * 86400 * 1'000'000;
-        const std::int64_t published = static_cast<std::int64_t>(
-            std::min<std::uint64_t>(s.published_us, static_cast<std::uint64_t>(wall_us)));
-        const auto age = std::chrono::microseconds(std::min(wall_us - published, ten_years_us));
-        s.ended = std::min(*s.ended, now - std::chrono::duration_cast<clock::duration>(age));
-        s.end_dated = true;
-    }
-    return true;
+    // Stopped before this collector first looked: dated by the file's last change, which for a
+    // closed file is its close and for a dead writer's its last publication. So a new xtel top
+    // or a restarted xtel-exporter does not show agents that stopped long ago. A date in the
+    // future counts as now; one past ten years ago as ten years ago (no overflow).
+    const std::int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+    constexpr std::int64_t ten_years_ns = std::int64_t{10} * 365 * 86400 * 1'000'000'000;
+    const std::int64_t age = std::clamp<std::int64_t>(wall_ns - s.id.mtime_ns, 0, ten_years_ns);
+    return now - std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(age));
 }
 
 std::vector<std::shared_ptr<const metrics::snapshot>> collector::refresh(clock::time_point now) {
@@ -532,6 +525,12 @@ std::vector<collector::agent> collector::refresh_agents(clock::time_point now) {
             const verdict v = check_writer(name, s, now);
             if (v == verdict::refuse) {
                 drop_snapshot(s);
+                continue;
+            }
+            if (!s.ended) {
+                s.seen_live = v == verdict::serve || s.seen_live;
+            } else if (now - *s.ended >= settings_.stale_ttl) {
+                drop_snapshot(s);  // stopped long enough before this collector first saw it
                 continue;
             }
             if (v == verdict::serve && !read(s, budget)) {
@@ -562,10 +561,6 @@ std::vector<collector::agent> collector::refresh_agents(clock::time_point now) {
             continue;
         } catch (const name_mismatch& e) {
             refuse(name, s, refusal::name_mismatch, e.what());
-            continue;
-        }
-        if (date_end(s, now) && now - *s.ended >= settings_.stale_ttl) {
-            drop_snapshot(s);  // stopped before this collector first saw it, long enough ago
             continue;
         }
         if (s.latest) {

@@ -339,22 +339,18 @@ TEST_CASE("the collector serves a closed file whatever pid its header names",
     CHECK(c.read_errors_total() == 0);
 }
 
-/// Makes the closed file `name` of `dir` say that its last payload was published `ago` before
-/// now (both areas: whichever is the latest).
-void published_ago(const xtel_test::temp_dir& dir,
-                   const std::string& name,
-                   std::chrono::seconds ago) {
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::system_clock::now().time_since_epoch() - ago);
-    const auto when = static_cast<std::uint64_t>(us.count());
-    std::fstream f(dir / (name + ".metrics"), std::ios::in | std::ios::out | std::ios::binary);
-    for (std::size_t i = 0; i < 2; ++i) {
-        f.seekp(static_cast<std::streamoff>(offsetof(nf::file_header, areas) +
-                                            i * sizeof(nf::area) +
-                                            offsetof(nf::area, published_us)));
-        f.write(reinterpret_cast<const char*>(&when), sizeof when);
-    }
-    REQUIRE(f.good());
+/// Sets the modification time of the file `name` of `dir` to `ago` before now: when a closed
+/// file was closed, as a collector reads it.
+void changed_ago(const xtel_test::temp_dir& dir,
+                 const std::string& name,
+                 std::chrono::seconds ago) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch() - ago)
+                        .count();
+    const timespec when{static_cast<time_t>(ns / 1'000'000'000),
+                        static_cast<long>(ns % 1'000'000'000)};
+    const timespec times[2] = {when, when};
+    REQUIRE(::utimensat(AT_FDCWD, (dir / (name + ".metrics")).c_str(), times, 0) == 0);
 }
 
 TEST_CASE("an agent that stopped longer than the stale time ago is not served by a new collector",
@@ -364,9 +360,9 @@ TEST_CASE("an agent that stopped longer than the stale time ago is not served by
         nf::writer w(dir.path(), name);
         REQUIRE(w.publish(payload_of(name, {family("c_total", metric_type::counter, 2)})));
     }
-    // Stopped 9 minutes ago and 30 s ago, as files written then would say.
-    published_ago(dir, "long-gone", std::chrono::minutes(9));
-    published_ago(dir, "just-stopped", std::chrono::seconds(30));
+    // Closed 9 minutes ago and 30 s ago, as the files' times say.
+    changed_ago(dir, "long-gone", std::chrono::minutes(9));
+    changed_ago(dir, "just-stopped", std::chrono::seconds(30));
     collector c(settings_of(dir));  // a stale time of 60 s
     CHECK(served(c) == std::vector<std::string>{"just-stopped"});
     CHECK(served(c) == std::vector<std::string>{"just-stopped"});

@@ -107,8 +107,8 @@ class collector {
     struct agent {
         std::shared_ptr<const metrics::snapshot> snapshot;
         writer_state state = writer_state::live;
-        /// When the writer stopped: its last publication, which an agent makes as it stops
-        /// (and one that died a flush round at most before); set unless live.
+        /// When the writer stopped: when this collector found it closed or dead, or, for one
+        /// stopped before the collector first saw it, the file's last change; set unless live.
         std::optional<clock::time_point> ended;
         /// When the writer published `snapshot`, microseconds since the epoch.
         std::uint64_t published_us = 0;
@@ -192,11 +192,10 @@ class collector {
         /// and series, so that it is not read again while the cap leaves it out.
         std::uint64_t over_cap_number = 0;
         std::uint64_t over_cap_series = 0;
-        /// When the writer stopped (its last publication; until the file is read, when this
-        /// collector first saw it closed or dead), and how.
+        /// When the writer stopped (stopped_at), and how.
         std::optional<clock::time_point> ended;
-        /// `ended` was set from the file's last publication.
-        bool end_dated = false;
+        /// This collector has seen the writer live: it stopped after the refresh before.
+        bool seen_live = false;
         writer_state state = writer_state::live;
         /// `latest` less the families left out for a type conflict, and their names (sorted).
         std::shared_ptr<const metrics::snapshot> served;
@@ -220,9 +219,10 @@ class collector {
     /// Refuses the file until it changes.
     void refuse(const std::string& name, source& s, refusal r, std::string_view why);
     void drop_snapshot(source& s) noexcept;
-    /// Sets s.ended from the file's last publication once it has been read; false while the
-    /// writer is live.
-    static bool date_end(source& s, clock::time_point now);
+    /// When the writer of `s`, found closed or dead at `now`, stopped: `now` if this collector
+    /// saw it live before, else the file's last change (its close, or a dead writer's last
+    /// publication).
+    static clock::time_point stopped_at(const source& s, clock::time_point now);
     verdict check_writer(const std::string& name, source& s, clock::time_point now);
     /// Reads and decodes the file's latest payload if it is new and fits `budget` series.
     /// False when the file is refused for the cap.
