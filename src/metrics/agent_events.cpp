@@ -24,8 +24,8 @@ constexpr event_name from_transfers[] = {
 };
 
 /// Events that say what the agent is, shown by the info metrics instead of as families.
-constexpr event_name informational[] = {names::agent_start, names::agent_stop,
-                                        names::ucx_backend_init, names::ucx_version};
+constexpr event_name informational[] = {names::agent_stop, names::ucx_backend_init,
+                                        names::ucx_version};
 
 /// Names are NUL-padded to a fixed width, so equal names are mostly equal bytes: one compare.
 /// The character-wise compare catches a name with stray padding.
@@ -175,6 +175,11 @@ bool agent_metrics::apply_known(const event& e) {
     } else if (e.name_view().starts_with(names::ucx_transport_prefix) &&
                e.name_view().size() > names::ucx_transport_prefix.size()) {
         store.set(lanes_, {e.name_view().substr(names::ucx_transport_prefix.size())}, e.value);
+    } else if (same_name(names::agent_start, e)) {
+        // Once per agent: looked up by name rather than kept (agent_families.cpp's row).
+        if (const auto id = store.id_of("xtel_agent_start_time_seconds")) {
+            store.set(*id, std::span<const std::string_view>{}, e.timestamp_us);
+        }
     } else if (one_of(informational, e) || one_of(from_transfers, e)) {
         // Shown by the info metrics, or made from the transfer records.
     } else {

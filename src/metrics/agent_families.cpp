@@ -200,6 +200,11 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .labels = {"backend", "pid"},
      .fixed_labels = true,
      .family = &agent_metrics::info_family_},
+    // Set from the agent_start event (agent_events.cpp); no series before it.
+    {.name = "xtel_agent_start_time_seconds",
+     .help = "When the agent started, in seconds since the epoch: a change is a restart.",
+     .type = gauge,
+     .decimals = 6},
 };
 
 void agent_metrics::add_nixl_set(const std::vector<double>& bounds) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -233,6 +234,11 @@ std::string ucx_version() {
 }  // namespace
 
 TEST_CASE("every family of both sets shows exactly what the agent did") {
+    const auto wall_seconds = [] {
+        return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    };
+    const double before_start = wall_seconds();
     prometheus_pair p;
     REQUIRE(p.exporter().active());
     std::vector<std::byte> remote_mem(1 << 20), local_mem(1 << 20);
@@ -342,6 +348,12 @@ TEST_CASE("every family of both sets shows exactly what the agent did") {
                                                    XTEL_PROJECT_VERSION, ucx_version()))) == "1");
     CHECK(value_of(text, "xtel_agent_info" + xtel_with(fmt::format(R"(backend="ucx",pid="{}")",
                                                                    ::getpid()))) == "1");
+    // Its start, to the microsecond, between the test's start and the scrape.
+    const auto started = value_of(text, "xtel_agent_start_time_seconds" + xtel_with(""));
+    REQUIRE_FALSE(started.empty());
+    CHECK(std::stod(started) >= before_start - 1e-6);
+    CHECK(std::stod(started) <= wall_seconds());
+    CHECK(started.size() == started.find('.') + 7);
     CHECK(value_of(text, "xtel_exporter_up" + xtel_with(R"(exporter="prometheus")")) == "1");
     CHECK(value_of(text, "xtel_exporter_events_lost_total" +
                              xtel_with(R"(exporter="prometheus")")) == "0");
