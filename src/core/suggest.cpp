@@ -6,13 +6,11 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/http_token.hpp"
+
 namespace xtel::detail {
 
 namespace {
-
-char fold(char c) noexcept {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
 
 /// Edits from `a` to `b` ignoring case (optimal string alignment distance).
 std::size_t distance(std::string_view a, std::string_view b) {
@@ -25,10 +23,10 @@ std::size_t distance(std::string_view a, std::string_view b) {
     for (std::size_t i = 1; i <= n; ++i) {
         row[0] = i;
         for (std::size_t j = 1; j <= m; ++j) {
-            const bool same = fold(a[i - 1]) == fold(b[j - 1]);
+            const bool same = lower_ascii(a[i - 1]) == lower_ascii(b[j - 1]);
             row[j] = std::min({previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (same ? 0 : 1)});
-            if (i > 1 && j > 1 && fold(a[i - 1]) == fold(b[j - 2]) &&
-                fold(a[i - 2]) == fold(b[j - 1])) {
+            if (i > 1 && j > 1 && lower_ascii(a[i - 1]) == lower_ascii(b[j - 2]) &&
+                lower_ascii(a[i - 2]) == lower_ascii(b[j - 1])) {
                 row[j] = std::min(row[j], before[j - 2] + 1);
             }
         }
@@ -41,8 +39,7 @@ std::size_t distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 bool same_keyword(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                              [](char x, char y) { return fold(x) == fold(y); });
+    return equals_ignoring_case(a, b);
 }
 
 std::optional<std::string_view> nearest(std::string_view value,
