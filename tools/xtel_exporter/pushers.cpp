@@ -50,6 +50,13 @@ std::uint64_t epoch_ns() {
                                           .count());
 }
 
+/// This host's name, as the instance label and OTLP's host.name give it.
+std::string host_name() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+}
+
 push_counts counts(const push::http_pusher& p) {
     return {p.sent(), p.failed_attempts(), p.dropped(), p.rejected(), p.queued(), 0};
 }
@@ -74,12 +81,6 @@ struct pushers::state {
     schedule remote_write_schedule;
     schedule otlp_schedule;
 };
-
-std::string host_name() {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    return host;
-}
 
 std::optional<push::otlp_options> pushers::otlp_settings(const options& o) {
     try {

@@ -16,9 +16,6 @@
 
 namespace xtel::xtel_exporter {
 
-/// This host's name, as the instance label and OTLP's host.name give it.
-std::string host_name();
-
 class pushers {
   public:
     using clock_type = std::chrono::steady_clock;

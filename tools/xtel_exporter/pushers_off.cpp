@@ -2,20 +2,12 @@
 // by the options, OTLP here, and nothing is ever due.
 #include "pushers.hpp"
 
-#include <unistd.h>
-
 #include "xtel/core/error.hpp"
 #include "xtel/push/otlp_environment.hpp"
 
 namespace xtel::xtel_exporter {
 
 struct pushers::state {};
-
-std::string host_name() {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    return host;
-}
 
 std::optional<push::otlp_options> pushers::otlp_settings(const options& o) {
     for (const std::string_view var : push::otel_env::endpoints) {
