@@ -1,4 +1,5 @@
 #include "xtel/metrics/exposition.hpp"
+#include "xtel/metrics/openmetrics_names.hpp"
 
 #include <fmt/format.h>
 
@@ -144,58 +145,10 @@ void append_head(std::string& out,
     out += "} ";
 }
 
-/// The name OpenMetrics gives a family in its TYPE, UNIT and HELP lines: a counter's without
-/// its _total, which only its samples carry.
-std::string_view openmetrics_name(const metrics::family_spec& spec) {
-    std::string_view name = spec.name;
-    if (spec.type == metric_type::counter && name.ends_with("_total")) {
-        name.remove_suffix(std::string_view("_total").size());
-    }
-    return name;
-}
-
-/// The suffixes whose names an OpenMetrics family of type `t` claims, as its parsers check.
-std::span<const std::string_view> openmetrics_suffixes(metric_type t) {
-    static constexpr std::string_view counter[] = {"", "_total", "_created"};
-    static constexpr std::string_view gauge[] = {""};
-    static constexpr std::string_view histogram[] = {"", "_bucket", "_count", "_sum", "_created"};
-    static constexpr std::string_view summary[] = {"", "_count", "_sum", "_created"};
-    switch (t) {
-        case metric_type::counter:
-            return counter;
-        case metric_type::gauge:
-            return gauge;
-        case metric_type::histogram:
-            return histogram;
-        case metric_type::summary:
-            return summary;
-    }
-    return gauge;
-}
-
-/// Claims the OpenMetrics names of a family in `claimed`; false, and nothing claimed, when one
-/// of them is taken already.
-bool claim_openmetrics_names(std::unordered_set<std::string>& claimed,
-                             const metrics::family_spec& spec) {
-    const std::string_view base = openmetrics_name(spec);
-    const auto suffixes = openmetrics_suffixes(spec.type);
-    std::string name;
-    for (const std::string_view suffix : suffixes) {
-        name.assign(base);
-        name += suffix;
-        if (claimed.contains(name)) {
-            return false;
-        }
-    }
-    for (const std::string_view suffix : suffixes) {
-        name.assign(base);
-        name += suffix;
-        claimed.insert(name);
-    }
-    return true;
-}
-
-void append_descriptors(std::string& out, const metrics::family_spec& spec, exposition format) {
+void append_descriptors(std::string& out,
+                        const metrics::family_spec& spec,
+                        exposition format,
+                        metrics::openmetrics_form form) {
     if (format == exposition::text) {
         out += "# HELP ";
         out += spec.name;
@@ -208,13 +161,16 @@ void append_descriptors(std::string& out, const metrics::family_spec& spec, expo
         out += '\n';
         return;
     }
-    const std::string_view name = openmetrics_name(spec);
+    const bool unknown = form == metrics::openmetrics_form::unknown;
+    const std::string_view name =
+        unknown ? std::string_view(spec.name) : openmetrics_family_name(spec.name, spec.type);
     out += "# TYPE ";
     out += name;
     out += ' ';
-    out += metrics::to_string(spec.type);
+    out += unknown ? std::string_view("unknown") : metrics::to_string(spec.type);
     out += '\n';
-    if (!spec.unit.empty()) {
+    // A unit must end the family's name, which an unknown counter's _total does.
+    if (!spec.unit.empty() && !unknown) {
         out += "# UNIT ";
         out += name;
         out += ' ';
@@ -370,9 +326,9 @@ std::string escape_help(std::string_view text) {
     return out;
 }
 
-void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
-            std::string& out,
-            exposition format) {
+std::size_t render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
+                   std::string& out,
+                   exposition format) {
     std::vector<std::string> common;
     common.reserve(snapshots.size());
     for (const auto& s : snapshots) {
@@ -381,7 +337,8 @@ void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
     std::vector<std::size_t> pos(snapshots.size(), 0);
     std::vector<std::string> le;
     const metrics::family_spec* le_of = nullptr;  // whose bounds and decimals `le` shows
-    std::unordered_set<std::string> claimed;      // OpenMetrics names of the families shown
+    metrics::openmetrics_claims claimed;          // OpenMetrics names of the families shown
+    std::size_t left_out = 0;
     while (true) {
         const family_snapshot* head = nullptr;
         for (std::size_t a = 0; a < snapshots.size(); ++a) {
@@ -394,10 +351,14 @@ void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
         if (head == nullptr) {
             break;
         }
-        const bool shown =
-            format == exposition::text || claim_openmetrics_names(claimed, head->spec);
+        const metrics::openmetrics_form form =
+            format == exposition::text ? metrics::openmetrics_form::typed
+                                       : claimed.claim(head->spec.name, head->spec.type);
+        const bool shown = form != metrics::openmetrics_form::left_out;
         if (shown) {
-            append_descriptors(out, head->spec, format);
+            append_descriptors(out, head->spec, format, form);
+        } else {
+            ++left_out;
         }
         const std::string name = head->spec.name;
         const metric_type type = head->spec.type;
@@ -424,6 +385,7 @@ void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
     if (format == exposition::openmetrics) {
         out += "# EOF\n";
     }
+    return left_out;
 }
 
 }  // namespace xtel::metrics

@@ -7,6 +7,7 @@
 
 #include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/metric_store.hpp"
+#include "xtel/metrics/openmetrics_names.hpp"
 
 namespace xtel::metrics {
 
@@ -20,6 +21,28 @@ void encode(std::string& out, std::span<const std::string_view> values) {
         out.append(reinterpret_cast<const char*>(&n), sizeof n);
         out.append(v);
     }
+}
+
+/// The names an OpenMetrics body may give the lines of a family: its typed names, and a
+/// counter's full name (the `unknown` form).
+std::vector<std::string> openmetrics_candidates(std::string_view name, metric_type type) {
+    const std::string base(openmetrics_family_name(name, type));
+    std::vector<std::string> out;
+    switch (type) {
+        case metric_type::counter:
+            out = {base, base + "_total", base + "_created", std::string(name)};
+            break;
+        case metric_type::gauge:
+            out = {base};
+            break;
+        case metric_type::histogram:
+            out = {base, base + "_bucket", base + "_count", base + "_sum", base + "_created"};
+            break;
+        case metric_type::summary:
+            out = {base, base + "_count", base + "_sum", base + "_created"};
+            break;
+    }
+    return out;
 }
 
 bool takes_values(metric_type t) noexcept {
@@ -55,6 +78,9 @@ metric_store::metric_store(store_options opts) : opts_(std::move(opts)) {
                     {"family"}};
     families_.push_back(std::move(folded));
     lines_.emplace(std::string(folded_family), 0);
+    for (auto& n : openmetrics_candidates(folded_family, metric_type::counter)) {
+        openmetrics_names_.insert(std::move(n));
+    }
 }
 
 void metric_store::check_new(const family_spec& spec) const {
@@ -126,6 +152,24 @@ void metric_store::check_new(const family_spec& spec) const {
                 spec.name, line, families_[it->second].spec_.name));
         }
     }
+    // OpenMetrics: refused here, where its author learns why, rather than left out of a body.
+    const auto candidates = openmetrics_candidates(spec.name, spec.type);
+    if (std::none_of(candidates.begin(), candidates.end(),
+                     [&](const std::string& n) { return openmetrics_names_.contains(n); })) {
+        return;
+    }
+    std::vector<std::pair<std::string_view, metric_type>> all;
+    all.reserve(families_.size() + 1);
+    for (const family& f : families_) {
+        all.emplace_back(f.spec_.name, f.spec_.type);
+    }
+    all.emplace_back(spec.name, spec.type);
+    if (const auto clash = find_openmetrics_clash(all)) {
+        throw metrics_error(fmt::format(
+            "metric family '{}' is refused: an OpenMetrics body would leave out '{}', whose "
+            "names '{}' takes there; expected a name of its own",
+            spec.name, clash->left_out, clash->holder));
+    }
 }
 
 void metric_store::reserve_labels(std::span<const std::string_view> names) {
@@ -156,6 +200,9 @@ family_id metric_store::add_family(family_spec spec) {
     const auto id = static_cast<family_id>(families_.size());
     for (auto& line : line_names(spec.name, spec.type)) {
         lines_.emplace(std::move(line), id);
+    }
+    for (auto& n : openmetrics_candidates(spec.name, spec.type)) {
+        openmetrics_names_.insert(std::move(n));
     }
     family f;
     f.spec_ = std::move(spec);

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/ranges.h>
 
@@ -22,6 +23,8 @@
 #include "node/flock_holders.hpp"
 #include "node/series_count.hpp"
 #include "xtel/core/parse.hpp"
+#include "xtel/metrics/agent_metrics_settings.hpp"
+#include "xtel/metrics/openmetrics_names.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
@@ -99,7 +102,15 @@ void collector::reserve_families(std::vector<std::string> names) {
 }
 
 std::string_view collector::name_of(left_out r) noexcept {
-    return r == left_out::type_conflict ? "type_conflict" : "reserved_name";
+    switch (r) {
+        case left_out::type_conflict:
+            return "type_conflict";
+        case left_out::reserved_name:
+            return "reserved_name";
+        case left_out::name_clash:
+            return "name_clash";
+    }
+    return "type_conflict";
 }
 
 std::string_view to_string(refusal r) noexcept {
@@ -580,6 +591,20 @@ std::vector<collector::agent> collector::refresh_agents(clock::time_point now) {
     return out;
 }
 
+bool collector::chosen_family(std::string_view family) {
+    const auto& globs = settings_.families;
+    if (globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
+            return metrics::glob_matches(g, family);
+        })) {
+        return true;
+    }
+    if (not_chosen_.size() < max_logged_not_chosen && not_chosen_.emplace(family).second) {
+        xtel::detail::log(log_level::info, "{}: family {} is not served: --metrics leaves it out",
+                          settings_.program, family);
+    }
+    return false;
+}
+
 void collector::resolve_type_conflicts(
     const std::vector<std::pair<const std::string*, source*>>& chosen) {
     struct first_seen {
@@ -590,12 +615,38 @@ void collector::resolve_type_conflicts(
     for (const auto& reserved : settings_.reserved_families) {
         types.try_emplace(reserved, first_seen{metrics::metric_type::gauge, nullptr});
     }
+    for (const auto& [name, s] : chosen) {
+        for (const auto& f : s->latest->families) {
+            types.try_emplace(f.spec.name, first_seen{f.spec.type, name});
+        }
+    }
+    // The families an OpenMetrics body of them all would leave out (openmetrics_names.hpp):
+    // files of agents that each made valid families can still clash with each other there.
+    std::vector<std::pair<std::string_view, metrics::metric_type>> all;
+    all.reserve(types.size());
+    for (const auto& [family, seen] : types) {
+        all.emplace_back(family, seen.type);
+    }
+    std::sort(all.begin(), all.end());
+    std::unordered_set<std::string_view> clashing;
+    metrics::openmetrics_claims claims;
+    for (const auto& [family, type] : all) {
+        if (claims.claim(family, type) == metrics::openmetrics_form::left_out) {
+            clashing.insert(family);
+        }
+    }
     std::vector<std::string> conflicts;
     for (const auto& [name, s] : chosen) {
         conflicts.clear();
         for (const auto& f : s->latest->families) {
-            const auto [it, added] = types.try_emplace(f.spec.name, first_seen{f.spec.type, name});
-            if (added || (it->second.file != nullptr && it->second.type == f.spec.type)) {
+            if (!chosen_family(f.spec.name)) {
+                conflicts.push_back(f.spec.name);
+                continue;
+            }
+            const auto it = types.find(f.spec.name);
+            const bool clash = clashing.contains(f.spec.name);
+            if (!clash && it->second.file != nullptr &&
+                (it->second.file == name || it->second.type == f.spec.type)) {
                 continue;
             }
             conflicts.push_back(f.spec.name);
@@ -609,6 +660,14 @@ void collector::resolve_type_conflicts(
                                   "{}: {}: family {} is left out: {} serves a family of that name "
                                   "itself",
                                   settings_.program, path, f.spec.name, settings_.program);
+                continue;
+            }
+            if (it->second.type == f.spec.type) {
+                ++left_out_[static_cast<std::size_t>(left_out::name_clash)];
+                xtel::detail::log(log_level::warning,
+                                  "{}: {}: family {} is left out: in OpenMetrics its names are "
+                                  "those of a family another agent's file serves",
+                                  settings_.program, path, f.spec.name);
                 continue;
             }
             ++left_out_[static_cast<std::size_t>(left_out::type_conflict)];

@@ -42,7 +42,7 @@ std::string ucx_version() {
 TEST_CASE("a new agent shows both sets of families at zero, sorted by name") {
     exporter_under_test t;
     std::string expected =
-        R"(# HELP agent_errors_total Cumulative error count by status
+        R"(# HELP agent_errors_total Operations the agent answered with an error, by upstream NIXL's status
 # TYPE agent_errors_total counter
 agent_errors_total{agent_name="a1",hostname="h",status="not_posted"} 0
 agent_errors_total{agent_name="a1",hostname="h",status="invalid_param"} 0
@@ -56,59 +56,59 @@ agent_errors_total{agent_name="a1",hostname="h",status="not_supported"} 0
 agent_errors_total{agent_name="a1",hostname="h",status="remote_disconnect"} 0
 agent_errors_total{agent_name="a1",hostname="h",status="canceled"} 0
 agent_errors_total{agent_name="a1",hostname="h",status="no_telemetry"} 0
-# HELP agent_memory_deregistered_last_bytes Memory deregistered by the last operation
+# HELP agent_memory_deregistered_last_bytes Bytes of memory the last deregistration deregistered
 # TYPE agent_memory_deregistered_last_bytes gauge
 agent_memory_deregistered_last_bytes{agent_name="a1",hostname="h"} 0
-# HELP agent_memory_deregistered_total Cumulative memory deregistered
+# HELP agent_memory_deregistered_total Bytes of memory deregistered, summed over the agent's deregistrations
 # TYPE agent_memory_deregistered_total counter
 agent_memory_deregistered_total{agent_name="a1",hostname="h"} 0
-# HELP agent_memory_registered_last_bytes Memory registered by the last operation
+# HELP agent_memory_registered_last_bytes Bytes of memory the last registration registered
 # TYPE agent_memory_registered_last_bytes gauge
 agent_memory_registered_last_bytes{agent_name="a1",hostname="h"} 0
-# HELP agent_memory_registered_total Cumulative memory registered
+# HELP agent_memory_registered_total Bytes of memory registered, summed over the agent's registrations (and allocations)
 # TYPE agent_memory_registered_total counter
 agent_memory_registered_total{agent_name="a1",hostname="h"} 0
-# HELP agent_rx_bytes_total Number of bytes received by the agent
+# HELP agent_rx_bytes_total Bytes of the READs this agent initiated that completed; bytes a peer wrote into this agent's memory are not counted here (transfers are one-sided)
 # TYPE agent_rx_bytes_total counter
 agent_rx_bytes_total{agent_name="a1",hostname="h"} 0
-# HELP agent_rx_last_bytes Bytes received by the last request
+# HELP agent_rx_last_bytes Bytes of the last completed READ this agent initiated
 # TYPE agent_rx_last_bytes gauge
 agent_rx_last_bytes{agent_name="a1",hostname="h"} 0
-# HELP agent_rx_requests_num_total Number of requests received by the agent
+# HELP agent_rx_requests_num_total Completed READ requests this agent initiated
 # TYPE agent_rx_requests_num_total counter
 agent_rx_requests_num_total{agent_name="a1",hostname="h"} 0
-# HELP agent_telemetry_events_dropped_total Cumulative telemetry events dropped at the producer-side staging queue
+# HELP agent_telemetry_events_dropped_total Telemetry records dropped because the recording thread's staging ring was full
 # TYPE agent_telemetry_events_dropped_total counter
 agent_telemetry_events_dropped_total{agent_name="a1",hostname="h"} 0
-# HELP agent_tx_bytes_total Number of bytes sent by the agent
+# HELP agent_tx_bytes_total Bytes of the WRITEs this agent initiated that completed; a peer's transfers into or out of this agent's memory are counted by the peer
 # TYPE agent_tx_bytes_total counter
 agent_tx_bytes_total{agent_name="a1",hostname="h"} 0
-# HELP agent_tx_last_bytes Bytes sent by the last request
+# HELP agent_tx_last_bytes Bytes of the last completed WRITE this agent initiated
 # TYPE agent_tx_last_bytes gauge
 agent_tx_last_bytes{agent_name="a1",hostname="h"} 0
-# HELP agent_tx_requests_num_total Number of requests sent by the agent
+# HELP agent_tx_requests_num_total Completed WRITE requests this agent initiated
 # TYPE agent_tx_requests_num_total counter
 agent_tx_requests_num_total{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_post_time Post time of the last request
+# HELP agent_xfer_post_time Microseconds spent in the post call of the last timed transfer this agent initiated
 # TYPE agent_xfer_post_time gauge
 agent_xfer_post_time{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_post_time_total Cumulative sum of time from start to posting to the back-end
+# HELP agent_xfer_post_time_total Microseconds spent in the post call, summed over the timed transfers this agent initiated
 # TYPE agent_xfer_post_time_total counter
 agent_xfer_post_time_total{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_post_time_us Distribution of time from start to posting to the back-end, in microseconds
+# HELP agent_xfer_post_time_us Microseconds spent in the post call of the timed transfers this agent initiated
 # TYPE agent_xfer_post_time_us histogram
 agent_xfer_post_time_us_bucket{agent_name="a1",hostname="h",le="10"} 0
 agent_xfer_post_time_us_bucket{agent_name="a1",hostname="h",le="100"} 0
 agent_xfer_post_time_us_bucket{agent_name="a1",hostname="h",le="+Inf"} 0
 agent_xfer_post_time_us_sum{agent_name="a1",hostname="h"} 0
 agent_xfer_post_time_us_count{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_time Transfer time of the last request
+# HELP agent_xfer_time Microseconds from post to completion of the last timed transfer this agent initiated
 # TYPE agent_xfer_time gauge
 agent_xfer_time{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_time_total Cumulative sum of transfer time from start to completion
+# HELP agent_xfer_time_total Microseconds from post to completion, summed over the timed transfers this agent initiated
 # TYPE agent_xfer_time_total counter
 agent_xfer_time_total{agent_name="a1",hostname="h"} 0
-# HELP agent_xfer_time_us Distribution of transfer time from start to completion, in microseconds
+# HELP agent_xfer_time_us Microseconds from post to completion of the timed transfers this agent initiated
 # TYPE agent_xfer_time_us histogram
 agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="10"} 0
 agent_xfer_time_us_bucket{agent_name="a1",hostname="h",le="100"} 0
@@ -121,7 +121,7 @@ xtel_agent_info{agent_name="a1",backend="ucx",pid="@PID@"} 1
 # HELP xtel_build_info 1: the xtel and UCX versions this agent runs.
 # TYPE xtel_build_info gauge
 xtel_build_info{agent_name="a1",version="0.1.0",ucx_version="@UCXV@"} 1
-# HELP xtel_connections Remote agents loaded and usable now.
+# HELP xtel_connections Remote agents whose metadata this agent loaded, usable now; peers that reach this agent without its loading theirs are not known to it.
 # TYPE xtel_connections gauge
 xtel_connections{agent_name="a1"} 0
 # HELP xtel_connections_closed_total Connections to remote agents closed.
@@ -143,7 +143,7 @@ xtel_errors_total{agent_name="a1",kind="backend_error"} 0
 # HELP xtel_memory_deregistrations_total Memory deregistrations that succeeded; what the agent deregisters as it stops counts as one.
 # TYPE xtel_memory_deregistrations_total counter
 xtel_memory_deregistrations_total{agent_name="a1"} 0
-# HELP xtel_memory_registered_bytes Bytes of memory registered now.
+# HELP xtel_memory_registered_bytes Bytes of memory registered now: what peers that loaded this agent's metadata may read and write.
 # TYPE xtel_memory_registered_bytes gauge
 xtel_memory_registered_bytes{agent_name="a1"} 0
 # HELP xtel_memory_registrations_total Memory registrations (and allocations) that succeeded.
@@ -153,9 +153,6 @@ xtel_memory_registrations_total{agent_name="a1"} 0
 # TYPE xtel_metrics_series_folded_total counter
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_bytes_total"} 0
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_requests_total"} 0
-xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_time_seconds_total"} 0
-xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_post_time_seconds_total"} 0
-xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_timed_total"} 0
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_duration_seconds"} 0
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_post_duration_seconds"} 0
 # HELP xtel_prometheus_ignored_events_total Events the Prometheus exporter did not fold into a family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
@@ -220,11 +217,11 @@ agent_xfer_time_us_count{agent_name="a1",hostname="h"} 5
     CHECK(
         block(text, "xtel_transfer_duration_seconds_bucket",
               "xtel_transfer_duration_seconds_count") ==
-        R"(xtel_transfer_duration_seconds_bucket{agent_name="a1",op="write",peer="unknown",le="0.00001"} 2
-xtel_transfer_duration_seconds_bucket{agent_name="a1",op="write",peer="unknown",le="0.0001"} 4
-xtel_transfer_duration_seconds_bucket{agent_name="a1",op="write",peer="unknown",le="+Inf"} 5
-xtel_transfer_duration_seconds_sum{agent_name="a1",op="write",peer="unknown"} 0.005124
-xtel_transfer_duration_seconds_count{agent_name="a1",op="write",peer="unknown"} 5
+        R"(xtel_transfer_duration_seconds_bucket{agent_name="a1",operation="write",remote_agent="unknown",le="0.00001"} 2
+xtel_transfer_duration_seconds_bucket{agent_name="a1",operation="write",remote_agent="unknown",le="0.0001"} 4
+xtel_transfer_duration_seconds_bucket{agent_name="a1",operation="write",remote_agent="unknown",le="+Inf"} 5
+xtel_transfer_duration_seconds_sum{agent_name="a1",operation="write",remote_agent="unknown"} 0.005124
+xtel_transfer_duration_seconds_count{agent_name="a1",operation="write",remote_agent="unknown"} 5
 )");
     CHECK(has_line(text, R"(agent_xfer_time_total{agent_name="a1",hostname="h"} 5124)"));
     CHECK(has_line(text, R"(agent_xfer_time{agent_name="a1",hostname="h"} 5000)"));
@@ -425,7 +422,7 @@ TEST_CASE("agents on one address share one endpoint and each family is listed on
     CHECK(text == b.exporter.scrape());
     CHECK(
         block(text, "# HELP agent_tx_bytes_total", "agent_tx_bytes_total{agent_name=\"agent_b\"") ==
-        R"(# HELP agent_tx_bytes_total Number of bytes sent by the agent
+        R"(# HELP agent_tx_bytes_total Bytes of the WRITEs this agent initiated that completed; a peer's transfers into or out of this agent's memory are counted by the peer
 # TYPE agent_tx_bytes_total counter
 agent_tx_bytes_total{agent_name="agent_a",hostname="h"} 20
 agent_tx_bytes_total{agent_name="agent_b",hostname="h"} 10
@@ -486,7 +483,7 @@ TEST_CASE("timed transfer records fill the histograms while untimed and failed o
     CHECK(has_line(text, R"(agent_xfer_post_time_us_sum{agent_name="a1",hostname="h"} 2)"));
     CHECK(has_line(
         text,
-        R"(xtel_transfer_post_duration_seconds_count{agent_name="a1",op="write",peer="unknown"} 1)"));
+        R"(xtel_transfer_post_duration_seconds_count{agent_name="a1",operation="write",remote_agent="unknown"} 1)"));
     CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 20)"));
     CHECK(has_line(text, R"(agent_tx_requests_num_total{agent_name="a1",hostname="h"} 2)"));
 }
@@ -631,7 +628,7 @@ TEST_CASE("openmetrics of no families is only the EOF line") {
     CHECK(rendered({}, exposition::text).empty());
 }
 
-TEST_CASE("openmetrics leaves out a family whose name clashes with an earlier family's") {
+TEST_CASE("openmetrics shows a counter whose family name a gauge takes as unknown, same samples") {
     family_snapshot gauge;
     gauge.spec.name = "depth";
     gauge.spec.type = metric_type::gauge;
@@ -641,10 +638,30 @@ TEST_CASE("openmetrics leaves out a family whose name clashes with an earlier fa
     CHECK(om == R"(# TYPE depth gauge
 # HELP depth 
 depth{agent_name="a1"} 0
+# TYPE depth_total unknown
+# HELP depth_total Depth.
+depth_total{agent_name="a1"} 3
 # EOF
 )");
     CHECK(rendered({snap}, exposition::text).find("depth_total{agent_name=\"a1\"} 3\n") !=
           std::string::npos);
+}
+
+TEST_CASE("openmetrics leaves out, and counts, a family of one agent whose names another's take") {
+    // Each agent's store would refuse the pair; two agents' snapshots can still hold it.
+    const auto lat = read_seconds({});
+    family_snapshot created;
+    created.spec.name = "xtel_kv_read_seconds_created";
+    created.spec.type = metric_type::gauge;
+    created.series.emplace_back();
+    const std::vector<snapshot_ptr> both{agent_snapshot("a1", {lat}),
+                                         agent_snapshot("a2", {created})};
+    std::string om;
+    CHECK(xtel::metrics::render(both, om, exposition::openmetrics) == 1);
+    CHECK(om.find("xtel_kv_read_seconds_created") == std::string::npos);
+    CHECK(om.find("# TYPE xtel_kv_read_seconds histogram") != std::string::npos);
+    std::string text;
+    CHECK(xtel::metrics::render(both, text, exposition::text) == 0);
 }
 
 TEST_CASE("openmetrics lists every agent's series of a family under one set of descriptors") {

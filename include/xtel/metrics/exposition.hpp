@@ -46,11 +46,14 @@ std::string to_valid_utf8(std::string_view in);
 /// Values, sums, exemplar values and histogram bounds are shown divided by 10^decimals.
 /// OpenMetrics only: an exemplar is shown when its label name is a valid label name and its
 /// name and value hold at most 128 characters together (the format's limit; a longer one
-/// would make the whole exposition invalid), with its timestamp unless that is 0; a family
-/// whose names (with the suffixes of its type) clash with an earlier family's in OpenMetrics
-/// (gauge `x` and counter `x_total` are both family `x` there) is left out.
-void render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
-            std::string& out,
-            exposition format = exposition::text);
+/// would make the whole exposition invalid), with its timestamp unless that is 0. Families take
+/// their OpenMetrics names by openmetrics_claims' rule (openmetrics_names.hpp): a counter whose
+/// typed names an earlier family holds (gauge `x` and counter `x_total` are both family `x`
+/// there) is shown as type unknown under its full name, its samples named as in the text
+/// format. Returns the number of families left out because none of their names was free, which
+/// a metric store never makes (it refuses such a family) but snapshots of several agents can.
+std::size_t render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
+                   std::string& out,
+                   exposition format = exposition::text);
 
 }  // namespace xtel::metrics

@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -244,7 +245,10 @@ class metric_store {
     store_options opts_;
     std::vector<family> families_;
     std::map<std::string, family_id, std::less<>> lines_;  // line name -> family using it
-    std::string key_;                                      // scratch: encoded label values
+    /// Every name an OpenMetrics body could give a family's lines (openmetrics_names.hpp): a
+    /// new family none of whose names is here cannot clash there.
+    std::set<std::string, std::less<>> openmetrics_names_;
+    std::string key_;  // scratch: encoded label values
     std::uint64_t changes_ = 0;
 };
 

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,6 +86,9 @@ class collector {
         /// an agent's family of such a name is left out, so that no file can stand in for
         /// them or add series to them.
         std::vector<std::string> reserved_families;
+        /// Globs (fnmatch) of the agents' families served; empty: all. The others are left
+        /// out of every agent's snapshot, each logged once.
+        std::vector<std::string> families;
     };
 
     /// Why a family is left out of an agent's snapshot: the values of
@@ -92,8 +96,10 @@ class collector {
     enum class left_out : std::uint8_t {
         type_conflict,  ///< a file whose name sorts first gives the family another type
         reserved_name,  ///< the program serves a family of that name itself
+        /// in OpenMetrics its names are another file's family's (openmetrics_names.hpp)
+        name_clash,
     };
-    static constexpr std::size_t left_out_count = 2;
+    static constexpr std::size_t left_out_count = 3;
     static std::string_view name_of(left_out r) noexcept;
 
     /// Whether the writer of a file is still there, as the file's state and lock tell.
@@ -229,8 +235,9 @@ class collector {
     bool read(source& s, std::uint64_t budget);
     /// The lock holders of device `dev`, read once per refresh.
     const detail::flock_holders& holders(dev_t dev);
-    /// Leaves out of the chosen files' snapshots the families an earlier file gives another
-    /// type, logging and counting each (file, family) once.
+    /// Leaves out of the chosen files' snapshots the families settings::families does not
+    /// choose, those an earlier file gives another type and those whose OpenMetrics names
+    /// clash, logging and counting each (file, family) once.
     void resolve_type_conflicts(const std::vector<std::pair<const std::string*, source*>>& chosen);
     void remember_gone(const std::string& name, const source& s);
     void release_memory() noexcept;
@@ -247,6 +254,13 @@ class collector {
     std::uint64_t seen_total_ = 0;
     std::array<std::uint64_t, refusal_count> read_errors_{};
     std::array<std::uint64_t, left_out_count> left_out_{};
+    /// Whether settings::families chooses `family`; logs, once, one that it does not.
+    bool chosen_family(std::string_view family);
+    /// Names of left-out families remembered for logging once: a bound, since files may make
+    /// any number of names.
+    static constexpr std::size_t max_logged_not_chosen = 4096;
+    /// Families settings::families leaves out, logged once each.
+    std::set<std::string, std::less<>> not_chosen_;
     /// Payload bytes of snapshots dropped since memory was last given back.
     std::uint64_t dropped_bytes_ = 0;
 };
