@@ -138,8 +138,8 @@ bool agent_metrics::apply_known(const event& e) {
                 store.add(errors_[c], e.value);
                 const auto nixl = nixl_status_of(code);
                 for (std::size_t i = 0; i < std::size(nixl_error_statuses); ++i) {
-                    if (nixl_error_statuses[i] == nixl) {
-                        store.add(nixl_errors_[i], e.value);
+                    if (nixl_error_statuses[i] == nixl && nixl_errors_[i]) {
+                        store.add(*nixl_errors_[i], e.value);
                     }
                 }
                 return true;

@@ -31,6 +31,11 @@ struct agent_metrics::family_row {
     series_ref agent_metrics::*series = nullptr;
     /// Where the family is kept, for series made later.
     family_id agent_metrics::*family = nullptr;
+    /// The NIXL set: the event it derives from, the name NIXL_TELEMETRY_ENABLED_METRICS
+    /// matches (upstream's semantics).
+    std::string_view event{};
+    /// Whether the family describes the telemetry itself, served with either set.
+    bool health = false;
 };
 
 namespace {
@@ -53,56 +58,77 @@ using enum metric_type;
 // ---- the NIXL set: upstream's names, help texts, types and units ----
 const agent_metrics::family_row agent_metrics::nixl_rows_[] = {
     {.name = "agent_tx_last_bytes",
-     .help = "Bytes sent by the last request",
+     .help = "Bytes of the last completed WRITE this agent initiated",
      .type = gauge,
-     .series = &agent_metrics::tx_last_bytes_},
+     .unit = "bytes",
+     .series = &agent_metrics::tx_last_bytes_,
+     .event = "agent_tx_bytes"},
     {.name = "agent_rx_last_bytes",
-     .help = "Bytes received by the last request",
+     .help = "Bytes of the last completed READ this agent initiated",
      .type = gauge,
-     .series = &agent_metrics::rx_last_bytes_},
+     .unit = "bytes",
+     .series = &agent_metrics::rx_last_bytes_,
+     .event = "agent_rx_bytes"},
     {.name = "agent_memory_registered_total",
-     .help = "Cumulative memory registered",
-     .series = &agent_metrics::mem_registered_total_},
+     .help = "Bytes of memory registered, summed over the agent's registrations (and allocations)",
+     .series = &agent_metrics::mem_registered_total_,
+     .event = "agent_memory_registered"},
     {.name = "agent_memory_registered_last_bytes",
-     .help = "Memory registered by the last operation",
+     .help = "Bytes of memory the last registration registered",
      .type = gauge,
-     .series = &agent_metrics::mem_registered_last_},
+     .unit = "bytes",
+     .series = &agent_metrics::mem_registered_last_,
+     .event = "agent_memory_registered"},
     {.name = "agent_memory_deregistered_total",
-     .help = "Cumulative memory deregistered",
-     .series = &agent_metrics::mem_deregistered_total_},
+     .help = "Bytes of memory deregistered, summed over the agent's deregistrations",
+     .series = &agent_metrics::mem_deregistered_total_,
+     .event = "agent_memory_deregistered"},
     {.name = "agent_memory_deregistered_last_bytes",
-     .help = "Memory deregistered by the last operation",
+     .help = "Bytes of memory the last deregistration deregistered",
      .type = gauge,
-     .series = &agent_metrics::mem_deregistered_last_},
+     .unit = "bytes",
+     .series = &agent_metrics::mem_deregistered_last_,
+     .event = "agent_memory_deregistered"},
     {.name = "agent_xfer_time_total",
-     .help = "Cumulative sum of transfer time from start to completion",
-     .series = &agent_metrics::xfer_time_total_},
+     .help = "Microseconds from post to completion, summed over the timed transfers this agent "
+             "initiated",
+     .series = &agent_metrics::xfer_time_total_,
+     .event = "agent_xfer_time"},
     {.name = "agent_xfer_time",
-     .help = "Transfer time of the last request",
+     .help = "Microseconds from post to completion of the last timed transfer this agent initiated",
      .type = gauge,
-     .series = &agent_metrics::xfer_time_last_},
+     .series = &agent_metrics::xfer_time_last_,
+     .event = "agent_xfer_time"},
     {.name = "agent_xfer_time_us",
-     .help = "Distribution of transfer time from start to completion, in microseconds",
+     .help = "Microseconds from post to completion of the timed transfers this agent initiated",
      .type = histogram,
+     .unit = "us",
      .latency = true,
-     .series = &agent_metrics::xfer_time_us_},
+     .series = &agent_metrics::xfer_time_us_,
+     .event = "agent_xfer_time"},
     {.name = "agent_xfer_post_time_total",
-     .help = "Cumulative sum of time from start to posting to the back-end",
-     .series = &agent_metrics::post_time_total_},
+     .help = "Microseconds spent in the post call, summed over the timed transfers this agent "
+             "initiated",
+     .series = &agent_metrics::post_time_total_,
+     .event = "agent_xfer_post_time"},
     {.name = "agent_xfer_post_time",
-     .help = "Post time of the last request",
+     .help = "Microseconds spent in the post call of the last timed transfer this agent initiated",
      .type = gauge,
-     .series = &agent_metrics::post_time_last_},
+     .series = &agent_metrics::post_time_last_,
+     .event = "agent_xfer_post_time"},
     {.name = "agent_xfer_post_time_us",
-     .help = "Distribution of time from start to posting to the back-end, in microseconds",
+     .help = "Microseconds spent in the post call of the timed transfers this agent initiated",
      .type = histogram,
+     .unit = "us",
      .latency = true,
-     .series = &agent_metrics::post_time_us_},
+     .series = &agent_metrics::post_time_us_,
+     .event = "agent_xfer_post_time"},
     {.name = "agent_telemetry_events_dropped_total",
-     .help = "Cumulative telemetry events dropped at the producer-side staging queue",
-     .series = &agent_metrics::nixl_dropped_},
+     .help = "Telemetry records dropped because the recording thread's staging ring was full",
+     .series = &agent_metrics::nixl_dropped_,
+     .event = "agent_telemetry_events_dropped"},
     {.name = "agent_errors_total",
-     .help = "Cumulative error count by status",
+     .help = "Operations the agent answered with an error, by upstream NIXL's status",
      .labels = {"status"},
      .family = &agent_metrics::nixl_errors_family_},
 };
@@ -112,18 +138,22 @@ const agent_metrics::family_row agent_metrics::nixl_rows_[] = {
 // same bounds as NIXL's.
 const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
     {.name = "xtel_transfer_duration_seconds",
-     .help = "Seconds from a transfer's post to its completion, of the transfers timed, by "
-             "operation and peer; exemplars name a recent transfer's request id.",
+     .help = "Seconds from the post of a transfer this agent initiated to the poll that saw it "
+             "complete (its post duration when it completed inside the post), of the transfers "
+             "timed, by operation and remote agent; exemplars name a recent transfer's request "
+             "id.",
      .type = histogram,
-     .labels = {"op", "peer"},
+     .labels = {"operation", "remote_agent"},
      .unit = "seconds",
      .decimals = 6,
      .latency = true,
      .family = &agent_metrics::duration_},
     {.name = "xtel_transfer_post_duration_seconds",
-     .help = "Seconds spent in the post call of the transfers timed, by operation and peer.",
+     .help = "Seconds spent in the post call of the timed transfers this agent initiated, by "
+             "operation and remote agent; a transfer that completes inside it spends its whole "
+             "duration there.",
      .type = histogram,
-     .labels = {"op", "peer"},
+     .labels = {"operation", "remote_agent"},
      .unit = "seconds",
      .decimals = 6,
      .latency = true,
@@ -135,7 +165,8 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .fixed_labels = true,
      .family = &agent_metrics::errors_family_},
     {.name = "xtel_memory_registered_bytes",
-     .help = "Bytes of memory registered now.",
+     .help = "Bytes of memory registered now: what peers that loaded this agent's metadata may "
+             "read and write.",
      .type = gauge,
      .unit = "bytes",
      .series = &agent_metrics::mem_bytes_},
@@ -147,7 +178,8 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
              "counts as one.",
      .series = &agent_metrics::deregistrations_},
     {.name = "xtel_connections",
-     .help = "Remote agents loaded and usable now.",
+     .help = "Remote agents whose metadata this agent loaded, usable now; peers that reach this "
+             "agent without its loading theirs are not known to it.",
      .type = gauge,
      .series = &agent_metrics::connections_},
     {.name = "xtel_connections_opened_total",
@@ -170,28 +202,33 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .series = &agent_metrics::dropped_},
     {.name = "xtel_telemetry_export_errors_total",
      .help = "Exporter calls that threw; the exporter goes on with the next batch.",
-     .series = &agent_metrics::export_errors_},
+     .series = &agent_metrics::export_errors_,
+     .health = true},
     {.name = "xtel_prometheus_ignored_events_total",
      .help = ignored_help,
-     .series = &agent_metrics::ignored_},
+     .series = &agent_metrics::ignored_,
+     .health = true},
     {.name = "xtel_exporter_up",
      .help = "1 while the agent's exporter works, 0 once it turned itself off (a port it "
              "could not bind, a plugin that failed).",
      .type = gauge,
      .labels = {"exporter"},
      .fixed_labels = true,
-     .family = &agent_metrics::exporter_up_},
+     .family = &agent_metrics::exporter_up_,
+     .health = true},
     {.name = "xtel_exporter_events_lost_total",
      .help = "Events an exporter was handed and could not keep.",
      .labels = {"exporter"},
      .fixed_labels = true,
-     .family = &agent_metrics::exporter_lost_},
+     .family = &agent_metrics::exporter_lost_,
+     .health = true},
     {.name = "xtel_build_info",
      .help = "1: the xtel and UCX versions this agent runs.",
      .type = gauge,
      .labels = {"version", "ucx_version"},
      .fixed_labels = true,
-     .family = &agent_metrics::build_family_},
+     .family = &agent_metrics::build_family_,
+     .health = true},
     // A node file's readers add the writer's pid themselves: the node exporter's encoding
     // leaves this label out (node_exporter.cpp).
     {.name = "xtel_agent_info",
@@ -199,33 +236,46 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .type = gauge,
      .labels = {"backend", "pid"},
      .fixed_labels = true,
-     .family = &agent_metrics::info_family_},
+     .family = &agent_metrics::info_family_,
+     .health = true},
     // Set from the agent_start event (agent_events.cpp); no series before it.
     {.name = "xtel_agent_start_time_seconds",
      .help = "When the agent started, in seconds since the epoch: a change is a restart.",
      .type = gauge,
-     .decimals = 6},
+     .unit = "seconds",
+     .decimals = 6,
+     .health = true},
 };
 
 void agent_metrics::add_nixl_set(const std::vector<double>& bounds) {
     // Every family of the set is labelled by the one host name (fixed labels).
     constexpr std::string_view set_labels[] = {"hostname"};
     const std::string_view host = hostname_;
-    add_family_set(nixl_rows_, set_labels, std::span(&host, 1), true, bounds);
+    add_family_set(nixl_rows_, family_group::nixl, set_labels, std::span(&host, 1), true, bounds);
     // The legacy builder's counters are NIXL's too: at 0 from the start, as NIXL shows them.
     auto& store = processor_->store();
     for (const auto& c : legacy_counters) {
+        std::string_view event = c.name;
+        event.remove_suffix(std::string_view("_total").size());
+        origins_.insert_or_assign(std::string(c.name), family_origin{family_group::nixl, event});
         if (const auto id = store.id_of(c.name)) {
             store.add(*id, {host}, 0);
         }
     }
+    // agent_err_<status> selects that status's series (upstream's semantics).
+    origins_.insert_or_assign("agent_errors_total",
+                              family_origin{family_group::nixl, any_nixl_error});
     for (const std::string_view status : nixl_error_statuses) {
-        nixl_errors_.push_back(store.series_of(nixl_errors_family_, {host, status}));
+        if (allowed({}, fmt::format("agent_err_{}", status))) {
+            nixl_errors_.emplace_back(store.series_of(nixl_errors_family_, {host, status}));
+        } else {
+            nixl_errors_.emplace_back();
+        }
     }
 }
 
 void agent_metrics::add_xtel_set(const std::vector<double>& bounds) {
-    add_family_set(xtel_rows_, {}, {}, false, bounds);
+    add_family_set(xtel_rows_, family_group::xtel, {}, {}, false, bounds);
     auto& store = processor_->store();
     errors_.resize(status_code_count);
     for (std::size_t c = static_cast<std::size_t>(status_code::in_progress) + 1;
@@ -234,14 +284,20 @@ void agent_metrics::add_xtel_set(const std::vector<double>& bounds) {
     }
     store.set(build_family_, {version(), ucx_version_text()}, 1);
     store.set(info_family_, {"ucx", fmt::format_int(::getpid()).str()}, 1);
+    origins_.insert_or_assign(std::string(metric_store::folded_family),
+                              family_origin{family_group::health, {}});
 }
 
 void agent_metrics::add_family_set(std::span<const family_row> rows,
+                                   family_group group,
                                    std::span<const std::string_view> set_labels,
                                    std::span<const std::string_view> set_values,
                                    bool fixed_labels,
                                    const std::vector<double>& bounds) {
     for (const family_row& row : rows) {
+        origins_.insert_or_assign(
+            std::string(row.name),
+            family_origin{row.health ? family_group::health : group, row.event});
         family_spec spec;
         spec.name = row.name;
         spec.help = row.help;

@@ -3,10 +3,13 @@
 #include "xtel/metrics/agent_metrics.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
+#include "core/log.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
@@ -55,19 +58,99 @@ agent_metrics::agent_metrics(const exporter_context& ctx)
 agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_settings& settings)
     : agent_name_(std::move(agent_name)),
       hostname_(settings.hostname),
-      labels_(agent_labels(agent_name_, settings.rank)) {
+      labels_(agent_labels(agent_name_, settings.rank)),
+      sets_(settings.sets),
+      enabled_(settings.enabled_metrics) {
     metrics::processor_options opts;
     opts.max_series = settings.max_series;
     for (const metrics::label& l : labels_) {
         opts.reserved_labels.push_back(l.name);
     }
     opts.check = [this](const family_spec& spec) { reserve_name(spec); };
-    opts.builders = settings.builders;
+    opts.builders = settings.builders.value_or(agent_metrics_settings::default_builders(sets_));
     processor_ = std::make_unique<transfer_processor>(metrics::context{agent_name_, hostname_},
                                                       metrics::default_attributes(), opts);
     add_nixl_set(settings.buckets);
     add_xtel_set(settings.buckets);
+    report_unmatched_allowlist();
     publish();
+}
+
+bool agent_metrics::matches(const std::string& glob,
+                            std::string_view name,
+                            std::string_view event) {
+    if (!name.empty() && glob_matches(glob, name)) {
+        return true;
+    }
+    if (event == any_nixl_error) {  // agent_errors_total: any of its statuses
+        return std::any_of(std::begin(nixl_error_statuses), std::end(nixl_error_statuses),
+                           [&](std::string_view status) {
+                               return glob_matches(glob, fmt::format("agent_err_{}", status));
+                           });
+    }
+    return !event.empty() && glob_matches(glob, event);
+}
+
+bool agent_metrics::allowed(std::string_view name, std::string_view event) const {
+    return enabled_.empty() ||
+           std::any_of(enabled_.begin(), enabled_.end(),
+                       [&](const std::string& glob) { return matches(glob, name, event); });
+}
+
+bool agent_metrics::serves(std::string_view name) const {
+    family_origin origin;
+    if (const auto it = origins_.find(name); it != origins_.end()) {
+        origin = it->second;
+    }
+    switch (origin.group) {
+        case family_group::nixl:
+            if (!has(sets_, family_sets::nixl)) {
+                return false;
+            }
+            break;
+        case family_group::xtel:
+            if (!has(sets_, family_sets::xtel)) {
+                return false;
+            }
+            break;
+        case family_group::health:
+        case family_group::other:
+            break;
+    }
+    return allowed(name, origin.event);
+}
+
+void agent_metrics::report_unmatched_allowlist() const {
+    const auto families = processor_->store().families();
+    for (const std::string& glob : enabled_) {
+        bool served = false;
+        bool unserved_set = false;
+        for (const auto& f : families) {
+            const std::string_view name = f.spec().name;
+            const auto it = origins_.find(name);
+            const std::string_view event = it == origins_.end() ? "" : it->second.event;
+            if (matches(glob, name, event)) {
+                (serves(name) ? served : unserved_set) = true;
+            }
+        }
+        if (served) {
+            continue;
+        }
+        if (unserved_set) {
+            xtel::detail::log(log_level::warning,
+                              "{}='{}' (agent '{}'): '{}' names only metrics of a family set "
+                              "NIXL_TELEMETRY_METRIC_SET={} does not serve; set "
+                              "NIXL_TELEMETRY_METRIC_SET to {} to serve them",
+                              env::enabled_metrics, fmt::join(enabled_, ","), agent_name_, glob,
+                              to_string(sets_),
+                              sets_ == family_sets::xtel ? "nixl or both" : "xtel or both");
+        } else {
+            xtel::detail::log(log_level::warning,
+                              "{}='{}' (agent '{}'): '{}' matches no metric this agent serves; "
+                              "it is ignored (docs/metrics.md lists the names)",
+                              env::enabled_metrics, fmt::join(enabled_, ","), agent_name_, glob);
+        }
+    }
 }
 
 metrics::family_id agent_metrics::add_own(family_spec spec) {
@@ -188,8 +271,13 @@ void agent_metrics::publish() {
     if (published_once_ && store.changes() == published_changes_) {
         return;
     }
+    // Families appear as builders and events make them; each is judged once.
+    const auto families = store.families();
+    for (std::size_t id = served_.size(); id < families.size(); ++id) {
+        served_.push_back(serves(families[id].spec().name));
+    }
     std::shared_ptr<const metrics::snapshot> next =
-        std::make_shared<const metrics::snapshot>(metrics::take_snapshot(store, labels_));
+        std::make_shared<const metrics::snapshot>(metrics::take_snapshot(store, labels_, &served_));
     {
         const std::lock_guard published_lock(published_mutex_);
         published_.swap(next);

@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include <limits.h>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -24,7 +26,26 @@ std::string this_host_name() {
     return buf;
 }
 
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+/// Whether one of `globs` names a metric of the NIXL set.
+bool names_nixl_metric(const std::vector<std::string>& globs) {
+    return std::any_of(globs.begin(), globs.end(), [](const std::string& g) {
+        return std::any_of(std::begin(nixl_metric_names), std::end(nixl_metric_names),
+                           [&](std::string_view n) { return glob_matches(g, n); });
+    });
+}
+
 }  // namespace
+
+bool glob_matches(std::string_view pattern, std::string_view name) {
+    return ::fnmatch(std::string(pattern).c_str(), std::string(name).c_str(), 0) == 0;
+}
 
 std::vector<double> agent_metrics_settings::default_buckets() {
     return {10,    25,    50,    100,    250,    500,    1000,    2500,    5000,
@@ -56,8 +77,67 @@ std::vector<double> agent_metrics_settings::parse_buckets(std::string_view var,
     return out;
 }
 
-std::vector<std::string> agent_metrics_settings::default_builders() {
-    return {std::begin(known_builders), std::end(known_builders)};
+std::string_view to_string(family_sets s) noexcept {
+    switch (s) {
+        case family_sets::xtel:
+            return "xtel";
+        case family_sets::nixl:
+            return "nixl";
+        case family_sets::both:
+            return "both";
+    }
+    return "xtel";
+}
+
+std::vector<std::string> agent_metrics_settings::default_builders(family_sets s) {
+    std::vector<std::string> out;
+    if (has(s, family_sets::nixl)) {
+        out.emplace_back("legacy");
+    }
+    if (has(s, family_sets::xtel)) {
+        out.emplace_back("comprehensive");
+    }
+    return out;
+}
+
+family_sets agent_metrics_settings::parse_sets(std::string_view var, std::string_view value) {
+    for (const family_sets s : {family_sets::xtel, family_sets::nixl, family_sets::both}) {
+        if (iequals(parse::trim(value), to_string(s))) {
+            return s;
+        }
+    }
+    parse::fail(var, value,
+                "expected xtel (xtel's families: base units, operation and remote_agent labels), "
+                "nixl (upstream NIXL's names) or both");
+}
+
+std::vector<std::string> agent_metrics_settings::parse_enabled_metrics(std::string_view var,
+                                                                       std::string_view value) {
+    std::vector<std::string> out;
+    std::string_view rest = value;
+    while (true) {
+        const auto comma = rest.find(',');
+        const std::string_view item = parse::trim(rest.substr(0, comma));
+        if (!item.empty()) {
+            const bool valid = std::all_of(item.begin(), item.end(), [](char c) {
+                return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == ':' || c == '*' || c == '?' || c == '[' || c == ']' ||
+                       c == '!' || c == '-';
+            });
+            if (!valid) {
+                parse::fail(var, value,
+                            "expected metric names or globs of them (letters, digits, _, :, and "
+                            "*, ?, [...]) separated by commas, for example "
+                            "agent_tx_bytes,agent_err_*");
+            }
+            out.emplace_back(item);
+        }
+        if (comma == std::string_view::npos) {
+            break;
+        }
+        rest.remove_prefix(comma + 1);
+    }
+    return out;
 }
 
 std::vector<std::string> agent_metrics_settings::parse_builders(std::string_view var,
@@ -83,10 +163,19 @@ std::vector<std::string> agent_metrics_settings::parse_builders(std::string_view
 agent_metrics_settings agent_metrics_settings::from_env(const env_lookup& lookup) {
     agent_metrics_settings s;
     s.hostname = this_host_name();
-    if (const auto v = lookup(env::histogram_buckets_us)) {
+    // Upstream: an empty value is the defaults.
+    if (const auto v = lookup(env::histogram_buckets_us); v && !parse::trim(*v).empty()) {
         s.buckets = parse_buckets(env::histogram_buckets_us, *v);
     } else if (const auto v = lookup(env::prometheus_buckets)) {
         s.buckets = parse_buckets(env::prometheus_buckets, *v);
+    }
+    if (const auto v = lookup(env::enabled_metrics)) {
+        s.enabled_metrics = parse_enabled_metrics(env::enabled_metrics, *v);
+    }
+    if (const auto v = lookup(env::metric_set)) {
+        s.sets = parse_sets(env::metric_set, *v);
+    } else if (names_nixl_metric(s.enabled_metrics)) {
+        s.sets = family_sets::both;
     }
     if (const auto v = lookup(env::prometheus_builders)) {
         s.builders = parse_builders(env::prometheus_builders, *v);

@@ -59,6 +59,7 @@ inline prom_it::spawn_options demo_options(
                    "--block", std::to_string(block), "--initiator-name", name, "--target-name",
                    name + "_target", "--linger", std::to_string(linger_s)});
     o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_METRIC_SET", "both"},
              {"NIXL_TELEMETRY_EXPORTER", "node"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.string()},
              {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};

@@ -271,6 +271,7 @@ inline child_process start_workload(const workload& w) {
     spawn_options o;
     o.argv = w.argv;
     o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_METRIC_SET", "both"},
              {"NIXL_TELEMETRY_EXPORTER", "prometheus"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", "127.0.0.1:0"},
              {"NIXL_TELEMETRY_RUN_INTERVAL", "50"},

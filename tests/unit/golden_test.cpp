@@ -129,6 +129,7 @@ std::vector<std::byte> node_payload() {
     s.directory = dir.path();
     xtel::metrics::agent_metrics_settings model;
     model.hostname = "h";
+    model.sets = xtel::metrics::family_sets::both;  // the goldens hold every family
     model.buckets = {10, 100, 1000, 100000};
     {
         xtel::node_exporter e({cfg, "golden"}, s, model);

@@ -181,6 +181,7 @@ TEST_CASE("time series show seconds, summed exactly from microseconds") {
 
 TEST_CASE("legacy counters come from transfer records only, so totals are exact, not doubled") {
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env sets(xtel::env::metric_set, "both");
     xtel::config cfg;
     cfg.enabled = true;
     cfg.exporters = {"prometheus"};
@@ -297,7 +298,12 @@ TEST_CASE("a run-time builder may not take a name or a label the exporter uses")
 TEST_CASE("the Prometheus builders and series limit are read from their variables") {
     using xtel::metrics::agent_metrics_settings;
     const auto defaults = agent_metrics_settings::from_env(xtel_test::env_table({}));
-    CHECK(defaults.builders == std::vector<std::string>{"legacy", "comprehensive", "time"});
+    // Unset: those of the family sets served (the xtel set's comprehensive by default).
+    CHECK_FALSE(defaults.builders.has_value());
+    CHECK(agent_metrics_settings::default_builders(defaults.sets) ==
+          std::vector<std::string>{"comprehensive"});
+    CHECK(agent_metrics_settings::default_builders(xtel::metrics::family_sets::both) ==
+          std::vector<std::string>{"legacy", "comprehensive"});
     CHECK(defaults.max_series == 1000);
     const auto s = agent_metrics_settings::from_env(
         xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", " time , legacy"},
@@ -306,7 +312,7 @@ TEST_CASE("the Prometheus builders and series limit are read from their variable
     CHECK(s.max_series == 25);
     CHECK(agent_metrics_settings::from_env(
               xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_BUILDERS", "none"}}))
-              .builders.empty());
+              .builders->empty());
 }
 
 TEST_CASE("a malformed builder list is a config_error naming the variable, value and names") {
@@ -341,6 +347,7 @@ TEST_CASE(
     "a builder added while the flusher runs sees the transfers after it, and totals stay exact",
     "[concurrency]") {
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env sets(xtel::env::metric_set, "both");
     xtel::config cfg;
     cfg.enabled = true;
     cfg.exporters = {"prometheus"};

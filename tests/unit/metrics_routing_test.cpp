@@ -134,6 +134,7 @@ TEST_CASE("when no exporter takes records, none are built and every event is han
 
 TEST_CASE("agent_xfer_time counts the timed transfers once, beside an event exporter") {
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env sets(xtel::env::metric_set, "both");
     reset<event_only>();
     xtel::telemetry<event_only, xtel::prometheus_exporter> t(enabled(), "timed", manual);
     for (int round = 0; round < 3; ++round) {

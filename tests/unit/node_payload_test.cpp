@@ -38,6 +38,7 @@ agent_metrics_settings settings(std::vector<double> buckets,
                                 xtel::process_rank rank = {}) {
     agent_metrics_settings s;
     s.hostname = "host";
+    s.sets = xtel::metrics::family_sets::both;
     s.buckets = std::move(buckets);
     s.builders = std::move(builders);
     s.max_series = 100;

@@ -40,6 +40,9 @@ struct exporter_under_test {
         xtel::metrics::agent_metrics_settings s;
         s.buckets = std::move(buckets);
         s.hostname = "h";
+        // Both sets, so that one exporter shows every family these tests check (the default,
+        // the xtel set alone, is metric_surface_test's).
+        s.sets = xtel::metrics::family_sets::both;
         return s;
     }
 

@@ -293,6 +293,7 @@ TEST_CASE("a fixed port is free again as soon as the last exporter on it goes", 
 }
 
 TEST_CASE("recording loses nothing while scrapes run at the same time", "[http][concurrency]") {
+    const xtel_test::scoped_env sets(xtel::env::metric_set, "both");
     auto cfg = prometheus_config("127.0.0.1:0");
     cfg.run_interval = std::chrono::milliseconds(5);
     xtel::prometheus_telemetry t(cfg, "busy_scraped", {.staging_capacity = 1 << 16});
@@ -341,6 +342,7 @@ TEST_CASE(
     "[http]") {
     const xtel_test::temp_dir dir;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env sets(xtel::env::metric_set, "both");
     xtel::config cfg;
     cfg.enabled = true;
     cfg.exporters = {"buffer", "prometheus"};

@@ -128,6 +128,7 @@ TEST_CASE("with prometheus and node named, /metrics and the node file serve one 
           "[node_file]") {
     const xtel_test::temp_dir dir;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env sets(xtel::env::metric_set, "both");
     const auto cfg = xtel_test::enabled_config({"prometheus", "node"}, dir.path().string());
     xtel::telemetry<xtel::prometheus_exporter, xtel::node_exporter> t(cfg, "both", manual);
     std::atomic<std::uint64_t> seen{0};

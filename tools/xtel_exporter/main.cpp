@@ -81,7 +81,8 @@ int serve(const options& o,
                        .allowed_uids = o.allowed_uids,
                        .max_file_bytes = o.max_file_bytes,
                        .max_series = o.max_series,
-                       .reserved_families = {}},
+                       .reserved_families = {},
+                       .families = o.metrics},
                       push.health());
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding", [&node](const http::request_head& head) {

@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include "xtel/metrics/agent_metrics_settings.hpp"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -20,7 +22,7 @@ constexpr std::string_view usage_text =
     "                      [--otlp-protocol P] [--otlp-temporality T] [--otlp-compression C]\n"
     "                      [--otlp-interval SECONDS] [--otlp-header NAME=VALUE]...]\n"
     "                     [--user NAME] [--allow-uid UID|NAME[,...]]...\n"
-    "                     [--max-file-bytes BYTES] [--max-series N]\n"
+    "                     [--max-file-bytes BYTES] [--max-series N] [--metrics GLOB[,...]]...\n"
     "\n"
     "Serves on one /metrics the metrics every agent of this node publishes into\n"
     "DIR/<agent name>.metrics (NIXL_TELEMETRY_EXPORTER=node), and its own health. Each series\n"
@@ -43,6 +45,11 @@ constexpr std::string_view usage_text =
     "  --max-series N        time series served for the whole node at most (default\n"
     "                        100000); a file that would pass it is refused whole, files\n"
     "                        taken in name order\n"
+    "  --metrics GLOB[,...]  serve only the agents' families whose names one of the globs\n"
+    "                        matches (*, ?, [...]; repeatable), e.g. 'xtel_transfer_*,\n"
+    "                        xtel_errors_total'; the agents' own choice\n"
+    "                        (NIXL_TELEMETRY_METRIC_SET, _ENABLED_METRICS) is narrowed,\n"
+    "                        never widened. xtel-exporter's own families are always served\n"
     "  --remote-write URL    also push the same series to a Prometheus remote-write receiver\n"
     "                        (e.g. http://prometheus:9090/api/v1/write), retrying while it is\n"
     "                        down; xtel_exporter_remote_write_* count how it goes"
@@ -92,7 +99,8 @@ constexpr std::string_view option_names[] = {"--dir",
                                              "--user",
                                              "--allow-uid",
                                              "--max-file-bytes",
-                                             "--max-series"};
+                                             "--max-series",
+                                             "--metrics"};
 
 /// A Prometheus label name a push may add: [a-zA-Z_][a-zA-Z0-9_]*, not reserved (__*) and not
 /// one the series' form gives (le).
@@ -209,6 +217,12 @@ void set(options& o, std::string_view arg, std::string_view value) {
                       "optional K, M or G (1024, 1024^2, 1024^3)");
     } else if (arg == "--max-series") {
         o.max_series = parse::unsigned_integer("--max-series", value, 1, 100'000'000);
+    } else if (arg == "--metrics") {
+        auto globs = metrics::agent_metrics_settings::parse_enabled_metrics("--metrics", value);
+        if (globs.empty()) {
+            parse::fail("--metrics", value, "expected at least one metric name or glob");
+        }
+        o.metrics.insert(o.metrics.end(), globs.begin(), globs.end());
     } else {
         if (value.empty()) {
             parse::fail("--user", value, "expected the name of an account");
@@ -242,7 +256,8 @@ options parse_options(int argc, char** argv) {
                             "--remote-write, --remote-write-interval, --remote-write-label, "
                             "--otlp-endpoint, --otlp-protocol, --otlp-temporality, "
                             "--otlp-compression, --otlp-interval, --otlp-header, "
-                            "--user, --allow-uid, --max-file-bytes, --max-series or --help",
+                            "--user, --allow-uid, --max-file-bytes, --max-series, --metrics or "
+                            "--help",
                             arg));
         }
         if (!has_value) {

@@ -48,6 +48,8 @@ struct options {
     std::vector<uid_t> allowed_uids;
     std::uint64_t max_file_bytes = node::collector::default_max_file_bytes;
     std::uint64_t max_series = node::collector::default_max_series;
+    /// --metrics: globs of the agents' families served; empty: all of them.
+    std::vector<std::string> metrics;
     bool help = false;
 };
 

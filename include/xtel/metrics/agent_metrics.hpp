@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -91,6 +92,13 @@ class agent_metrics {
     static constexpr std::uint32_t rejected = UINT32_MAX;
     /// One of this agent's own families, as its set's table names it (agent_families.cpp).
     struct family_row;
+    /// What a family of the model is: of a set, about the telemetry itself, or anything else
+    /// (a builder's, a user's event).
+    enum class family_group : std::uint8_t { nixl, xtel, health, other };
+    struct family_origin {
+        family_group group = family_group::other;
+        std::string_view event;  ///< the NIXL event it derives from, if any
+    };
     /// The tables of the NIXL set and the xtel set, a row per family.
     static const family_row nixl_rows_[];
     static const family_row xtel_rows_[];
@@ -102,10 +110,23 @@ class agent_metrics {
     /// Adds the families of `rows`, each labelled by `set_labels` before its own, and, where a
     /// row names a member, keeps the family or its series of `set_values` (made now, at 0).
     void add_family_set(std::span<const family_row> rows,
+                        family_group group,
                         std::span<const std::string_view> set_labels,
                         std::span<const std::string_view> set_values,
                         bool fixed_labels,
                         const std::vector<double>& bounds);
+
+    /// Whether the family is served: of a set chosen (or of none), and allowed by the
+    /// allowlist.
+    bool serves(std::string_view name) const;
+    bool allowed(std::string_view name, std::string_view event) const;
+    /// The event of agent_errors_total: an allowlist item matches it when it matches one of
+    /// agent_err_<status>.
+    static constexpr std::string_view any_nixl_error = "agent_err_*";
+    /// Whether `glob` matches the family `name` or the NIXL event it derives from.
+    static bool matches(const std::string& glob, std::string_view name, std::string_view event);
+    /// Logs, once, each allowlist item that matches none of the families served.
+    void report_unmatched_allowlist() const;
 
     void apply_one(const event& e);
     /// Handles an event of a name this agent knows; false when the name is not one.
@@ -137,7 +158,8 @@ class agent_metrics {
     series_ref mem_registered_last_, mem_deregistered_last_;
     series_ref nixl_dropped_;
     family_id nixl_errors_family_ = 0;
-    std::vector<series_ref> nixl_errors_;  // by nixl_error_statuses index
+    /// By nixl_error_statuses index; none for a status the allowlist leaves out.
+    std::vector<std::optional<series_ref>> nixl_errors_;
     // The xtel set.
     family_id duration_ = 0, post_duration_ = 0;  // {op, peer} histograms, seconds
     family_id errors_family_ = 0;
@@ -155,6 +177,10 @@ class agent_metrics {
     std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index
     /// Every line name (name, name_sum...) of this agent's own families.
     std::set<std::string, std::less<>> own_lines_;
+    const family_sets sets_;
+    const std::vector<std::string> enabled_;
+    std::map<std::string, family_origin, std::less<>> origins_;  ///< of the model's own families
+    std::vector<bool> served_;  ///< by family id, filled as families appear
     std::uint64_t published_changes_ = 0;
     bool published_once_ = false;
 

@@ -5,6 +5,8 @@
 /// same variables; their names are NIXL's.
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,9 +28,52 @@ inline constexpr const char* prometheus_buckets = "NIXL_TELEMETRY_PROMETHEUS_BUC
 inline constexpr const char* prometheus_builders = "NIXL_TELEMETRY_PROMETHEUS_BUILDERS";
 /// Series per family before new label sets fold into the family's "other" series.
 inline constexpr const char* prometheus_max_series = "NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES";
+/// Which family sets the agent serves: xtel (the default), nixl or both (docs/metrics.md).
+inline constexpr const char* metric_set = "NIXL_TELEMETRY_METRIC_SET";
+/// Upstream NIXL's allowlist: comma-separated globs of the metrics served; unset or empty
+/// serves every family of the sets chosen.
+inline constexpr const char* enabled_metrics = "NIXL_TELEMETRY_ENABLED_METRICS";
 }  // namespace env
 
 namespace metrics {
+
+/// The family sets an agent can serve (docs/metrics.md): upstream NIXL's names, xtel's, or both.
+/// Either set comes with the families that describe the telemetry itself (xtel_build_info,
+/// xtel_exporter_up...).
+enum class family_sets : std::uint8_t { xtel = 1, nixl = 2, both = 3 };
+std::string_view to_string(family_sets s) noexcept;
+constexpr bool has(family_sets s, family_sets one) noexcept {
+    return (static_cast<unsigned>(s) & static_cast<unsigned>(one)) != 0;
+}
+
+/// Upstream NIXL's metric names as NIXL_TELEMETRY_ENABLED_METRICS matches them: the events the
+/// NIXL set's families derive from, and one agent_err_<status> per agent_errors_total status.
+inline constexpr std::string_view nixl_metric_names[] = {
+    "agent_tx_bytes",
+    "agent_rx_bytes",
+    "agent_tx_requests_num",
+    "agent_rx_requests_num",
+    "agent_memory_registered",
+    "agent_memory_deregistered",
+    "agent_xfer_time",
+    "agent_xfer_post_time",
+    "agent_telemetry_events_dropped",
+    "agent_err_not_posted",
+    "agent_err_invalid_param",
+    "agent_err_backend",
+    "agent_err_not_found",
+    "agent_err_mismatch",
+    "agent_err_not_allowed",
+    "agent_err_repost_active",
+    "agent_err_unknown",
+    "agent_err_not_supported",
+    "agent_err_remote_disconnect",
+    "agent_err_canceled",
+    "agent_err_no_telemetry",
+};
+
+/// Whether the glob `pattern` (`*`, `?`, `[...]`, as POSIX fnmatch) matches all of `name`.
+bool glob_matches(std::string_view pattern, std::string_view name);
 
 /// Everything an agent's metric model is configured with.
 struct agent_metrics_settings {
@@ -40,8 +85,9 @@ struct agent_metrics_settings {
     static constexpr std::size_t max_dynamic_families = 16384;
     /// The builders the model has, by the names NIXL_TELEMETRY_PROMETHEUS_BUILDERS takes.
     static constexpr std::string_view known_builders[] = {"legacy", "comprehensive", "time"};
-    /// legacy, comprehensive and time.
-    static std::vector<std::string> default_builders();
+    /// The builders of the sets `s` serves: legacy for nixl, comprehensive for xtel. `time`
+    /// only when named: the latency histograms' _sum and _count say what it would.
+    static std::vector<std::string> default_builders(family_sets s = family_sets::xtel);
     static constexpr std::size_t default_max_series = 1000;
     static constexpr std::size_t max_max_series = 1000000;
 
@@ -50,8 +96,16 @@ struct agent_metrics_settings {
     std::vector<double> buckets = default_buckets();
     /// The hostname label; this machine's name by default.
     std::string hostname;
-    /// The builders that make transfer series (a subset of known_builders; all by default).
-    std::vector<std::string> builders = default_builders();
+    /// The family sets served (NIXL_TELEMETRY_METRIC_SET; xtel by default).
+    family_sets sets = family_sets::xtel;
+    /// Globs of the metrics served (NIXL_TELEMETRY_ENABLED_METRICS): a family is served when
+    /// one matches its name or, in the NIXL set, the name of the event it derives from
+    /// (agent_xfer_time: agent_xfer_time_total, agent_xfer_time and agent_xfer_time_us;
+    /// agent_err_backend: agent_errors_total{status="backend"}). Empty: every family.
+    std::vector<std::string> enabled_metrics;
+    /// The builders that make transfer series (a subset of known_builders); unset, those of
+    /// `sets` (default_builders).
+    std::optional<std::vector<std::string>> builders;
     /// Series per family of the builders before new label sets fold into "other".
     std::size_t max_series = default_max_series;
     /// The process's rank (RANK, LOCAL_RANK and the like): the rank and local_rank labels of
@@ -59,7 +113,10 @@ struct agent_metrics_settings {
     process_rank rank;
 
     /// Reads NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US (else NIXL_TELEMETRY_PROMETHEUS_BUCKETS),
-    /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS and NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES, each once;
+    /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS, NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES,
+    /// NIXL_TELEMETRY_METRIC_SET and NIXL_TELEMETRY_ENABLED_METRICS, each once. Unset
+    /// NIXL_TELEMETRY_METRIC_SET is xtel, unless the allowlist names a metric of the NIXL set
+    /// (a NIXL deployment's setting): then both sets, which the allowlist picks from;
     /// this machine's name; the rank variables (process_rank::from_env, which never throws).
     /// Throws config_error.
     static agent_metrics_settings from_env(const env_lookup& lookup = process_env);
@@ -72,6 +129,13 @@ struct agent_metrics_settings {
     /// known_builders, comma-separated, spaces around them ignored, each at most once);
     /// throws config_error naming `var`, quoting `value` and listing the names accepted.
     static std::vector<std::string> parse_builders(std::string_view var, std::string_view value);
+    /// Parses NIXL_TELEMETRY_METRIC_SET's value (xtel, nixl or both, any letter case).
+    static family_sets parse_sets(std::string_view var, std::string_view value);
+    /// Parses an allowlist as NIXL_TELEMETRY_ENABLED_METRICS takes it: comma-separated globs
+    /// (`*`, `?`, `[...]`) of metric-name characters, spaces around them and empty items
+    /// ignored.
+    static std::vector<std::string> parse_enabled_metrics(std::string_view var,
+                                                          std::string_view value);
 };
 
 }  // namespace metrics

@@ -46,7 +46,10 @@ struct snapshot {
     friend bool operator==(const snapshot&, const snapshot&) = default;
 };
 
-/// Copies `store` into a snapshot whose series all carry `labels` first.
-snapshot take_snapshot(const metric_store& store, std::vector<label> labels = {});
+/// Copies `store` into a snapshot whose series all carry `labels` first; with `served`, only the
+/// families whose id it marks (those past its end are left out too).
+snapshot take_snapshot(const metric_store& store,
+                       std::vector<label> labels = {},
+                       const std::vector<bool>* served = nullptr);
 
 }  // namespace xtel::metrics

@@ -17,10 +17,18 @@ class comprehensive_builder {
 
     void setup(metric_store& store, const attribute_registry& registry) {
         bytes_ = store.add_family({"xtel_transfer_bytes_total",
-                                   "Bytes moved by transfers, by every transfer attribute.",
-                                   metric_type::counter, registry.names()});
+                                   "Bytes moved by transfers this agent initiated (direction "
+                                   "tx: its writes, rx: its reads), by every transfer "
+                                   "attribute; a peer's transfers into or out of this agent's "
+                                   "memory are not seen here.",
+                                   metric_type::counter,
+                                   registry.names(),
+                                   0,
+                                   {},
+                                   "bytes"});
         requests_ = store.add_family({"xtel_transfer_requests_total",
-                                      "Requests of transfers, by every transfer attribute.",
+                                      "Requests of transfers this agent initiated, by every "
+                                      "transfer attribute.",
                                       metric_type::counter, registry.names()});
     }
 

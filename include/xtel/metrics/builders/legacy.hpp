@@ -23,18 +23,21 @@ struct legacy_counter {
 /// agent's model makes them at 0 from the start, as NIXL shows them).
 inline constexpr legacy_counter legacy_counters[] = {
     {.name = "agent_tx_bytes_total",
-     .help = "Number of bytes sent by the agent",
+     .help =
+         "Bytes of the WRITEs this agent initiated that completed; a peer's transfers into or out "
+         "of this agent's memory are counted by the peer",
      .dir = direction::tx,
      .bytes = true},
     {.name = "agent_rx_bytes_total",
-     .help = "Number of bytes received by the agent",
+     .help = "Bytes of the READs this agent initiated that completed; bytes a peer wrote into this "
+             "agent's memory are not counted here (transfers are one-sided)",
      .dir = direction::rx,
      .bytes = true},
     {.name = "agent_tx_requests_num_total",
-     .help = "Number of requests sent by the agent",
+     .help = "Completed WRITE requests this agent initiated",
      .dir = direction::tx},
     {.name = "agent_rx_requests_num_total",
-     .help = "Number of requests received by the agent",
+     .help = "Completed READ requests this agent initiated",
      .dir = direction::rx},
 };
 
