@@ -19,6 +19,8 @@
 
 #include "agent_support.hpp"
 #include "xtel/agent/registry.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
+#include "xtel/node/file.hpp"
 
 extern char** environ;
 
@@ -170,6 +172,43 @@ void transfer_blocks(xtel::agent& a,
     }
 }
 
+/// What an agent's node file holds last (the agent has stopped: its final numbers).
+xtel::metrics::snapshot latest_snapshot(const std::filesystem::path& file) {
+    xtel::node::file::reader r(file);
+    const auto p = r.read_latest();
+    REQUIRE(p);
+    return xtel::metrics::decode_snapshot(p->payload);
+}
+
+/// A histogram family's observations and their sum in microseconds, every series added up.
+struct histogram_total {
+    std::uint64_t count = 0;
+    std::uint64_t sum_us = 0;
+};
+
+histogram_total histogram_of(const xtel::metrics::snapshot& s, std::string_view family) {
+    for (const auto& f : s.families) {
+        if (f.spec.name != family) {
+            continue;
+        }
+        // Kept in units of 10^-decimals seconds: whole microseconds need decimals >= 6.
+        REQUIRE(f.spec.decimals >= 6);
+        std::uint64_t per_us = 1;
+        for (int i = 6; i < f.spec.decimals; ++i) {
+            per_us *= 10;
+        }
+        histogram_total t;
+        for (const auto& series : f.series) {
+            t.count += series.count;
+            REQUIRE(series.sum % per_us == 0);
+            t.sum_us += series.sum / per_us;
+        }
+        return t;
+    }
+    FAIL("the snapshot has no family " << family);
+    return {};
+}
+
 }  // namespace
 
 TEST_CASE("an agent in another process is read and written through metadata in a file") {
@@ -250,6 +289,47 @@ TEST_CASE("xfer_demo in two processes verifies its data and its flight recorders
     const auto t = summarize_file(dir.path() / "remote_target");
     CHECK(t.values_of("agent_memory_registered") == std::vector<std::uint64_t>{8 << 20, 0});
     CHECK(t.count_of("agent_tx_bytes") == 0);
+}
+
+TEST_CASE(
+    "writes that complete after their post show post times below their transfer times, in the "
+    "recorder and the families alike",
+    "[post_time]") {
+    temp_dir dir;
+    // Over TCP a write is still in flight when its post returns: the flush that tracks it waits
+    // for the target's acknowledgement. Over shared memory it would complete inside the post.
+    std::vector<std::string> env = telemetry_env(dir);
+    env.emplace_back("NIXL_TELEMETRY_EXPORTER=buffer,node");
+    env.emplace_back("NIXL_TELEMETRY_TIMING_SAMPLE=1");  // every transfer timed
+    env.emplace_back("UCX_TLS=tcp");
+    std::erase(env, "NIXL_TELEMETRY_EXPORTER=buffer");
+    child demo({"--op", "write", "--total", "1M", "--block", "64K"}, env, dir.path() / "demo.log");
+    INFO(demo.output());
+    REQUIRE(demo.wait(std::chrono::seconds(60)) == 0);
+
+    // The recorder: each completed write's transfer time, then its post time.
+    const auto events = summarize_file(dir.path() / "xfer_initiator");
+    const auto xfer = events.values_of("agent_xfer_time");
+    const auto post = events.values_of("agent_xfer_post_time");
+    REQUIRE(xfer.size() == 16);
+    REQUIRE(post.size() == 16);
+    std::size_t completed_later = 0;
+    for (std::size_t i = 0; i < xfer.size(); ++i) {
+        INFO("write " << i << ": post " << post[i] << " us, transfer " << xfer[i] << " us");
+        CHECK(post[i] <= xfer[i]);
+        completed_later += post[i] < xfer[i] ? 1 : 0;
+    }
+    CHECK(completed_later > 0);
+
+    // The families agree with the recorder, transfer by transfer summed.
+    const auto snap = latest_snapshot(dir.path() / "xfer_initiator.metrics");
+    const auto duration = histogram_of(snap, "xtel_transfer_duration_seconds");
+    const auto post_duration = histogram_of(snap, "xtel_transfer_post_duration_seconds");
+    CHECK(duration.count == 16);
+    CHECK(post_duration.count == 16);
+    CHECK(duration.sum_us == events.sum_of("agent_xfer_time"));
+    CHECK(post_duration.sum_us == events.sum_of("agent_xfer_post_time"));
+    CHECK(post_duration.sum_us < duration.sum_us);
 }
 
 TEST_CASE("a transfer to an agent whose process was killed ends in an error and an ERROR event") {

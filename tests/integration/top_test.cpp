@@ -103,7 +103,7 @@ TEST_CASE("xtel top once shows every agent of the directory with the exact bytes
     CHECK(r.out.find(fmt::format("total  tx 5.00MiB ({} B)  rx 4.00MiB ({} B)", 5 * mib,
                                  4 * mib)) != std::string::npos);
     const auto row = row_of(r.out, "once-a-initiator");
-    REQUIRE(row.size() == 14);
+    REQUIRE(row.size() == 16);
     CHECK(row[1] == std::to_string(a));
     CHECK(row[2] == "-");  // no rank variable
     CHECK(row[3] == "closed");
@@ -112,13 +112,49 @@ TEST_CASE("xtel top once shows every agent of the directory with the exact bytes
     CHECK(row[9].ends_with("s*"));
     CHECK(row[10] == "4.00MiB");
     CHECK(row[11] == "4.00MiB");
-    CHECK(row[13] == "-");
+    CHECK(row[15] == "-");
     const auto b = row_of(r.out, "once-b-initiator");
-    REQUIRE(b.size() == 14);
+    REQUIRE(b.size() == 16);
     CHECK(b[10] == "1.00MiB");
     CHECK(b[11] == "0B");
-    CHECK(row_of(r.out, "once-a-target").size() == 14);
-    CHECK(row_of(r.out, "once-b-target").size() == 14);
+    CHECK(row_of(r.out, "once-a-target").size() == 16);
+    CHECK(row_of(r.out, "once-b-target").size() == 16);
+}
+
+TEST_CASE(
+    "xtel top once shows a write's target with the memory it exposes and no bytes it "
+    "cannot see",
+    "[top]") {
+    const temp_dir dir;
+    prom_it::child_process demo(demo_options(
+        dir.path(),
+        {"--name", "pair", "--op", "write", "--total", "2M", "--block", "64K", "--linger", "120"}));
+    REQUIRE(demo.read_line("lingering for", 60s));
+
+    const auto r = top_once(dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    // The target's 2 MiB are the only memory registered: the initiator let its buffer go.
+    CHECK(r.out.find(fmt::format("total  tx 2.00MiB ({0} B)  rx 0B (0 B)  mem 2.00MiB ({0} B)",
+                                 2 * mib)) != std::string::npos);
+    // AGENT PID RANK STATE TX/s RX/s XFERS/s P50 P99 TX-TOTAL RX-TOTAL MEM PEERS DROPPED ERRORS
+    const auto target = row_of(r.out, "pair-target");
+    REQUIRE(target.size() == 15);
+    CHECK(target[3] == "live");
+    for (std::size_t i = 4; i <= 10; ++i) {
+        INFO("column " << i);
+        CHECK(target[i] == "-");  // written into, one-sided: it saw no transfer of its own
+    }
+    CHECK(target[11] == "2.00MiB");
+    CHECK(target[12] == "0");  // it loaded no peer's metadata: it can reach none
+    CHECK(target[14] == "-");
+    const auto initiator = row_of(r.out, "pair-initiator");
+    REQUIRE(initiator.size() == 15);
+    CHECK(initiator[9] == "2.00MiB");
+    CHECK(initiator[10] == "0B");
+    CHECK(initiator[11] == "0B");
+    CHECK(initiator[12] == "1");
+    CHECK(r.out.find("\n- under TX and RX: no transfer of its own;") != std::string::npos);
 }
 
 TEST_CASE("xtel top once filters by name and sorts by the column asked", "[top]") {
@@ -166,7 +202,7 @@ TEST_CASE("xtel top once names a file it cannot read and shows a killed agent as
           std::string::npos);
     CHECK(r.out.find("unreadable files 1") != std::string::npos);
     const auto row = row_of(r.out, "killed-initiator");
-    REQUIRE(row.size() == 14);
+    REQUIRE(row.size() == 16);
     CHECK(row[3] == "dead");
     CHECK(row[10] == "2.00MiB");
 }
@@ -196,7 +232,7 @@ TEST_CASE("xtel top shows another uid's agents only when --allow-uid names it", 
     const auto r = top_once(dir.path());
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
-    CHECK(row_of(r.out, "own-initiator").size() == 14);
+    CHECK(row_of(r.out, "own-initiator").size() == 16);
     CHECK(row_of(r.out, "theirs-initiator").empty());
     CHECK(r.out.find("unreadable files 2") != std::string::npos);
     CHECK(r.err.find(fmt::format("xtel top: {} is not served (until it changes): foreign_owner: "
@@ -209,9 +245,9 @@ TEST_CASE("xtel top shows another uid's agents only when --allow-uid names it", 
     CHECK(allowed.exit_code == 0);
     CHECK(allowed.err.empty());
     const auto row = row_of(allowed.out, "theirs-initiator");
-    REQUIRE(row.size() == 14);
+    REQUIRE(row.size() == 16);
     CHECK(row[10] == "2.00MiB");
-    CHECK(row_of(allowed.out, "own-initiator").size() == 14);
+    CHECK(row_of(allowed.out, "own-initiator").size() == 16);
 }
 
 TEST_CASE("xtel top answers an empty directory a missing one and a pipe clearly", "[top]") {
@@ -387,7 +423,9 @@ TEST_CASE("xtel top under tmux shows running agents' bandwidth and the exact byt
     INFO("demo:\n" << demo.output());
     REQUIRE(done);
     const auto passes = std::stoull(done->substr(done->find(": ") + 2));
-    const auto total = fmt::format("({} B)  rx 0B (0 B)  tx/s 0B", passes * pass_bytes);
+    // The target's buffer is registered still; the initiator's, deregistered after its passes.
+    const auto total = fmt::format("({} B)  rx 0B (0 B)  mem 4.00MiB ({} B)  tx/s 0B",
+                                   passes * pass_bytes, pass_bytes);
     const auto idle = session.wait_for([&](const std::string& s) { return has(s, total); }, 15s);
     INFO("screen once done:\n" << idle);
     CHECK(has(idle, total));

@@ -96,6 +96,7 @@ row row_named(std::string name, std::optional<double> tx_rate, std::uint64_t pid
     r.name = std::move(name);
     r.pid = pid;
     r.tx_rate = tx_rate;
+    r.initiated = true;
     return r;
 }
 
@@ -148,6 +149,51 @@ TEST_CASE("xtel top adds up xtel's successful transfers when NIXL's counters are
     CHECK_FALSE(got.rank);
     // agent_xfer_time_us is in microseconds: its bounds too.
     CHECK(got.latency.bounds == std::vector<double>{10e-6, 100e-6});
+}
+
+TEST_CASE("xtel top reads the memory an agent registered and its peers from the xtel families",
+          "[top]") {
+    snapshot s;
+    s.labels = {{"agent_name", "t"}, {"pid", "9"}};
+    auto memory = counter("xtel_memory_registered_bytes", {}, {{{}, 3 << 20}});
+    memory.spec.type = metric_type::gauge;
+    auto peers = counter("xtel_connections", {}, {{{}, 2}});
+    peers.spec.type = metric_type::gauge;
+    s.families.push_back(memory);
+    s.families.push_back(peers);
+    // NIXL's cumulative families, which the xtel family wins over.
+    s.families.push_back(counter("agent_memory_registered_total", {"hostname"}, {{{"n1"}, 9}}));
+    s.families.push_back(counter("agent_memory_deregistered_total", {"hostname"}, {{{"n1"}, 1}}));
+    const auto got = sample_of(sorted(s));
+    CHECK(got.memory == 3u << 20);
+    CHECK(got.peers == 2u);
+    CHECK(got.transfers == 0);
+}
+
+TEST_CASE("xtel top takes registered memory from NIXL's totals when the xtel set is off", "[top]") {
+    snapshot s;
+    s.labels = {{"agent_name", "t"}, {"pid", "9"}};
+    s.families.push_back(
+        counter("agent_memory_registered_total", {"hostname"}, {{{"n1"}, 5 << 20}}));
+    s.families.push_back(
+        counter("agent_memory_deregistered_total", {"hostname"}, {{{"n1"}, 1 << 20}}));
+    const auto got = sample_of(sorted(s));
+    CHECK(got.memory == 4u << 20);
+    CHECK_FALSE(got.peers);  // NIXL's set has no connection family
+    CHECK_FALSE(sample_of(snapshot{}).memory);
+}
+
+TEST_CASE("xtel top counts an agent as initiating once it completed a transfer of its own",
+          "[top]") {
+    sample target = sample_with("t", 1, 0);
+    target.memory = 1 << 20;
+    CHECK_FALSE(make_row(target, nullptr, {}, t0).initiated);
+    sample reader = sample_with("r", 1, 0);
+    reader.rx_bytes = 4096;
+    CHECK(make_row(reader, nullptr, {}, t0).initiated);
+    sample counted = sample_with("c", 1, 0);
+    counted.transfers = 1;  // a transfer of 0 bytes still is one
+    CHECK(make_row(counted, nullptr, {}, t0).initiated);
 }
 
 TEST_CASE("xtel top's rates are the counters' change between two readings over the time between",
@@ -317,6 +363,8 @@ row full_row(std::string name) {
     r.p99 = 24.85e-6;
     r.tx_bytes = 13107200;
     r.rx_bytes = 65536;
+    r.memory = 64 << 20;
+    r.peers = 2;
     r.errors = {{"timed_out", 3}};
     r.errors_total = 3;
     return r;
@@ -339,18 +387,45 @@ TEST_CASE("xtel top lines the cells up under their headers", "[top]") {
     CHECK(f.lines[0] ==
           "xtel top  12:00:00  /dev/shm  every 1s  agents 2: 2 live, 0 closed, 0 dead  sort tx");
     CHECK(f.lines[1] ==
-          "total  tx 25.0MiB (26214400 B)  rx 128KiB (131072 B)  tx/s 3.00MiB  rx/s 0B  "
-          "xfers/s 48  errors timed_out:6  dropped 0");
+          "total  tx 25.0MiB (26214400 B)  rx 128KiB (131072 B)  mem 128MiB (134217728 B)  "
+          "tx/s 3.00MiB  rx/s 0B  xfers/s 48  errors timed_out:6  dropped 0");
     CHECK(f.lines[2].empty());
     CHECK(f.header_line == 3);
     CHECK(f.lines[3] ==
           "AGENT         PID RANK STATE          TX/s     RX/s XFERS/s      P50      "
-          "P99 TX TOTAL RX TOTAL DROPPED ERRORS");
+          "P99 TX TOTAL RX TOTAL      MEM PEERS DROPPED ERRORS");
     CHECK(f.lines[4] ==
           "decode-12    4242    3 live        1.50MiB       0B      24  17.5us   "
-          "24.9us   12.5MiB  64.0KiB       0 timed_out:3");
+          "24.9us   12.5MiB  64.0KiB  64.0MiB     2       0 timed_out:3");
     // The sorted column's header, for the terminal to highlight.
     CHECK(f.lines[3].substr(f.sort_begin, f.sort_end - f.sort_begin) == "    TX/s");
+}
+
+TEST_CASE("xtel top shows a target's memory and peers and no bytes it cannot see", "[top]") {
+    row target = row_named("decode-0-target", 0.0, 77);
+    target.initiated = false;
+    target.rx_rate = 0;
+    target.transfer_rate = 0;
+    target.memory = 3 << 20;
+    target.peers = 0;
+    const auto f = format_frame({full_row("decode-0-initiator"), target}, frame_for());
+    REQUIRE(f.lines.size() == 7);
+    CHECK(f.lines[5] ==
+          "decode-0-target         77    - live              -        -       -       -        "
+          "-         -        -  3.00MiB     0       0 -");
+    // The initiator's bytes only; the target's memory in the memory total.
+    CHECK(
+        f.lines[1].starts_with("total  tx 12.5MiB (13107200 B)  rx 64.0KiB (65536 B)  "
+                               "mem 67.0MiB (70254592 B)"));
+    CHECK(f.lines[6] ==
+          "- under TX and RX: no transfer of its own; peers read and write its memory (MEM) "
+          "one-sided, unseen by it");
+    // Sorted by bytes sent, a target is last either way: it has no such number.
+    auto o = frame_for();
+    o.sort = column::tx_total;
+    o.reverse = true;
+    const auto reversed = format_frame({target, full_row("decode-0-initiator")}, o);
+    CHECK(reversed.lines[4].starts_with("decode-0-initiator "));
 }
 
 TEST_CASE("xtel top cuts a frame to the terminal's width and height", "[top]") {
@@ -404,7 +479,8 @@ TEST_CASE("xtel top's totals line sums only the agents the filter shows", "[top]
     other.tx_bytes = 1;
     const auto f = format_frame({full_row("prefill-0"), other}, o);
     CHECK(f.lines[1].starts_with(
-        "total  tx 12.5MiB (13107200 B)  rx 64.0KiB (65536 B)  tx/s 1.50MiB"));
+        "total  tx 12.5MiB (13107200 B)  rx 64.0KiB (65536 B)  mem 64.0MiB (67108864 B)  "
+        "tx/s 1.50MiB"));
     CHECK(f.lines.size() == 5);
 }
 

@@ -37,6 +37,8 @@ constexpr column_spec columns[] = {
     {column::p99, "p99", "P99", 8, false, true},
     {column::tx_total, "tx-total", "TX TOTAL", 8, false, true},
     {column::rx_total, "rx-total", "RX TOTAL", 8, false, true},
+    {column::memory, "mem", "MEM", 8, false, true},
+    {column::peers, "peers", "PEERS", 5, false, true},
     {column::dropped, "dropped", "DROPPED", 7, false, true},
     {column::errors, "errors", "ERRORS", 0, true, true},
 };
@@ -55,6 +57,11 @@ sort_key key_of(const row& r, column c) {
     const auto opt = [](const std::optional<double>& v) {
         return v ? sort_key{true, *v} : sort_key{false, 0};
     };
+    const auto count = [](const std::optional<std::uint64_t>& v) {
+        return v ? sort_key{true, static_cast<double>(*v)} : sort_key{false, 0};
+    };
+    // An agent that initiated nothing shows no bytes or rates: they sort as missing.
+    const auto own = [&](sort_key k) { return r.initiated ? k : sort_key{false, 0}; };
     switch (c) {
         case column::agent:
             return {};
@@ -67,19 +74,23 @@ sort_key key_of(const row& r, column c) {
             return {true,
                     static_cast<double>(r.state) * 1e12 + static_cast<double>(r.stale_for.count())};
         case column::tx_rate:
-            return opt(r.tx_rate);
+            return own(opt(r.tx_rate));
         case column::rx_rate:
-            return opt(r.rx_rate);
+            return own(opt(r.rx_rate));
         case column::transfer_rate:
-            return opt(r.transfer_rate);
+            return own(opt(r.transfer_rate));
         case column::p50:
             return opt(r.p50);
         case column::p99:
             return opt(r.p99);
         case column::tx_total:
-            return {true, static_cast<double>(r.tx_bytes)};
+            return own({true, static_cast<double>(r.tx_bytes)});
         case column::rx_total:
-            return {true, static_cast<double>(r.rx_bytes)};
+            return own({true, static_cast<double>(r.rx_bytes)});
+        case column::memory:
+            return count(r.memory);
+        case column::peers:
+            return count(r.peers);
         case column::dropped:
             return {true, static_cast<double>(r.dropped)};
         case column::errors:
@@ -367,8 +378,12 @@ std::string errors_text(const std::vector<std::pair<std::string, std::uint64_t>>
 }
 
 std::string cell(const row& r, column c) {
-    const auto rate = [](const std::optional<double>& v, auto format) {
-        return v ? format(*v) : std::string("-");
+    // What an agent that initiated nothing moved is unknown to it (one-sided transfers): "-".
+    const auto rate = [&r](const std::optional<double>& v, auto format) {
+        return v && r.initiated ? format(*v) : std::string("-");
+    };
+    const auto own_bytes = [&r](std::uint64_t b) {
+        return r.initiated ? format_bytes(static_cast<double>(b)) : std::string("-");
     };
     switch (c) {
         case column::agent:
@@ -390,9 +405,13 @@ std::string cell(const row& r, column c) {
         case column::p99:
             return latency_text(r, r.p99);
         case column::tx_total:
-            return format_bytes(static_cast<double>(r.tx_bytes));
+            return own_bytes(r.tx_bytes);
         case column::rx_total:
-            return format_bytes(static_cast<double>(r.rx_bytes));
+            return own_bytes(r.rx_bytes);
+        case column::memory:
+            return r.memory ? format_bytes(static_cast<double>(*r.memory)) : "-";
+        case column::peers:
+            return r.peers ? std::to_string(*r.peers) : "-";
         case column::dropped:
             return format_count(static_cast<double>(r.dropped));
         case column::errors:
@@ -451,6 +470,7 @@ std::string title_line(const std::vector<row>& all, std::size_t shown, const fra
 /// reader (or a test) can check them to the byte.
 std::string totals_line(const std::vector<row>& rows, std::uint64_t read_errors) {
     std::uint64_t tx = 0, rx = 0, dropped = 0;
+    std::optional<std::uint64_t> memory;
     std::map<std::string, std::uint64_t> errors;
     std::optional<double> tx_rate, rx_rate, transfer_rate;
     const auto add = [](std::optional<double>& sum, const std::optional<double>& v) {
@@ -461,6 +481,9 @@ std::string totals_line(const std::vector<row>& rows, std::uint64_t read_errors)
     for (const auto& r : rows) {
         tx += r.tx_bytes;
         rx += r.rx_bytes;
+        if (r.memory) {
+            memory = memory.value_or(0) + *r.memory;
+        }
         for (const auto& [kind, n] : r.errors) {
             errors[kind] += n;
         }
@@ -478,11 +501,11 @@ std::string totals_line(const std::vector<row>& rows, std::uint64_t read_errors)
     const auto bytes = [](std::uint64_t b) {
         return fmt::format("{} ({} B)", format_bytes(static_cast<double>(b)), b);
     };
-    std::string t =
-        fmt::format("total  tx {}  rx {}  tx/s {}  rx/s {}  xfers/s {}  errors {}  dropped {}",
-                    bytes(tx), bytes(rx), rate(tx_rate, format_bytes), rate(rx_rate, format_bytes),
-                    rate(transfer_rate, format_count), errors_text(by_count),
-                    format_count(static_cast<double>(dropped)));
+    std::string t = fmt::format(
+        "total  tx {}  rx {}  mem {}  tx/s {}  rx/s {}  xfers/s {}  errors {}  dropped {}",
+        bytes(tx), bytes(rx), memory ? bytes(*memory) : std::string("-"),
+        rate(tx_rate, format_bytes), rate(rx_rate, format_bytes), rate(transfer_rate, format_count),
+        errors_text(by_count), format_count(static_cast<double>(dropped)));
     if (read_errors > 0) {
         t += fmt::format("  unreadable files {}", read_errors);
     }
@@ -493,6 +516,9 @@ constexpr std::string_view keys_line =
     "q quit  s/S sort column  r reverse  f or / filter  c clear filter  space refresh";
 constexpr std::string_view since_start_line =
     "* latency since the agent started: nothing was timed in the last interval";
+constexpr std::string_view no_transfer_line =
+    "- under TX and RX: no transfer of its own; peers read and write its memory (MEM) "
+    "one-sided, unseen by it";
 
 }  // namespace
 
@@ -520,6 +546,9 @@ frame format_frame(std::vector<row> rows, const frame_options& o) {
         std::any_of(rows.begin(), rows.end(), [](const row& r) { return r.latency_since_start; });
     if (since_start) {
         footer.emplace_back(since_start_line);
+    }
+    if (std::any_of(rows.begin(), rows.end(), [](const row& r) { return !r.initiated; })) {
+        footer.emplace_back(no_transfer_line);
     }
     if (o.interactive) {
         footer.push_back(

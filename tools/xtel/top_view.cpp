@@ -169,6 +169,17 @@ sample sample_of(const metrics::snapshot& s,
     } else {
         out.transfers = sum_of(s, "xtel_transfer_requests_total", {ok}).value_or(0);
     }
+    out.memory =
+        or_read(sum_of(s, "xtel_memory_registered_bytes"), [&]() -> std::optional<std::uint64_t> {
+            // NIXL's are cumulative: what is registered now is the difference.
+            const auto reg = sum_of(s, "agent_memory_registered_total");
+            const auto dereg = sum_of(s, "agent_memory_deregistered_total");
+            if (!reg || !dereg) {
+                return std::nullopt;
+            }
+            return *reg > *dereg ? *reg - *dereg : 0;
+        });
+    out.peers = sum_of(s, "xtel_connections");
     out.latency = or_read(histogram_of(s, "xtel_transfer_duration_seconds", 1.0), [&] {
                       return histogram_of(s, "agent_xfer_time_us", 1e6);
                   }).value_or(latency_histogram{});
@@ -217,6 +228,9 @@ row make_row(const sample& now,
     }
     r.tx_bytes = now.tx_bytes;
     r.rx_bytes = now.rx_bytes;
+    r.initiated = now.transfers > 0 || now.tx_bytes > 0 || now.rx_bytes > 0;
+    r.memory = now.memory;
+    r.peers = now.peers;
     r.dropped = now.dropped;
     for (const auto& e : now.errors) {
         r.errors_total += e.second;

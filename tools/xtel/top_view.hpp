@@ -41,6 +41,11 @@ struct sample {
     std::uint64_t tx_bytes = 0;
     std::uint64_t rx_bytes = 0;
     std::uint64_t transfers = 0;  ///< completed requests, both directions
+    /// Bytes of memory registered now: what peers may read or write. nullopt when the snapshot
+    /// has no memory family.
+    std::optional<std::uint64_t> memory;
+    /// Remote agents loaded and usable now (xtel_connections); nullopt without the xtel set.
+    std::optional<std::uint64_t> peers;
     latency_histogram latency;
     /// Errors by kind, every kind the agent counts (zeros included), in the family's order.
     std::vector<std::pair<std::string, std::uint64_t>> errors;
@@ -51,8 +56,10 @@ struct sample {
 /// Bytes and requests come from NIXL's counters (agent_tx_bytes_total...), or from
 /// xtel_transfer_*_total{status="success"} when the legacy builder is off; latency from
 /// xtel_transfer_duration_seconds, or agent_xfer_time_us; errors from xtel_errors_total{kind},
-/// or agent_errors_total{status}; drops from xtel_telemetry_events_dropped_total. A family
-/// that is missing counts as 0.
+/// or agent_errors_total{status}; drops from xtel_telemetry_events_dropped_total; memory from
+/// xtel_memory_registered_bytes, or agent_memory_registered_total minus
+/// agent_memory_deregistered_total; peers from xtel_connections. A counter family that is
+/// missing counts as 0; memory and peers stay unknown.
 sample sample_of(const metrics::snapshot& s,
                  writer_state state = writer_state::live,
                  std::optional<clock::time_point> last_published = std::nullopt);
@@ -85,6 +92,12 @@ struct row {
     bool latency_since_start = false;
     std::uint64_t tx_bytes = 0;
     std::uint64_t rx_bytes = 0;
+    /// Whether the agent completed a transfer of its own. Transfers are one-sided: the agent
+    /// whose memory a peer reads or writes sees nothing of it, so an agent that initiated none
+    /// shows no bytes or rates rather than zeros that would read as "nothing arrived".
+    bool initiated = false;
+    std::optional<std::uint64_t> memory;
+    std::optional<std::uint64_t> peers;
     /// The kinds with errors, the most first.
     std::vector<std::pair<std::string, std::uint64_t>> errors;
     std::uint64_t errors_total = 0;
@@ -123,6 +136,8 @@ enum class column {
     p99,
     tx_total,
     rx_total,
+    memory,
+    peers,
     dropped,
     errors,
 };
