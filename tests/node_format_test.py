@@ -5,7 +5,7 @@ docs/node-format.md alone (no xtel code), and holds what it finds to values writ
 A second reader, from the page and nothing else, is what shows the page is enough to read the
 file: the header, the latest area, and every family, series, bound and exemplar of the payload,
 with values, sums, exemplar values and bounds divided by 10^decimals as the page says.
-tests/unit/node_file_test.cpp reads the same file through xtel's own reader and codec and
+tests/unit/node_fixed_file_test.cpp reads the same file through xtel's own reader and codec and
 prints the same listing (tests/data/node/prefill-0.expected), so the two readers agree.
 
 usage: node_format_test.py SOURCE_DIR          check, exit 0 when everything matched
