@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "xtel/core/names.hpp"
 #include "xtel/core/version.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 
@@ -70,6 +72,10 @@ options:
 Event names are bytes: the bytes before the first NUL among the first 37. A printable ASCII
 byte is printed as itself, except a backslash, printed as \\; any other byte is printed as
 \xNN (two lower-case hex digits). JSON strings hold that same text, escaped as JSON needs.
+
+Each event and --summary row says its value's unit, known from its category and name for the
+events xtel records (docs/events.md): us (microseconds), bytes, count, pid or version. Any
+other event's unit is unknown: - in text, null in JSON.
 
 exit status:
   0    done: the file was read, or the followed writer closed it, died, or it was replaced
@@ -181,6 +187,66 @@ struct event_filter {
         return !glob || glob_match(*glob, e.name_view());
     }
 };
+
+/// The unit of a built-in event's value, as docs/events.md gives it (the Python reader's
+/// unit_of is the same table); empty for any other category and name, a user's own events
+/// among them, whose unit only their recorder knows. ASCII "us", not "µs": both readers print
+/// ASCII only, whatever the locale's encoding.
+std::string_view unit_of(unsigned cat, std::string_view name) {
+    namespace n = xtel::names;
+    const auto any_of = [name](std::initializer_list<xtel::event_name> names) {
+        return std::any_of(names.begin(), names.end(),
+                           [name](const xtel::event_name& e) { return e.view() == name; });
+    };
+    switch (static_cast<xtel::category>(cat)) {
+        case xtel::category::memory:
+            return any_of({n::agent_memory_registered, n::agent_memory_deregistered}) ? "bytes"
+                                                                                      : "";
+        case xtel::category::transfer:
+            if (any_of({n::agent_tx_bytes, n::agent_rx_bytes})) {
+                return "bytes";
+            }
+            return any_of({n::agent_tx_requests_num, n::agent_rx_requests_num}) ? "count" : "";
+        case xtel::category::performance:
+            return any_of({n::agent_xfer_time, n::agent_xfer_post_time}) ? "us" : "";
+        case xtel::category::connection:
+            return any_of({n::agent_connect, n::agent_disconnect, n::agent_connections}) ? "count"
+                                                                                         : "";
+        case xtel::category::backend:
+            if (name == n::ucx_version.view()) {
+                return "version";
+            }
+            if (any_of({n::ucx_backend_init, n::ucx_endpoint_error}) ||
+                (name.starts_with(n::ucx_transport_prefix) &&
+                 name.size() > n::ucx_transport_prefix.size())) {
+                return "count";
+            }
+            return "";
+        case xtel::category::error:
+            // Every error kind's event, the two never recorded (ok, in_progress) with them.
+            return std::any_of(n::agent_errors.begin(), n::agent_errors.end(),
+                               [name](const xtel::event_name& e) { return e.view() == name; })
+                       ? "count"
+                       : "";
+        case xtel::category::system:
+            if (any_of({n::agent_start, n::agent_stop})) {
+                return "pid";
+            }
+            return name == n::telemetry_events_dropped.view() ? "count" : "";
+        default:
+            return "";
+    }
+}
+
+/// A unit as text prints it: "-" for an unknown one.
+std::string_view unit_text(std::string_view unit) {
+    return unit.empty() ? "-" : unit;
+}
+
+/// A unit as a JSON value: a string, or null for an unknown one.
+std::string unit_json(std::string_view unit) {
+    return unit.empty() ? std::string("null") : fmt::format("\"{}\"", unit);
+}
 
 struct options {
     std::string path;
@@ -359,16 +425,19 @@ class printer {
     void event(const xtel::event& e) {
         const auto ts = format_timestamp(e.timestamp_us);
         const auto name = escape_name(e.name_view());
+        const auto unit = unit_of(static_cast<unsigned>(e.cat), e.name_view());
         if (json_) {
             fmt::print(
                 "{{\"timestamp_us\":{},\"timestamp\":\"{}\",\"category\":\"{}\",\"event\":\"{}\","
-                "\"value\":{}}}\n",
-                e.timestamp_us, ts, xtel::to_string(e.cat), json_escape(name), e.value);
+                "\"value\":{},\"unit\":{}}}\n",
+                e.timestamp_us, ts, xtel::to_string(e.cat), json_escape(name), e.value,
+                unit_json(unit));
         } else {
+            // The unit on a line of its own: NIXL's "Value: N" line stays as tools parse it.
             fmt::print(
                 "=== NIXL Telemetry Event ===\nTimestamp: {}\nCategory: {}\nEvent: {}\nValue: "
-                "{}\n===========================\n\n",
-                ts, xtel::to_string(e.cat), name, e.value);
+                "{}\nUnit: {}\n===========================\n\n",
+                ts, xtel::to_string(e.cat), name, e.value, unit_text(unit));
         }
     }
 
@@ -454,23 +523,25 @@ class summary {
 
     /// Rows by category number, then by the name's bytes: a table, or one JSON object each.
     void print(bool json) const {
-        std::vector<std::array<std::string, 8>> table{
-            {"category", "event", "count", "sum", "min", "max", "last", "rate_per_s"}};
+        std::vector<std::array<std::string, columns>> table{
+            {"category", "event", "unit", "count", "sum", "min", "max", "last", "rate_per_s"}};
         for (const auto& [k, r] : rows_) {
             const auto category = xtel::to_string(static_cast<xtel::category>(k.first));
             const auto name = escape_name(k.second);
+            const auto unit = unit_of(k.first, k.second);
             const auto rate = rate_text(r.count, r.last_us - r.first_us);
             if (json) {
                 fmt::print(
-                    "{{\"category\":\"{}\",\"event\":\"{}\",\"count\":{},\"sum\":{},\"min\":{},"
-                    "\"max\":{},\"last\":{},\"rate_per_s\":{},\"min_timestamp_us\":{},"
+                    "{{\"category\":\"{}\",\"event\":\"{}\",\"unit\":{},\"count\":{},\"sum\":{},"
+                    "\"min\":{},\"max\":{},\"last\":{},\"rate_per_s\":{},\"min_timestamp_us\":{},"
                     "\"max_timestamp_us\":{}}}\n",
-                    category, json_escape(name), r.count, to_decimal(r.sum), r.min, r.max, r.last,
-                    rate.value_or("null"), r.first_us, r.last_us);
+                    category, json_escape(name), unit_json(unit), r.count, to_decimal(r.sum), r.min,
+                    r.max, r.last, rate.value_or("null"), r.first_us, r.last_us);
             } else {
-                table.push_back({std::string(category), name, std::to_string(r.count),
-                                 to_decimal(r.sum), std::to_string(r.min), std::to_string(r.max),
-                                 std::to_string(r.last), rate.value_or("-")});
+                table.push_back({std::string(category), name, std::string(unit_text(unit)),
+                                 std::to_string(r.count), to_decimal(r.sum), std::to_string(r.min),
+                                 std::to_string(r.max), std::to_string(r.last),
+                                 rate.value_or("-")});
             }
         }
         if (!json) {
@@ -482,6 +553,7 @@ class summary {
     std::uint64_t missed_total() const { return missed_total_; }
 
   private:
+    static constexpr std::size_t columns = 9;
     using key = std::pair<unsigned, std::string>;  // category (8: UNKNOWN), name bytes
     struct row {
         std::uint64_t count;
@@ -490,18 +562,18 @@ class summary {
         std::uint64_t first_us, last_us;  // earliest and latest timestamp
     };
 
-    /// Two text columns left-aligned, the numbers right-aligned, two spaces apart.
-    static void print_table(const std::vector<std::array<std::string, 8>>& table) {
-        std::array<std::size_t, 8> width{};
+    /// Three text columns left-aligned, the numbers right-aligned, two spaces apart.
+    static void print_table(const std::vector<std::array<std::string, columns>>& table) {
+        std::array<std::size_t, columns> width{};
         for (const auto& cells : table) {
             for (std::size_t i = 0; i < cells.size(); ++i) {
                 width[i] = std::max(width[i], cells[i].size());
             }
         }
         for (const auto& cells : table) {
-            std::string line =
-                fmt::format("{:<{}}  {:<{}}", cells[0], width[0], cells[1], width[1]);
-            for (std::size_t i = 2; i < cells.size(); ++i) {
+            std::string line = fmt::format("{:<{}}  {:<{}}  {:<{}}", cells[0], width[0], cells[1],
+                                           width[1], cells[2], width[2]);
+            for (std::size_t i = 3; i < cells.size(); ++i) {
                 line += fmt::format("  {:>{}}", cells[i], width[i]);
             }
             fmt::print("{}\n", line);

@@ -60,6 +60,10 @@ Event names are bytes: the bytes before the first NUL among the first 37. A prin
 byte is printed as itself, except a backslash, printed as \\; any other byte is printed as
 \xNN (two lower-case hex digits). JSON strings hold that same text, escaped as JSON needs.
 
+Each event and --summary row says its value's unit, known from its category and name for the
+events xtel records (docs/events.md): us (microseconds), bytes, count, pid or version. Any
+other event's unit is unknown: - in text, null in JSON.
+
 exit status:
   0    done: the file was read, or the followed writer closed it, died, or it was replaced
   2    the file is not a flight recorder this reader can read, or was damaged while being read
@@ -91,6 +95,33 @@ TAG_OFFSET = 24  # where the tag starts in a slot
 LITTLE_ENDIAN = sys.byteorder == "little"  # the file's order: its words can be cast in place
 CATEGORIES = ["MEMORY", "TRANSFER", "CONNECTION", "BACKEND", "ERROR", "PERFORMANCE", "SYSTEM",
               "CUSTOM"]
+# The unit of each event xtel records, by category number and name, as docs/events.md gives it
+# (the C++ reader's unit_of is the same table). ASCII "us", not "µs": both readers print ASCII
+# only, whatever the encoding of the locale Python writes stdout in.
+UNITS = {
+    (0, b"agent_memory_registered"): "bytes",
+    (0, b"agent_memory_deregistered"): "bytes",
+    (1, b"agent_tx_bytes"): "bytes",
+    (1, b"agent_rx_bytes"): "bytes",
+    (1, b"agent_tx_requests_num"): "count",
+    (1, b"agent_rx_requests_num"): "count",
+    (2, b"agent_connect"): "count",
+    (2, b"agent_disconnect"): "count",
+    (2, b"agent_connections"): "count",
+    (3, b"ucx_backend_init"): "count",
+    (3, b"ucx_version"): "version",
+    (3, b"ucx_endpoint_error"): "count",
+    (5, b"agent_xfer_time"): "us",
+    (5, b"agent_xfer_post_time"): "us",
+    (6, b"agent_start"): "pid",
+    (6, b"agent_stop"): "pid",
+    (6, b"telemetry_events_dropped"): "count",
+}
+# Every error kind's event, the two never recorded (ok, in_progress) with them.
+for _status in ("ok", "in_progress", "invalid_argument", "not_found", "busy", "not_supported",
+                "bad_metadata", "remote_disconnected", "timed_out", "backend_error"):
+    UNITS[(4, b"agent_error_" + _status.encode())] = "count"
+UCX_TRANSPORT_PREFIX = b"ucx_tl_"  # BACKEND: ucx_tl_<transport>, lanes, a count
 
 
 class FormatError(Exception):
@@ -347,6 +378,14 @@ def tag_category(tag):
     return min(tag[0], len(CATEGORIES))
 
 
+def unit_of(cat, name):
+    """The unit of an event of category number cat and name (bytes); None when unknown, as for
+    a user's own events, whose unit only their recorder knows."""
+    unit = UNITS.get((cat, name))
+    lanes = cat == 3 and name.startswith(UCX_TRANSPORT_PREFIX) and name != UCX_TRANSPORT_PREFIX
+    return "count" if unit is None and lanes else unit
+
+
 def escape_name(raw):
     """Printable ASCII that tells every byte sequence apart (see HELP)."""
     out = []
@@ -441,9 +480,9 @@ class Filter:
         return events if all(keep) else events.select(keep)
 
 
-# An event: its head, microseconds, middle and value (in JSON, after its timestamp_us).
-TEXT_EVENT = "%s%06d%s%d\n===========================\n\n"
-JSON_EVENT = '{"timestamp_us":%d%s%06d%s%d}\n'
+# An event: its head, microseconds, middle, value and tail (in JSON, after its timestamp_us).
+TEXT_EVENT = "%s%06d%s%d%s"
+JSON_EVENT = '{"timestamp_us":%d%s%06d%s%d%s'
 
 
 class Texts(dict):
@@ -473,6 +512,7 @@ class Printer:
         self.missed_total = 0
         self.middles = Texts(self.middle)  # tag -> what an event prints between its
         #                                     microseconds and its value
+        self.tails = Texts(self.tail)  # tag -> what an event prints after its value
         self.heads = Texts(self.head)  # whole second -> what an event prints before its
         #                                microseconds
 
@@ -496,15 +536,16 @@ class Printer:
         # rest is one template, repeated, that % fills from the columns, all in C.
         timestamps = events.timestamps
         million = itertools.repeat(1_000_000)
-        width = 5 if self.as_json else 4  # the template's fields per event
+        width = 6 if self.as_json else 5  # the template's fields per event
         fields = [None] * (width * len(timestamps))
         if self.as_json:
-            fields[0::5] = timestamps
-        fields[width - 4::width] = list(map(self.heads.__getitem__,
+            fields[0::6] = timestamps
+        fields[width - 5::width] = list(map(self.heads.__getitem__,
                                             map(operator.floordiv, timestamps, million)))
-        fields[width - 3::width] = list(map(operator.mod, timestamps, million))
-        fields[width - 2::width] = list(map(self.middles.__getitem__, events.tags))
-        fields[width - 1::width] = events.values
+        fields[width - 4::width] = list(map(operator.mod, timestamps, million))
+        fields[width - 3::width] = list(map(self.middles.__getitem__, events.tags))
+        fields[width - 2::width] = events.values
+        fields[width - 1::width] = list(map(self.tails.__getitem__, events.tags))
         add((JSON_EVENT if self.as_json else TEXT_EVENT) * len(timestamps) % tuple(fields))
         self.out.write("".join(parts))
 
@@ -523,6 +564,14 @@ class Printer:
         if self.as_json:
             return f'","category":"{category}","event":"{json_escape(text)}","value":'
         return f"\nCategory: {category}\nEvent: {text}\nValue: "
+
+    def tail(self, tag):
+        """What an event prints after its value: its unit, and the end of the event."""
+        unit = unit_of(tag_category(tag), tag_name(tag))
+        if self.as_json:
+            return ',"unit":%s}\n' % ("null" if unit is None else f'"{unit}"')
+        # The unit on a line of its own: NIXL's "Value: N" line stays as tools parse it.
+        return f"\nUnit: {unit or '-'}\n===========================\n\n"
 
     def missed_text(self, n):
         if self.as_json:
@@ -583,25 +632,29 @@ class Summary:
 
     def print(self, as_json, out):
         lines = []
-        table = [("category", "event", "count", "sum", "min", "max", "last", "rate_per_s")]
+        table = [("category", "event", "unit", "count", "sum", "min", "max", "last",
+                  "rate_per_s")]
         # By category number, then by the name's bytes.
         for (cat, name), (count, total, low, high, last, t0, t1) in sorted(self.rows.items()):
             category = CATEGORIES[cat] if cat < 8 else "UNKNOWN"
             text = escape_name(name)
+            unit = unit_of(cat, name)
             rate = rate_text(count, t1 - t0)
             if as_json:
+                unit_json = "null" if unit is None else f'"{unit}"'
                 lines.append(f'{{"category":"{category}","event":"{json_escape(text)}",'
+                             f'"unit":{unit_json},'
                              f'"count":{count},"sum":{total},"min":{low},"max":{high},'
                              f'"last":{last},"rate_per_s":{"null" if rate is None else rate},'
                              f'"min_timestamp_us":{t0},"max_timestamp_us":{t1}}}\n')
             else:
-                table.append((category, text, str(count), str(total), str(low), str(high),
-                              str(last), "-" if rate is None else rate))
+                table.append((category, text, unit or "-", str(count), str(total), str(low),
+                              str(high), str(last), "-" if rate is None else rate))
         if not as_json:
-            widths = [max(len(r[i]) for r in table) for i in range(8)]
+            widths = [max(len(r[i]) for r in table) for i in range(9)]
             for r in table:
-                cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])]
-                cells += [r[i].rjust(widths[i]) for i in range(2, 8)]
+                cells = [r[i].ljust(widths[i]) for i in range(3)]
+                cells += [r[i].rjust(widths[i]) for i in range(3, 9)]
                 lines.append("  ".join(cells) + "\n")
         out.write("".join(lines))
 

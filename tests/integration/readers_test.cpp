@@ -225,11 +225,12 @@ TEST_CASE("the C++ reader prints events in the NIXL format") {
                                       "Category: TRANSFER\n"
                                       "Event: agent_tx_bytes\n"
                                       "Value: 1048576\n"
+                                      "Unit: bytes\n"
                                       "===========================\n"));
-    CHECK_THAT(r.out,
-               Catch::Contains("Category: MEMORY\nEvent: agent_memory_registered\nValue: 4096\n"));
-    CHECK_THAT(r.out,
-               Catch::Contains("Category: PERFORMANCE\nEvent: agent_xfer_time\nValue: 345\n"));
+    CHECK_THAT(r.out, Catch::Contains("Category: MEMORY\nEvent: agent_memory_registered\nValue: "
+                                      "4096\nUnit: bytes\n"));
+    CHECK_THAT(r.out, Catch::Contains(
+                          "Category: PERFORMANCE\nEvent: agent_xfer_time\nValue: 345\nUnit: us\n"));
     CHECK(count(r.out, "=== NIXL Telemetry Event ===") == 6);
     CHECK_THAT(r.err, Catch::Contains("6 events read, 0 missed"));
 }
@@ -252,7 +253,8 @@ TEST_CASE("the C++ and Python readers print the same events, in text and in JSON
         cj.out,
         Catch::Contains(
             "{\"timestamp_us\":1736951425123456,\"timestamp\":\"2025-01-15 14:30:25.123456\","
-            "\"category\":\"TRANSFER\",\"event\":\"agent_tx_bytes\",\"value\":1048576}\n"));
+            "\"category\":\"TRANSFER\",\"event\":\"agent_tx_bytes\",\"value\":1048576,"
+            "\"unit\":\"bytes\"}\n"));
     // The backslash is printed doubled (the name text), then escaped again for JSON.
     CHECK_THAT(cj.out, Catch::Contains("\"event\":\"odd \\\"name\\\"\\\\\\\\\""));
     CHECK(count(cj.out, "\n") == 6);
@@ -271,7 +273,7 @@ TEST_CASE("both readers say how many events were overwritten before they read th
         REQUIRE(r.exit_code == 0);
         CHECK(r.out.rfind("{\"missed\":6}\n", 0) == 0);
         CHECK(count(r.out, "\"event\":\"n\"") == 4);
-        CHECK_THAT(r.out, Catch::Contains("\"value\":9}"));
+        CHECK_THAT(r.out, Catch::Contains("\"value\":9,\"unit\":null}"));
         CHECK_THAT(r.err, Catch::Contains("4 events read, 6 missed"));
     }
 }
@@ -464,7 +466,7 @@ TEST_CASE("with --follow the readers print the rest and exit 0 when the writer c
         CHECK_FALSE(r.timed_out);
         CHECK(r.exit_code == 0);
         CHECK(count(r.out, "\"event\":\"followed\"") == 5);
-        CHECK(count(r.out, "\"value\":2}") == 3);
+        CHECK(count(r.out, "\"value\":2,\"unit\":null}") == 3);
         CHECK(r.err == (dir / "agent").string() + ": 5 events read, 0 missed\n");
     }
 }
@@ -574,16 +576,16 @@ TEST_CASE(
         CAPTURE(retry, r.err);
         CHECK_FALSE(r.timed_out);
         CHECK(r.exit_code == 0);
-        CHECK(count(r.out, "\"value\":1}") == 2);
-        CHECK(count(r.out, "\"value\":2}") == 1);  // the rest of the old file
+        CHECK(count(r.out, "\"value\":1,\"unit\":null}") == 2);
+        CHECK(count(r.out, "\"value\":2,\"unit\":null}") == 1);  // the rest of the old file
         if (retry) {
-            CHECK(count(r.out, "\"value\":3}") == 4);
+            CHECK(count(r.out, "\"value\":3,\"unit\":null}") == 4);
             CHECK_THAT(r.err, Catch::Contains("the file was replaced or removed; waiting for the "
                                               "new one\n"));
             CHECK_THAT(r.err, Catch::Contains("following the new file\n"));
             CHECK_THAT(r.err, Catch::EndsWith(": 7 events read, 0 missed\n"));
         } else {
-            CHECK(count(r.out, "\"value\":3}") == 0);
+            CHECK(count(r.out, "\"value\":3,\"unit\":null}") == 0);
             CHECK_THAT(r.err, Catch::Contains("stopping (--retry follows the new one)\n"));
         }
     }
@@ -738,6 +740,116 @@ std::size_t lines_with(const std::string& out, const std::string& what) {
 
 }  // namespace
 
+namespace {
+
+/// An event and the unit docs/events.md gives it, "" for none: every event name xtel records,
+/// in its category, then names the readers cannot know.
+struct unit_case {
+    xtel::category cat;
+    std::string name;
+    std::string unit;
+};
+
+std::vector<unit_case> unit_cases() {
+    using c = xtel::category;
+    std::vector<unit_case> cases = {
+        {c::memory, "agent_memory_registered", "bytes"},
+        {c::memory, "agent_memory_deregistered", "bytes"},
+        {c::transfer, "agent_tx_bytes", "bytes"},
+        {c::transfer, "agent_rx_bytes", "bytes"},
+        {c::transfer, "agent_tx_requests_num", "count"},
+        {c::transfer, "agent_rx_requests_num", "count"},
+        {c::performance, "agent_xfer_time", "us"},
+        {c::performance, "agent_xfer_post_time", "us"},
+        {c::connection, "agent_connect", "count"},
+        {c::connection, "agent_disconnect", "count"},
+        {c::connection, "agent_connections", "count"},
+        {c::backend, "ucx_backend_init", "count"},
+        {c::backend, "ucx_version", "version"},
+        {c::backend, "ucx_endpoint_error", "count"},
+        {c::backend, "ucx_tl_sysv", "count"},
+        {c::backend, "ucx_tl_tcp", "count"},
+        {c::system, "agent_start", "pid"},
+        {c::system, "agent_stop", "pid"},
+        {c::system, "telemetry_events_dropped", "count"},
+        // A user's own events, and xtel's names in a category xtel never records them in.
+        {c::custom, "my_latency", ""},
+        {c::custom, "agent_xfer_time", ""},
+        {c::memory, "agent_tx_bytes", ""},
+        {c::backend, "ucx_tl_", ""},
+        {c::error, "agent_error_", ""},
+    };
+    for (const char* status :
+         {"invalid_argument", "not_found", "busy", "not_supported", "bad_metadata",
+          "remote_disconnected", "timed_out", "backend_error"}) {
+        cases.push_back({c::error, fmt::format("agent_error_{}", status), "count"});
+    }
+    return cases;
+}
+
+}  // namespace
+
+TEST_CASE("both readers print each event's unit in text, JSON and the summary, the same bytes") {
+    utc_scope utc;
+    xtel_test::temp_dir dir;
+    const auto cases = unit_cases();
+    {
+        xtel::buffer_telemetry t(buffer_config(dir, 256), "agent");
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            t.record_at(1'000'000 + i, cases[i].cat, xtel::event_name(cases[i].name), 100 + i);
+        }
+    }
+    const auto path = dir / "agent";
+    const auto text = read_both(path, {});
+    const auto json = read_both(path, {"--json"});
+    const auto summary = read_both(path, {"--summary"});
+    const auto summary_json = read_both(path, {"--summary", "--json"});
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const auto& u = cases[i];
+        CAPTURE(u.name, xtel::to_string(u.cat), u.unit);
+        const auto shown = u.unit.empty() ? std::string("-") : u.unit;
+        const auto quoted = u.unit.empty() ? std::string("null") : "\"" + u.unit + "\"";
+        CHECK(count(text.out, fmt::format("Category: {}\nEvent: {}\nValue: {}\nUnit: {}\n=",
+                                          xtel::to_string(u.cat), u.name, 100 + i, shown)) == 1);
+        CHECK(count(json.out,
+                    fmt::format("\"category\":\"{}\",\"event\":\"{}\",\"value\":{},\"unit\":{}}}\n",
+                                xtel::to_string(u.cat), u.name, 100 + i, quoted)) == 1);
+        CHECK(count(summary_json.out,
+                    fmt::format("{{\"category\":\"{}\",\"event\":\"{}\",\"unit\":{},\"count\":1,",
+                                xtel::to_string(u.cat), u.name, quoted)) == 1);
+        // A row: category, name and unit, each padded to its column, then the numbers.
+        std::size_t rows = 0;
+        std::istringstream in(summary.out);
+        for (std::string line; std::getline(in, line);) {
+            std::istringstream cells(line);
+            std::string cat, name, unit;
+            cells >> cat >> name >> unit;
+            rows += cat == xtel::to_string(u.cat) && name == u.name && unit == shown ? 1 : 0;
+        }
+        CHECK(rows == 1);
+    }
+    CHECK_THAT(summary.out,
+               Catch::StartsWith("category     event                            unit     "
+                                 "count"));
+    CHECK(count(json.out, "\n") == cases.size());
+    CHECK(count(summary_json.out, "\n") == cases.size());
+    // Valid JSON, parsed by another program than the two that wrote it.
+    const auto lines = dir / "lines.json";
+    std::ofstream(lines) << json.out << summary_json.out;
+    const auto parsed = xtel_test::run({python, "-c",
+                                        "import json, sys\n"
+                                        "for line in open(sys.argv[1], encoding='ascii'):\n"
+                                        "    o = json.loads(line)\n"
+                                        "    print(o['event'], o['unit'])\n",
+                                        lines.string()});
+    CAPTURE(parsed.err);
+    REQUIRE(parsed.exit_code == 0);
+    for (const auto& u : cases) {
+        CHECK(count("\n" + parsed.out,
+                    fmt::format("\n{} {}\n", u.name, u.unit.empty() ? "None" : u.unit)) == 2);
+    }
+}
+
 TEST_CASE("both readers take the path alone or after --telemetry_path") {
     utc_scope utc;
     xtel_test::temp_dir dir;
@@ -771,28 +883,32 @@ TEST_CASE("the summary gives count exact sum min max last and rate per category 
     const auto text = read_both(dir / "agent", {"--summary"});
     REQUIRE(text.exit_code == 0);
     // 3 * 2^63 + 4 does not fit 64 bits; rates are (count - 1) / seconds of span.
+    // None of these names is xtel's: their unit is unknown.
     CHECK(text.out ==
-          "category  event  count                   sum                  min                  max"
-          "                 last  rate_per_s\n"
-          "MEMORY    small      1                     5                    5                    5"
-          "                    5           -\n"
-          "TRANSFER  big        3  27670116110564327428  9223372036854775808  9223372036854775811"
-          "  9223372036854775808       2.000\n"
-          "ERROR     one        1                    42                   42                   42"
-          "                   42           -\n"
-          "CUSTOM    small      4                    19                    1                    9"
-          "                    1       0.750\n");
+          "category  event  unit  count                   sum                  min"
+          "                  max                 last  rate_per_s\n"
+          "MEMORY    small  -         1                     5                    5"
+          "                    5                    5           -\n"
+          "TRANSFER  big    -         3  27670116110564327428  9223372036854775808"
+          "  9223372036854775811  9223372036854775808       2.000\n"
+          "ERROR     one    -         1                    42                   42"
+          "                   42                   42           -\n"
+          "CUSTOM    small  -         4                    19                    1"
+          "                    9                    1       0.750\n");
     CHECK(text.err == (dir / "agent").string() + ": 9 events read, 0 missed\n");
     const auto json = read_both(dir / "agent", {"--summary", "--json"});
     REQUIRE(json.exit_code == 0);
     CHECK(count(json.out, "\n") == 4);
-    CHECK_THAT(json.out, Catch::Contains("{\"category\":\"TRANSFER\",\"event\":\"big\",\"count\":3,"
-                                         "\"sum\":27670116110564327428,\"min\":9223372036854775808,"
-                                         "\"max\":9223372036854775811,\"last\":9223372036854775808,"
-                                         "\"rate_per_s\":2.000,\"min_timestamp_us\":1000000,"
-                                         "\"max_timestamp_us\":2000000}\n"));
-    CHECK_THAT(json.out, Catch::Contains("\"event\":\"one\",\"count\":1,\"sum\":42,\"min\":42,"
-                                         "\"max\":42,\"last\":42,\"rate_per_s\":null,"));
+    CHECK_THAT(json.out,
+               Catch::Contains("{\"category\":\"TRANSFER\",\"event\":\"big\",\"unit\":null,"
+                               "\"count\":3,"
+                               "\"sum\":27670116110564327428,\"min\":9223372036854775808,"
+                               "\"max\":9223372036854775811,\"last\":9223372036854775808,"
+                               "\"rate_per_s\":2.000,\"min_timestamp_us\":1000000,"
+                               "\"max_timestamp_us\":2000000}\n"));
+    CHECK_THAT(json.out,
+               Catch::Contains("\"event\":\"one\",\"unit\":null,\"count\":1,\"sum\":42,\"min\":42,"
+                               "\"max\":42,\"last\":42,\"rate_per_s\":null,"));
 }
 
 TEST_CASE("a category filter keeps exactly the events of the categories named in any case") {
@@ -812,8 +928,9 @@ TEST_CASE("a category filter keeps exactly the events of the categories named in
     CHECK_THAT(two.err, Catch::EndsWith(": 9 events read, 0 missed\n"));
     const auto summed = read_both(dir / "agent", {"--summary", "--category", "custom"});
     CHECK(count(summed.out, "\n") == 2);
-    CHECK_THAT(summed.out,
-               Catch::EndsWith("\nCUSTOM    small      4   19    1    9     1       0.750\n"));
+    CHECK_THAT(
+        summed.out,
+        Catch::EndsWith("\nCUSTOM    small  -         4   19    1    9     1       0.750\n"));
 }
 
 TEST_CASE("a name filter keeps exactly the events whose whole name matches the glob") {
@@ -839,8 +956,9 @@ TEST_CASE("a name filter keeps exactly the events whose whole name matches the g
     }
     const auto both = read_both(dir / "agent", {"--json", "--name", "s*", "--category", "memory"});
     CHECK(count(both.out, "\n") == 1);
-    CHECK_THAT(both.out,
-               Catch::Contains("\"category\":\"MEMORY\",\"event\":\"small\",\"value\":5}"));
+    CHECK_THAT(
+        both.out,
+        Catch::Contains("\"category\":\"MEMORY\",\"event\":\"small\",\"value\":5,\"unit\":null}"));
 }
 
 TEST_CASE("the header mode gives format version capacity writer pid state written and missed") {

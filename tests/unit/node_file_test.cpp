@@ -263,6 +263,28 @@ TEST_CASE("a writer that died in the middle of a publish leaves the previous pay
     CHECK(p->payload == payload);
 }
 
+TEST_CASE("a writer that died in its first publish leaves a file that reads as no payload yet",
+          "[node_file]") {
+    xtel_test::temp_dir dir;
+    crash_a_writer(dir, "agent", numbered_payload(1, 3000));
+    const auto path = dir / "agent.metrics";
+    // As if it had died between steps 4 and 5 of its first publish: the generation odd at 1,
+    // no descriptor naming a publish. The reader looks for generation 0 and compares with 1.
+    poke(path, offsetof(nf::file_header, generation), std::uint64_t{1});
+    for (std::size_t i = 0; i < 2; ++i) {
+        poke(path,
+             offsetof(nf::file_header, areas) + i * sizeof(nf::area) +
+                 offsetof(nf::area, generation),
+             std::uint64_t{0});
+    }
+    nf::reader r(path);
+    const auto p = r.read_latest();
+    REQUIRE(p);  // an answer, not "busy"
+    CHECK(p->number == 0);
+    CHECK(p->payload.empty());
+    CHECK(r.published() == 0);
+}
+
 TEST_CASE("a reader refuses what is not a node file with format_error", "[node_file]") {
     xtel_test::temp_dir dir;
     const auto path = dir / "x.metrics";
