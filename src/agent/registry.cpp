@@ -8,17 +8,85 @@
 #include <vector>
 
 #include "agent/pipeline_telemetry.hpp"
+#include "core/log.hpp"
 #include "core/suggest.hpp"
 #include "xtel/agent/basic_agent.hpp"
 #include "xtel/agent/runtime_telemetry.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/core/parse.hpp"
 #include "xtel/exporters/output_path.hpp"
 #include "xtel/exporters/pipelines.hpp"
 #include "xtel/exporters/plugin.hpp"
+#include "xtel/exporters/prometheus_settings.hpp"
 
 namespace xtel {
 
 namespace {
+
+/// Upstream NIXL's exporters that xtel does not have, and what to name instead: refused when no
+/// plug-in of that name is there, because each makes a promise (one endpoint for every rank,
+/// delivery to DOCA) that no exporter here would keep.
+struct upstream_exporter {
+    std::string_view name;
+    std::string_view instead;
+};
+constexpr upstream_exporter upstream_exporters[] = {
+    {"prometheus_mp",
+     "it is upstream NIXL's multi-process Prometheus exporter, which xtel does not have: name node "
+     "and run one xtel-exporter per node, which serves every rank on one endpoint "
+     "(docs/deployment.md)"},
+    {"doca",
+     "it is upstream NIXL's DOCA exporter, which xtel does not have: name prometheus (one "
+     "endpoint per process), or node and run one xtel-exporter per node (every rank on one "
+     "endpoint, remote-write or OTLP: docs/deployment.md)"},
+};
+
+/// Upstream NIXL's collect-only exporter, which keeps events in process for getXferTelemetry
+/// and writes nothing.
+constexpr std::string_view nop_exporter = "NOP";
+
+/// Whether `cfg` names NOP alone, which is telemetry off here (said once): xtel has no
+/// in-process reader of events, and off writes nothing, as NOP does. Beside other exporters
+/// NOP is refused: what it would add to them is nothing, so the list is a mistake.
+bool names_collect_only(const config& cfg) {
+    const auto is_nop = [](const std::string& n) { return detail::same_keyword(n, nop_exporter); };
+    if (std::none_of(cfg.exporters.begin(), cfg.exporters.end(), is_nop)) {
+        return false;
+    }
+    if (cfg.exporters.size() > 1) {
+        throw config_error(fmt::format(
+            "{}='{}' is invalid: NOP, NIXL's collect-only exporter, writes nothing, so it is not "
+            "named beside other exporters; name NOP alone (telemetry off) or the others alone",
+            env::exporter, cfg.exporters_string()));
+    }
+    detail::log(log_level::warning,
+                "{}='{}': xtel has no collect-only exporter (no getXferTelemetry reads events in "
+                "process), so telemetry is off; name buffer, prometheus or node to export",
+                env::exporter, cfg.exporters_string());
+    return true;
+}
+
+/// Says once each NIXL variable that is set but that none of the exporters `names` reads, so
+/// that none is passed over silently.
+void warn_unread(const config& cfg, std::span<const std::string> names, bool plugins) {
+    if (std::string_view(cfg.output_path_variable) == env::telemetry_dir && !plugins &&
+        output_path_use_of(names) != output_path_use::directory) {
+        detail::log(log_level::warning,
+                    "{}='{}' is not used: none of the exporters named ({}) writes a directory; "
+                    "name buffer to keep a flight recorder there",
+                    env::telemetry_dir, cfg.output_path, fmt::join(names, ","));
+    }
+    if (std::find(names.begin(), names.end(), prometheus_exporter::name) == names.end()) {
+        for (const char* var : {env::prometheus_port, env::prometheus_local}) {
+            if (const auto v = process_env(var)) {
+                detail::log(log_level::warning,
+                            "{}='{}' is not used: prometheus is not among the exporters named "
+                            "({}); name it in {} to serve /metrics",
+                            var, parse::escape_controls(*v), fmt::join(names, ","), env::exporter);
+            }
+        }
+    }
+}
 
 using agent_factory = std::unique_ptr<agent> (*)(std::string, const config&, const agent_options&);
 using telemetry_factory = std::unique_ptr<runtime_telemetry> (*)(std::string,
@@ -110,7 +178,7 @@ const pipeline_entry& pipeline_for(const config& cfg) {
     // What NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH means depends on the exporters named: a
     // directory is checked now, before any exporter starts, rather than at the first flush.
     if (!cfg.output_path.empty()) {
-        check_output_path(names, cfg.output_path);
+        check_output_path(names, cfg.output_path, cfg.output_path_variable);
     }
     // Names that are not built in are plugins: they collapse into the one "plugin" policy.
     std::vector<std::string> policies;
@@ -125,22 +193,29 @@ const pipeline_entry& pipeline_for(const config& cfg) {
     if (!plugins.empty()) {
         policies.emplace_back(plugin_exporter::name);
         for (const auto& p : plugins) {
-            if (!plugin_available(cfg, p)) {
-                throw config_error(fmt::format(
-                    "{}='{}' is invalid: '{}' is not a built-in exporter ({}){} and {}",
-                    env::exporter, cfg.exporters_string(), p,
-                    fmt::join(builtin_exporter_names, ", "),
-                    detail::did_you_mean(p, builtin_exporter_names),
-                    cfg.plugin_dir.empty()
-                        ? fmt::format("{} is not set, so no plugin can be loaded", env::plugin_dir)
-                        : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),
-                                      plugin_file_name(p), plugins_listing(cfg.plugin_dir))));
+            if (plugin_available(cfg, p)) {
+                continue;
             }
+            for (const auto& u : upstream_exporters) {
+                if (detail::same_keyword(p, u.name)) {
+                    throw config_error(fmt::format("{}='{}' is invalid: '{}': {}", env::exporter,
+                                                   cfg.exporters_string(), p, u.instead));
+                }
+            }
+            throw config_error(fmt::format(
+                "{}='{}' is invalid: '{}' is not a built-in exporter ({}){} and {}", env::exporter,
+                cfg.exporters_string(), p, fmt::join(builtin_exporter_names, ", "),
+                detail::did_you_mean(p, builtin_exporter_names),
+                cfg.plugin_dir.empty()
+                    ? fmt::format("{} is not set, so no plugin can be loaded", env::plugin_dir)
+                    : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),
+                                  plugin_file_name(p), plugins_listing(cfg.plugin_dir))));
         }
     }
     const auto key = canonical_exporter_set(policies);
     for (const auto& p : pipelines()) {
         if (p.exporters == key) {
+            warn_unread(cfg, names, !plugins.empty());
             return p;
         }
     }
@@ -169,7 +244,7 @@ std::vector<std::string> exporter_sets() {
 }
 
 std::unique_ptr<agent> make_agent(std::string name, const config& given, agent_options opts) {
-    if (!given.enabled) {
+    if (!given.enabled || names_collect_only(given)) {
         return make<disabled_telemetry>(std::move(name), given, opts);
     }
     const config cfg = with_builtin_spelling(given);
@@ -185,7 +260,7 @@ std::unique_ptr<runtime_telemetry> make_telemetry(std::string name,
                                                   telemetry_options opts) {
     // Checked before anything starts, as an agent's is: it names the exporters' files.
     name = detail::checked_agent_name(std::move(name));
-    if (!given.enabled) {
+    if (!given.enabled || names_collect_only(given)) {
         return make_pipeline<disabled_telemetry>(std::move(name), given, opts);
     }
     const config cfg = with_builtin_spelling(given);

@@ -8,11 +8,83 @@
 #include <fmt/ranges.h>
 
 #include <cstdlib>
+#include <system_error>
 
+#include "core/log.hpp"
+#include "xtel/core/error.hpp"
 #include "xtel/core/log.hpp"
 #include "xtel/core/parse.hpp"
 
 namespace xtel {
+
+namespace {
+
+/// An upstream variable that configures an exporter xtel does not have, and what to use instead.
+struct unserved_variable {
+    const char* name;
+    const char* instead;
+};
+
+// Logged rather than refused: upstream reads them only for its prometheus_mp, DOCA and example
+// CSV exporters, which an agent here cannot be running (NIXL_TELEMETRY_EXPORTER refuses those
+// names), so its transfers are the same either way; what the variable asked for is said once.
+constexpr const char* multiprocess_instead =
+    "xtel has no multi-process store; name the node exporter (NIXL_TELEMETRY_EXPORTER=node) and "
+    "run one xtel-exporter per node, which serves every rank on one endpoint "
+    "(docs/deployment.md)";
+constexpr const char* doca_instead =
+    "xtel has no DOCA exporter; serve Prometheus with NIXL_TELEMETRY_EXPORTER=prometheus, or "
+    "name node and run one xtel-exporter per node, which serves every rank and can push by "
+    "remote-write or OTLP (docs/deployment.md)";
+constexpr unserved_variable unserved_variables[] = {
+    {env::multiproc_dir, multiprocess_instead},
+    {env::mp_stale_ttl,
+     "how long a stopped agent is still served is xtel-exporter's --stale-ttl "
+     "(docs/deployment.md)"},
+    {env::csv_file,
+     "it configures upstream's example CSV plug-in; xtel's (examples/plugins/csv) writes "
+     "<NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH>/<agent name>.csv"},
+    {env::doca_backends, doca_instead},
+    {env::doca_ipc_sockets_dir, doca_instead},
+    {env::doca_prometheus_port, doca_instead},
+    {env::doca_prometheus_local, doca_instead},
+};
+
+/// NIXL_TELEMETRY_DIR, NIXL's name for the flight recorder's directory, as output_path: the
+/// same directory as NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH or none, since two directories for one
+/// file would leave one of them silently unused.
+void map_telemetry_dir(config& c, const std::string& dir) {
+    if (dir.empty()) {
+        parse::fail(env::telemetry_dir, dir, "expected the path of an existing directory");
+    }
+    if (c.output_path.empty()) {
+        c.output_path = dir;
+        c.output_path_variable = env::telemetry_dir;
+    } else if (c.output_path != dir) {
+        parse::fail(env::telemetry_dir, dir,
+                    fmt::format("{}='{}' is set too and names another place; both name the "
+                                "flight recorder's directory: set one of them, or both to the "
+                                "same directory",
+                                env::output_path, c.output_path));
+    }
+}
+
+/// NIXL_PLUGIN_DIR as the plug-in directory when xtel's own is unset. NIXL deployments set it
+/// for their backends whether or not telemetry uses it, so one that is not a directory is said
+/// and passed over rather than stopping the agent.
+void map_nixl_plugin_dir(config& c, const std::string& dir) {
+    std::error_code ec;
+    if (!dir.empty() && std::filesystem::is_directory(dir, ec)) {
+        c.plugin_dir = dir;
+        return;
+    }
+    detail::log(log_level::warning,
+                "{}='{}' is not an existing directory: no telemetry exporter plug-in is looked "
+                "for there ({} names xtel's plug-in directory)",
+                env::nixl_plugin_dir, parse::escape_controls(dir), env::plugin_dir);
+}
+
+}  // namespace
 
 std::optional<std::string> process_env(std::string_view name) {
     const std::string key(name);
@@ -51,6 +123,8 @@ config config::from_env(const env_lookup& lookup) {
     }
     if (const auto v = lookup(env::plugin_dir)) {
         c.plugin_dir = parse::existing_directory(env::plugin_dir, *v);
+    } else if (const auto nixl = lookup(env::nixl_plugin_dir)) {
+        map_nixl_plugin_dir(c, *nixl);
     }
     if (const auto v = lookup(env::output_path)) {
         if (v->empty()) {
@@ -61,6 +135,15 @@ config config::from_env(const env_lookup& lookup) {
                         "named take it: docs/configuration.md)");
         }
         c.output_path = *v;
+    }
+    if (const auto v = lookup(env::telemetry_dir)) {
+        map_telemetry_dir(c, *v);
+    }
+    for (const auto& u : unserved_variables) {
+        if (const auto v = lookup(u.name)) {
+            detail::log(log_level::warning, "{}='{}' is not read by xtel: {}", u.name,
+                        parse::escape_controls(*v), u.instead);
+        }
     }
     return c;
 }

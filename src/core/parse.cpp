@@ -113,13 +113,16 @@ std::vector<std::string_view> comma_list(std::string_view var,
 
 bool boolean(std::string_view var, std::string_view value) {
     const auto v = lower(value);
-    if (v == "y" || v == "yes" || v == "on" || v == "1" || v == "true") {
+    // NIXL's spellings, enable and disable included, so that a NIXL deployment's value means here
+    // what it meant there.
+    if (v == "y" || v == "yes" || v == "on" || v == "1" || v == "true" || v == "enable") {
         return true;
     }
-    if (v == "n" || v == "no" || v == "off" || v == "0" || v == "false") {
+    if (v == "n" || v == "no" || v == "off" || v == "0" || v == "false" || v == "disable") {
         return false;
     }
-    fail(var, value, "expected one of y, yes, on, 1, true, n, no, off, 0, false (any case)");
+    fail(var, value,
+         "expected one of y, yes, on, 1, true, enable, n, no, off, 0, false, disable (any case)");
 }
 
 std::uint64_t unsigned_integer(std::string_view var,

@@ -73,11 +73,17 @@ output_path_use output_path_use_of(std::span<const std::string> named) {
 }
 
 bool takes_output_path(const config& cfg, output_path_use use) {
+    // NIXL_TELEMETRY_DIR names the flight recorder's directory and nothing else: NIXL's
+    // Prometheus exporter never reads it, so here no address is taken from it either.
+    const bool from_dir = std::string_view(cfg.output_path_variable) == env::telemetry_dir;
     return use != output_path_use::none && !cfg.output_path.empty() &&
-           output_path_use_of(cfg.exporters) <= use;
+           output_path_use_of(cfg.exporters) <= use &&
+           (!from_dir || use == output_path_use::directory);
 }
 
-void check_output_path(std::span<const std::string> named, std::string_view value) {
+void check_output_path(std::span<const std::string> named,
+                       std::string_view value,
+                       std::string_view var) {
     if (value.empty()) {
         std::vector<std::string> uses;
         for (const auto& c : claims) {
@@ -86,13 +92,13 @@ void check_output_path(std::span<const std::string> named, std::string_view valu
             }
             uses.push_back(fmt::format("{} for {}", described(c.use), c.exporter));
         }
-        parse::fail(env::output_path, value,
+        parse::fail(var, value,
                     fmt::format("expected a non-empty value ({})", fmt::join(uses, ", ")));
     }
     // A directory is checked now rather than at the first flush. An address is parsed by the
     // exporter that takes it, when that exporter is built.
     if (output_path_use_of(named) == output_path_use::directory) {
-        parse::existing_directory(env::output_path, value);
+        parse::existing_directory(var, value);
     }
 }
 

@@ -11,6 +11,7 @@
 
 #include "xtel/core/config.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/core/rank.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
 #include "xtel/metrics/agent_metrics_settings.hpp"
@@ -29,6 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         xtel::env::prometheus_buckets,
         xtel::env::prometheus_builders,
         xtel::env::prometheus_max_series,
+        // Upstream NIXL's, mapped onto the above (docs/configuration.md, "NIXL's variables").
+        xtel::env::telemetry_dir,
+        xtel::env::nixl_plugin_dir,
+        xtel::env::prometheus_port,
+        xtel::env::prometheus_local,
+        xtel::env::rank_env,
     };
     // Values are separated by '\n'; the first byte chooses which of the first eight variables
     // are set at all.

@@ -201,3 +201,102 @@ TEST_CASE("an empty output path is refused where the variables are read") {
               "directory or an address, as the exporters named take it: docs/configuration.md)");
     }
 }
+
+// Upstream NIXL's variables (docs/configuration.md, "NIXL's variables"): each is read with the
+// meaning it has there, mapped onto xtel's, or said once with what to use instead.
+
+TEST_CASE("NIXL's enable and disable turn telemetry on and off in any letter case") {
+    using xtel_test::env_table;
+    CHECK(xtel::config::from_env(env_table({{"NIXL_TELEMETRY_ENABLE", "Enable"}})).enabled);
+    CHECK_FALSE(xtel::config::from_env(env_table({{"NIXL_TELEMETRY_ENABLE", "DISABLE"}})).enabled);
+}
+
+TEST_CASE("upstream's variables are not read when telemetry is disabled") {
+    const xtel_test::log_capture log;
+    const auto c =
+        xtel::config::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "disable"},
+                                                     {"NIXL_TELEMETRY_DIR", ""},
+                                                     {"NIXL_TELEMETRY_MULTIPROC_DIR", "/x"},
+                                                     {"NIXL_PLUGIN_DIR", "/nonexistent"}}));
+    CHECK_FALSE(c.enabled);
+    CHECK(c.output_path.empty());
+    CHECK(log.all().empty());
+}
+
+TEST_CASE("NIXL_TELEMETRY_DIR is the flight recorder's directory when the output path is unset") {
+    const xtel_test::temp_dir dir;
+    const auto c = xtel::config::from_env(xtel_test::env_table(
+        {{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_TELEMETRY_DIR", dir.path().string()}}));
+    CHECK(c.output_path == dir.path().string());
+}
+
+TEST_CASE("NIXL_TELEMETRY_DIR and the output path are one setting and must agree") {
+    const xtel_test::temp_dir dir;
+    const auto same = xtel::config::from_env(
+        xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"},
+                              {"NIXL_TELEMETRY_DIR", dir.path().string()},
+                              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}));
+    CHECK(same.output_path == dir.path().string());
+    CHECK_THROWS_WITH(
+        xtel::config::from_env(
+            xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"},
+                                  {"NIXL_TELEMETRY_DIR", "/tmp"},
+                                  {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", "/dev/shm"}})),
+        "NIXL_TELEMETRY_DIR='/tmp' is invalid: NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH='/dev/shm' is "
+        "set too and names another place; both name the flight recorder's directory: set one of "
+        "them, or both to the same directory");
+}
+
+TEST_CASE("an empty NIXL_TELEMETRY_DIR is refused") {
+    CHECK_THROWS_WITH(
+        xtel::config::from_env(
+            xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_TELEMETRY_DIR", ""}})),
+        "NIXL_TELEMETRY_DIR='' is invalid: expected the path of an existing directory");
+}
+
+TEST_CASE("NIXL_PLUGIN_DIR is where plug-ins are looked for unless xtel's own variable is set") {
+    const xtel_test::temp_dir nixl, own;
+    const auto mapped = xtel::config::from_env(xtel_test::env_table(
+        {{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_PLUGIN_DIR", nixl.path().string()}}));
+    CHECK(mapped.plugin_dir == nixl.path());
+    const auto own_wins = xtel::config::from_env(
+        xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"},
+                              {"NIXL_PLUGIN_DIR", nixl.path().string()},
+                              {"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR", own.path().string()}}));
+    CHECK(own_wins.plugin_dir == own.path());
+}
+
+TEST_CASE("a NIXL_PLUGIN_DIR that is no directory is said once and passed over") {
+    const xtel_test::log_capture log;
+    const auto c = xtel::config::from_env(xtel_test::env_table(
+        {{"NIXL_TELEMETRY_ENABLE", "y"}, {"NIXL_PLUGIN_DIR", "/nonexistent/nixl/plugins"}}));
+    CHECK(c.plugin_dir.empty());
+    const auto warnings = log.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] ==
+          "NIXL_PLUGIN_DIR='/nonexistent/nixl/plugins' is not an existing directory: no telemetry "
+          "exporter plug-in is looked for there (NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR names xtel's "
+          "plug-in directory)");
+}
+
+TEST_CASE(
+    "each upstream variable of an exporter xtel lacks is said once with what to use instead") {
+    const auto [var, instead] = GENERATE(table<std::string, std::string>({
+        {"NIXL_TELEMETRY_MULTIPROC_DIR", "run one xtel-exporter per node"},
+        {"NIXL_TELEMETRY_MP_STALE_TTL", "xtel-exporter's --stale-ttl"},
+        {"NIXL_TELEMETRY_CSV_FILE", "xtel's (examples/plugins/csv) writes"},
+        {"NIXL_TELEMETRY_DOCA_BACKENDS", "xtel has no DOCA exporter"},
+        {"NIXL_TELEMETRY_DOCA_IPC_SOCKETS_DIR", "xtel has no DOCA exporter"},
+        {"NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT", "xtel has no DOCA exporter"},
+        {"NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL", "xtel has no DOCA exporter"},
+    }));
+    INFO(var);
+    const xtel_test::log_capture log;
+    const auto c =
+        xtel::config::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"}, {var, "v1"}}));
+    CHECK(c.enabled);
+    const auto warnings = log.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK_THAT(warnings[0], Catch::StartsWith(var + "='v1' is not read by xtel: "));
+    CHECK_THAT(warnings[0], Catch::Contains(instead));
+}

@@ -126,3 +126,81 @@ TEST_CASE("malformed buckets are a config_error naming the value and what is acc
         CHECK(what.find("greater than the one before") != std::string::npos);
     }
 }
+
+TEST_CASE(
+    "NIXL's _PROMETHEUS_PORT with _PROMETHEUS_LOCAL=n listens on the port on every interface") {
+    const auto s = prometheus_settings::from_env(
+        xtel_test::enabled_config({"prometheus"}),
+        xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_PORT", "9090"},
+                              {"NIXL_TELEMETRY_PROMETHEUS_LOCAL", "n"}}));
+    CHECK(s.address == host_port{"0.0.0.0", 9090});
+}
+
+TEST_CASE("NIXL's _PROMETHEUS_LOCAL=y listens on loopback, on the port _PROMETHEUS_PORT gives") {
+    const xtel_test::log_capture log;
+    const auto s = prometheus_settings::from_env(
+        xtel_test::enabled_config({"prometheus"}),
+        xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_PORT", "9091"},
+                              {"NIXL_TELEMETRY_PROMETHEUS_LOCAL", "enable"}}));
+    CHECK(s.address == host_port{"127.0.0.1", 9091});
+    CHECK(log.all().empty());
+}
+
+TEST_CASE(
+    "NIXL's _PROMETHEUS_PORT alone keeps loopback and says how to listen on every interface") {
+    const xtel_test::log_capture log;
+    const auto s = prometheus_settings::from_env(
+        xtel_test::enabled_config({"prometheus"}),
+        xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_PORT", "9090"}}));
+    CHECK(s.address == host_port{"127.0.0.1", 9090});
+    const auto warnings = log.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] ==
+          "NIXL_TELEMETRY_PROMETHEUS_PORT='9090' without NIXL_TELEMETRY_PROMETHEUS_LOCAL: "
+          "listening on 127.0.0.1:9090, not on every interface as NIXL would; set "
+          "NIXL_TELEMETRY_PROMETHEUS_LOCAL=n to listen on every interface");
+}
+
+TEST_CASE("an address that NIXL's _PROMETHEUS_PORT or _LOCAL contradict is refused naming both") {
+    const auto agreeing = prometheus_settings::from_env(
+        xtel_test::enabled_config({"prometheus"}),
+        xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "0.0.0.0:9090"},
+                              {"NIXL_TELEMETRY_PROMETHEUS_PORT", "9090"},
+                              {"NIXL_TELEMETRY_PROMETHEUS_LOCAL", "off"}}));
+    CHECK(agreeing.address == host_port{"0.0.0.0", 9090});
+    CHECK(config_error_of([] {
+              prometheus_settings::from_env(
+                  xtel_test::enabled_config({"prometheus"}),
+                  xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "127.0.0.1:9464"},
+                                        {"NIXL_TELEMETRY_PROMETHEUS_PORT", "9090"},
+                                        {"NIXL_TELEMETRY_PROMETHEUS_LOCAL", "n"}}));
+          }) ==
+          "NIXL_TELEMETRY_PROMETHEUS_ADDRESS='127.0.0.1:9464' is invalid: it disagrees with "
+          "NIXL_TELEMETRY_PROMETHEUS_PORT='9090' and NIXL_TELEMETRY_PROMETHEUS_LOCAL='n'; set "
+          "NIXL_TELEMETRY_PROMETHEUS_ADDRESS or NIXL's variables, not both, or make them agree");
+}
+
+TEST_CASE(
+    "a malformed NIXL _PROMETHEUS_PORT or _PROMETHEUS_LOCAL is refused with what is accepted") {
+    CHECK(config_error_of([] {
+              prometheus_settings::from_env(
+                  xtel_test::enabled_config({"prometheus"}),
+                  xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_PORT", "65536"}}));
+          }) ==
+          "NIXL_TELEMETRY_PROMETHEUS_PORT='65536' is invalid: expected a whole number from "
+          "0 to 65535");
+    CHECK(config_error_of([] {
+              prometheus_settings::from_env(
+                  xtel_test::enabled_config({"prometheus"}),
+                  xtel_test::env_table({{"NIXL_TELEMETRY_PROMETHEUS_LOCAL", "local"}}));
+          }).starts_with("NIXL_TELEMETRY_PROMETHEUS_LOCAL='local' is invalid: expected one of"));
+}
+
+TEST_CASE("NIXL_TELEMETRY_DIR is never taken as the Prometheus address") {
+    const auto cfg =
+        xtel::config::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_ENABLE", "y"},
+                                                     {"NIXL_TELEMETRY_EXPORTER", "prometheus"},
+                                                     {"NIXL_TELEMETRY_DIR", "/dev/shm"}}));
+    const auto s = prometheus_settings::from_env(cfg, xtel_test::env_table({}));
+    CHECK(s.address == host_port{"127.0.0.1", 9464});
+}

@@ -71,6 +71,30 @@ TEST_CASE("a rank written with leading zeros is labelled as the number") {
     CHECK(rank_of({{"RANK", "007"}}) == process_rank{7, std::nullopt});
 }
 
+TEST_CASE("NIXL_TELEMETRY_RANK_ENV names the one variable that holds the local rank") {
+    CHECK(rank_of({{"NIXL_TELEMETRY_RANK_ENV", "MY_GPU"}, {"MY_GPU", "4"}, {"LOCAL_RANK", "1"}}) ==
+          process_rank{std::nullopt, 4});
+    CHECK(rank_of({{"NIXL_TELEMETRY_RANK_ENV", "MY_GPU"}, {"LOCAL_RANK", "1"}}) == process_rank{});
+    CHECK(rank_of({{"NIXL_TELEMETRY_RANK_ENV", "MY_GPU"}, {"RANK", "9"}, {"MY_GPU", "2"}}) ==
+          process_rank{9, 2});
+}
+
+TEST_CASE("an empty NIXL_TELEMETRY_RANK_ENV asks for no local_rank label") {
+    CHECK(rank_of({{"NIXL_TELEMETRY_RANK_ENV", ""}, {"LOCAL_RANK", "1"}}) == process_rank{});
+}
+
+TEST_CASE("a NIXL_TELEMETRY_RANK_ENV that is no variable name is ignored with one warning") {
+    const xtel_test::log_capture log;
+    CHECK(rank_of({{"NIXL_TELEMETRY_RANK_ENV", "LOCAL RANK"}, {"LOCAL_RANK", "1"}}) ==
+          process_rank{std::nullopt, 1});
+    const auto warnings = log.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] ==
+          "NIXL_TELEMETRY_RANK_ENV='LOCAL RANK' is ignored: expected the name of an environment "
+          "variable (letters, digits, '_'); the local rank is looked for in LOCAL_RANK, "
+          "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID");
+}
+
 TEST_CASE("the metric model's settings read the rank variables") {
     const auto s = xtel::metrics::agent_metrics_settings::from_env(
         env_table({{"RANK", "3"}, {"LOCAL_RANK", "1"}}));

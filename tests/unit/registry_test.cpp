@@ -257,3 +257,70 @@ TEST_CASE("prometheus with a plugin that is not there names the plugin directory
                           Catch::Contains("has no libtelemetry_exporter_csv.so") &&
                           Catch::Contains("plugins there: alpha"));
 }
+
+TEST_CASE("NIXL_TELEMETRY_EXPORTER=NOP is telemetry off, and that is said once") {
+    temp_dir dir;
+    const xtel_test::log_capture log;
+    const auto a = xtel::make_agent("nop", buffer_config(dir, {"NOP"}));
+    CHECK_FALSE(a->telemetry_enabled());
+    CHECK(std::filesystem::is_empty(dir.path()));
+    const auto warnings = log.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] ==
+          "NIXL_TELEMETRY_EXPORTER='NOP': xtel has no collect-only exporter (no getXferTelemetry "
+          "reads events in process), so telemetry is off; name buffer, prometheus or node to "
+          "export");
+}
+
+TEST_CASE("NOP beside other exporters is refused") {
+    temp_dir dir;
+    CHECK_THROWS_WITH(xtel::make_agent("nop", buffer_config(dir, {"buffer", "nop"})),
+                      Catch::StartsWith("NIXL_TELEMETRY_EXPORTER='buffer,nop' is invalid: NOP, "
+                                        "NIXL's collect-only exporter, writes nothing"));
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("upstream's prometheus_mp and doca exporters are refused with what to name instead") {
+    temp_dir dir;
+    CHECK_THROWS_WITH(
+        xtel::make_agent("mp", buffer_config(dir, {"prometheus_mp"})),
+        "NIXL_TELEMETRY_EXPORTER='prometheus_mp' is invalid: 'prometheus_mp': it is upstream "
+        "NIXL's multi-process Prometheus exporter, which xtel does not have: name node and run one "
+        "xtel-exporter per node, which serves every rank on one endpoint (docs/deployment.md)");
+    CHECK_THROWS_WITH(xtel::make_agent("doca", buffer_config(dir, {"doca"})),
+                      Catch::StartsWith("NIXL_TELEMETRY_EXPORTER='doca' is invalid: 'doca': it is "
+                                        "upstream NIXL's DOCA exporter, which xtel does not have: "
+                                        "name prometheus"));
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("NIXL_TELEMETRY_DIR with no exporter that writes a directory is said to be unused") {
+    temp_dir dir;
+    scoped_env env;
+    env.set("NIXL_TELEMETRY_ENABLE", "y");
+    env.set("NIXL_TELEMETRY_EXPORTER", "prometheus");
+    env.set("NIXL_TELEMETRY_DIR", dir.path().string());
+    env.set("NIXL_TELEMETRY_PROMETHEUS_ADDRESS", "127.0.0.1:0");
+    const xtel_test::log_capture log;
+    const auto a = xtel::make_agent("dirless");
+    CHECK(a->telemetry_enabled());
+    const auto warnings = log.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] == "NIXL_TELEMETRY_DIR='" + dir.path().string() +
+                             "' is not used: none of the exporters named (prometheus) writes a "
+                             "directory; name buffer to keep a flight recorder there");
+}
+
+TEST_CASE("NIXL's Prometheus port without the prometheus exporter named is said to be unused") {
+    temp_dir dir;
+    scoped_env env;
+    env.set("NIXL_TELEMETRY_PROMETHEUS_PORT", "9090");
+    const xtel_test::log_capture log;
+    const auto a = xtel::make_agent("portless", buffer_config(dir, {"buffer"}));
+    CHECK(a->telemetry_enabled());
+    const auto warnings = log.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] ==
+          "NIXL_TELEMETRY_PROMETHEUS_PORT='9090' is not used: prometheus is not among the "
+          "exporters named (buffer); name it in NIXL_TELEMETRY_EXPORTER to serve /metrics");
+}

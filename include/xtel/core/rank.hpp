@@ -18,6 +18,9 @@ inline constexpr const char* rank_variables[] = {"RANK", "OMPI_COMM_WORLD_RANK",
 /// Where the rank within the node is looked for, in the same order.
 inline constexpr const char* local_rank_variables[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                                                        "SLURM_LOCALID"};
+/// NIXL's: the name of the one variable that holds the local rank, in place of
+/// local_rank_variables; set empty, no local_rank label.
+inline constexpr const char* rank_env = "NIXL_TELEMETRY_RANK_ENV";
 }  // namespace env
 
 /// What the environment says of the process's rank; each part is absent when no variable names
@@ -26,8 +29,9 @@ struct process_rank {
     std::optional<std::uint64_t> rank;
     std::optional<std::uint64_t> local_rank;
 
-    /// Each part from the first of its variables (env::rank_variables, local_rank_variables)
-    /// set to a non-negative decimal integer. A variable set to anything else is skipped with
+    /// Each part from the first of its variables (env::rank_variables, local_rank_variables,
+    /// or for the local rank the one NIXL_TELEMETRY_RANK_ENV names) set to a non-negative
+    /// decimal integer. A variable set to anything else is skipped with
     /// one warning naming it and quoting its value: telemetry never stops an agent for a label.
     /// Never throws.
     static process_rank from_env(const env_lookup& lookup = process_env);

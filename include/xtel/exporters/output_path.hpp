@@ -31,12 +31,15 @@ output_path_use output_path_use_of(std::span<const std::string> named);
 
 /// True when an exporter whose settings declare `use` reads cfg.output_path: it is set, and no
 /// exporter in cfg.exporters declares a use that outranks `use`. An exporter asks this from its
-/// settings' from_env; being built, it counts as named even when cfg.exporters is empty.
+/// settings' from_env; being built, it counts as named even when cfg.exporters is empty. A value
+/// from NIXL_TELEMETRY_DIR is taken only as a directory.
 bool takes_output_path(const config& cfg, output_path_use use);
 
 /// What config::from_env checks of the variable's value, before any exporter is built: that it
 /// is not empty and, when its use in `named` is a directory, that the directory exists. Throws
-/// config_error naming NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH.
-void check_output_path(std::span<const std::string> named, std::string_view value);
+/// config_error naming `var`, the variable the value came from (config::output_path_variable).
+void check_output_path(std::span<const std::string> named,
+                       std::string_view value,
+                       std::string_view var = env::output_path);
 
 }  // namespace xtel

@@ -11,7 +11,7 @@ buffer_settings buffer_settings::from_env(const config& cfg, const env_lookup& /
     // config::from_env checks it before any exporter is built, and this check covers a config
     // made by hand.
     if (takes_output_path(cfg, output_path_as)) {
-        s.directory = parse::existing_directory(env::output_path, cfg.output_path);
+        s.directory = parse::existing_directory(cfg.output_path_variable, cfg.output_path);
     }
     return s;
 }

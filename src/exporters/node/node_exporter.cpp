@@ -12,7 +12,7 @@ namespace xtel {
 node_settings node_settings::from_env(const config& cfg, const env_lookup& /*lookup*/) {
     node_settings s;
     if (takes_output_path(cfg, output_path_as)) {
-        s.directory = parse::existing_directory(env::output_path, cfg.output_path);
+        s.directory = parse::existing_directory(cfg.output_path_variable, cfg.output_path);
     }
     return s;
 }
