@@ -36,6 +36,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         xtel::env::prometheus_port,
         xtel::env::prometheus_local,
         xtel::env::rank_env,
+        // The metric surface (docs/metrics.md, "Choosing the surface").
+        xtel::env::metric_set,
+        xtel::env::enabled_metrics,
+        xtel::env::histogram_buckets_us,
     };
     // Values are separated by '\n'; the first byte chooses which of the first eight variables
     // are set at all.
@@ -83,6 +87,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const auto s = xtel::metrics::agent_metrics_settings::from_env(lookup);
         if (s.buckets.empty() || s.max_series == 0) {
             __builtin_trap();
+        }
+        for (const auto& glob : s.enabled_metrics) {
+            if (glob.empty()) {
+                __builtin_trap();  // empty items are dropped
+            }
+            (void)xtel::metrics::glob_matches(glob, "agent_xfer_time");
         }
     } catch (const xtel::config_error&) {
     }

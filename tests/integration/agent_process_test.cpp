@@ -111,8 +111,8 @@ class child {
 };
 
 std::vector<std::string> telemetry_env(const temp_dir& dir) {
-    return {"NIXL_TELEMETRY_ENABLE=y", "NIXL_TELEMETRY_EXPORTER=buffer",
-            "NIXL_TELEMETRY_BUFFER_SIZE=65536",
+    return {"NIXL_TELEMETRY_ENABLE=y", "NIXL_TELEMETRY_METRIC_SET=both",
+            "NIXL_TELEMETRY_EXPORTER=buffer", "NIXL_TELEMETRY_BUFFER_SIZE=65536",
             "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=" + dir.path().string()};
 }
 

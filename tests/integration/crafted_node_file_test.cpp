@@ -170,6 +170,7 @@ TEST_CASE(
                          "--linger",
                          "120"};
     demo_options.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+                        {"NIXL_TELEMETRY_METRIC_SET", "both"},
                         {"NIXL_TELEMETRY_EXPORTER", "node"},
                         {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
                         {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};

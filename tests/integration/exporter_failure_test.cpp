@@ -213,6 +213,7 @@ TEST_CASE(
     "logs one error and counts the lost events") {
     temp_dir dir;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env sets("NIXL_TELEMETRY_METRIC_SET", "both");
     const xtel_test::log_capture logs;
     {
         const unwritable_directory read_only(dir.path());
@@ -237,6 +238,7 @@ TEST_CASE(
     "logs one error and counts the lost events") {
     temp_dir dir;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env sets("NIXL_TELEMETRY_METRIC_SET", "both");
     const xtel_test::log_capture logs;
     {
         std::unique_ptr<agent_pair> p;
@@ -268,6 +270,7 @@ TEST_CASE(
     temp_dir dir;
     const taken_port port;
     const xtel_test::scoped_env address(xtel::env::prometheus_address, port.address());
+    const xtel_test::scoped_env sets("NIXL_TELEMETRY_METRIC_SET", "both");
     const xtel_test::log_capture logs;
     {
         agent_pair p(telemetry(dir, {"buffer", "prometheus"}));

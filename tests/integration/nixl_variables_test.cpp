@@ -52,6 +52,7 @@ TEST_CASE("xfer_demo serves /metrics on NIXL_TELEMETRY_PROMETHEUS_PORT with _LOC
     o.argv = demo_argv("port", 16 * 4096);
     o.argv.insert(o.argv.end(), {"--linger", "120"});
     o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_METRIC_SET", "nixl"},  // a NIXL deployment's names
              {"NIXL_TELEMETRY_EXPORTER", "prometheus"},
              {"NIXL_TELEMETRY_PROMETHEUS_PORT", std::to_string(port)},
              {"NIXL_TELEMETRY_PROMETHEUS_LOCAL", "y"},

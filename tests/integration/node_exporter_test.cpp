@@ -182,6 +182,7 @@ TEST_CASE("xfer_demo with the node exporter leaves node files holding exactly th
               "--target-name",
               "node-it-target"};
     o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_METRIC_SET", "both"},
              {"NIXL_TELEMETRY_EXPORTER", "node"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}};
     prom_it::child_process demo(o);

@@ -104,6 +104,7 @@ spawn_options demo_process(const std::filesystem::path& dir,
               std::to_string(d.bytes), "--block", "65536"};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_METRIC_SET", "both"},
              {"NIXL_TELEMETRY_EXPORTER", "node"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.string()},
              {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};

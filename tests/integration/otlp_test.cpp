@@ -177,6 +177,7 @@ std::unique_ptr<child_process> start_demo(const std::filesystem::path& dir,
               "--linger",
               "300"};
     o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_METRIC_SET", "both"},
              {"NIXL_TELEMETRY_EXPORTER", "node"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.string()},
              {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};

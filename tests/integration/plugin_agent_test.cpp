@@ -79,6 +79,7 @@ std::uint64_t csv_tx_bytes(const std::filesystem::path& csv) {
 TEST_CASE("an agent configured by the environment alone writes CSV rows that match its events") {
     xtel_test::temp_dir out;
     const xtel_test::scoped_env enable{"NIXL_TELEMETRY_ENABLE", "yes"};
+    const xtel_test::scoped_env sets{"NIXL_TELEMETRY_METRIC_SET", "both"};
     const xtel_test::scoped_env exporter{"NIXL_TELEMETRY_EXPORTER", "csv,buffer"};
     const xtel_test::scoped_env plugin_dir{"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR",
                                            XTEL_CSV_PLUGIN_DIR};
@@ -117,6 +118,7 @@ TEST_CASE("an agent configured by the environment alone writes CSV rows that mat
 TEST_CASE("Prometheus and a plugin together make an agent that transfers and exports to both") {
     xtel_test::temp_dir out;
     const xtel_test::scoped_env enable{"NIXL_TELEMETRY_ENABLE", "yes"};
+    const xtel_test::scoped_env sets{"NIXL_TELEMETRY_METRIC_SET", "both"};
     const xtel_test::scoped_env plugin_dir{"NIXL_TELEMETRY_EXPORTER_PLUGIN_DIR",
                                            XTEL_CSV_PLUGIN_DIR};
     const xtel_test::scoped_env output{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", out.path().string()};

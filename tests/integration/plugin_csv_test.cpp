@@ -75,6 +75,7 @@ struct csv_environment {
         : output(xtel::env::output_path, std::move(output_path)) {}
 
     scoped_env enable{xtel::env::enable, "y"};
+    scoped_env sets{"NIXL_TELEMETRY_METRIC_SET", "both"};
     scoped_env exporter{xtel::env::exporter, "csv"};
     scoped_env plugin_dir{xtel::env::plugin_dir, XTEL_CSV_PLUGIN_DIR};
     scoped_env interval{xtel::env::run_interval, "1"};

@@ -359,13 +359,13 @@ void check_exact_bytes(const std::vector<const block*>& run, const blocks_run_re
     CHECK(xtel_test::count_of("\n" + metrics, "\nxtel_exporter_agents 8\n") == 1);
     for (std::uint64_t rank = 0; rank < 4; ++rank) {
         const auto line =
-            fmt::format("agent_tx_bytes_total{{agent_name=\"rank{}-initiator\"", rank);
+            fmt::format("xtel_transfer_bytes_total{{agent_name=\"rank{}-initiator\"", rank);
         const auto at = metrics.find(line);
         REQUIRE(at != std::string::npos);
         CHECK(metrics.substr(at, metrics.find('\n', at) - at)
                   .ends_with(fmt::format("}} {}", (rank + 1) * mib)));
     }
-    const auto queries = printed_by(run, r, "sum(agent_tx_bytes_total)");
+    const auto queries = printed_by(run, r, "sum(xtel_transfer_bytes_total)");
     INFO(queries);
     CHECK(xtel_test::count_of(queries, fmt::format(",\"{}\"]", bytes_written)) == 1);
     for (std::uint64_t rank = 0; rank < 4; ++rank) {

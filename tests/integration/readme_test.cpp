@@ -221,6 +221,7 @@ TEST_CASE("the readme's demo commands run as written and their readers miss no e
     CHECK(xtel_test::count_of(r.err, file + ": ") == 2);
     CHECK(xtel_test::count_of(r.err, " missed") == 2);
     CHECK(xtel_test::count_of(r.err, ", 0 missed") == 2);
-    CHECK(r.out.find("agent_tx_bytes_total{agent_name=\"xfer_initiator\"") != std::string::npos);
+    CHECK(r.out.find("xtel_transfer_bytes_total{agent_name=\"xfer_initiator\"") !=
+          std::string::npos);
     CHECK(r.out.find("} 67108864\n") != std::string::npos);
 }

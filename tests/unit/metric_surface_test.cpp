@@ -13,11 +13,14 @@
 
 #include "test_util.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/exporters/node.hpp"
 #include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/openmetrics_names.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
+#include "xtel/node/file.hpp"
 
 namespace {
 
@@ -232,4 +235,28 @@ TEST_CASE("a malformed set or allowlist is a config_error naming the variable an
     // Empty is upstream's "everything".
     CHECK(error_of({{"NIXL_TELEMETRY_ENABLED_METRICS", ""}}).empty());
     CHECK(error_of({{"NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US", ""}}).empty());
+}
+
+TEST_CASE("the node file carries only the families the agent's allowlist serves",
+          "[node_file][surface]") {
+    const xtel_test::temp_dir dir;
+    xtel::config cfg;
+    xtel::node_settings ns;
+    ns.directory = dir.path();
+    auto model = settings_of(
+        {{"NIXL_TELEMETRY_ENABLED_METRICS", "agent_err_*,xtel_memory_registered_bytes"}});
+    {
+        xtel::node_exporter e({cfg, "chosen"}, ns, model);
+        e.on_flush_end();
+    }
+    xtel::node::file::reader r(dir.path() / "chosen.metrics");
+    const auto p = r.read_latest();
+    REQUIRE(p);
+    const auto snap = xtel::metrics::decode_snapshot(p->payload);
+    std::vector<std::string> names;
+    for (const auto& f : snap.families) {
+        names.push_back(f.spec.name);
+    }
+    CHECK(names == std::vector<std::string>{"agent_errors_total", "xtel_memory_registered_bytes"});
+    REQUIRE(snap.families[0].series.size() == 12);  // agent_err_*: every status
 }

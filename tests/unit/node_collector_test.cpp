@@ -538,3 +538,58 @@ TEST_CASE("the collector refuses another uid's file unopened and serves it once 
     CHECK(served(allowing) == std::vector<std::string>{"theirs"});
     CHECK(allowing.read_errors_total() == 0);
 }
+
+TEST_CASE("the collector leaves out a family whose OpenMetrics names another file's family takes",
+          "[node_file][collector][surface]") {
+    const xtel_test::temp_dir dir;
+    const xtel_test::log_capture logs;
+    nf::writer a(dir.path(), "a");
+    nf::writer b(dir.path(), "b");
+    // Each file is valid alone; together an OpenMetrics body holds the histogram lat, which
+    // claims lat_created, and could not show the gauge lat_created.
+    REQUIRE(a.publish(payload_of("a", {family("lat", metric_type::histogram, 1, 2)})));
+    REQUIRE(b.publish(payload_of("b", {family("lat_created", metric_type::gauge, 1),
+                                       family("b_only", metric_type::gauge, 1)})));
+    collector c(settings_of(dir));
+    for (int i = 0; i < 2; ++i) {
+        const auto sa = snapshot_of(c, "a");
+        const auto sb = snapshot_of(c, "b");
+        REQUIRE(sa);
+        REQUIRE(sb);
+        CHECK(has_family(*sa, "lat"));
+        CHECK_FALSE(has_family(*sb, "lat_created"));
+        CHECK(has_family(*sb, "b_only"));
+    }
+    CHECK(c.families_left_out(collector::left_out::name_clash) == 1);
+    CHECK(c.families_left_out(collector::left_out::type_conflict) == 0);
+    const auto warnings = logs.at(xtel::log_level::warning);
+    REQUIRE(warnings.size() == 1);
+    CHECK_THAT(warnings[0], Catch::Contains("b.metrics: family lat_created is left out: in "
+                                            "OpenMetrics"));
+}
+
+TEST_CASE("the collector serves only the families its globs choose, logging each other once",
+          "[node_file][collector][surface]") {
+    const xtel_test::temp_dir dir;
+    const xtel_test::log_capture logs;
+    nf::writer a(dir.path(), "a");
+    REQUIRE(a.publish(payload_of("a", {family("xtel_transfer_bytes_total", metric_type::counter, 1),
+                                       family("xtel_errors_total", metric_type::counter, 1),
+                                       family("agent_tx_bytes_total", metric_type::counter, 1)})));
+    auto settings = settings_of(dir);
+    settings.families = {"xtel_transfer_*", "xtel_errors_total"};
+    collector c(settings);
+    for (int i = 0; i < 2; ++i) {
+        const auto sa = snapshot_of(c, "a");
+        REQUIRE(sa);
+        CHECK(has_family(*sa, "xtel_transfer_bytes_total"));
+        CHECK(has_family(*sa, "xtel_errors_total"));
+        CHECK_FALSE(has_family(*sa, "agent_tx_bytes_total"));
+    }
+    CHECK(lines_with(logs.at(xtel::log_level::info),
+                     "family agent_tx_bytes_total is not served: --metrics leaves it out") == 1);
+    // The operator's choice is not a fault: nothing counted as left out.
+    for (std::size_t r = 0; r < collector::left_out_count; ++r) {
+        CHECK(c.families_left_out(static_cast<collector::left_out>(r)) == 0);
+    }
+}

@@ -152,7 +152,17 @@ const std::shared_ptr<const std::string>& prometheus_endpoint::cached(
     } else {
         out = std::make_shared<std::string>();
         out->reserve(last_size_[i] + 256);
-        metrics::render(cached_from_, *out, r.format);
+        // Each agent's store refuses such families; agents of one process can still make
+        // them between them (their own events' names).
+        if (const std::size_t left_out = metrics::render(cached_from_, *out, r.format);
+            left_out > 0 && !warned_left_out_) {
+            warned_left_out_ = true;
+            xtel::detail::log(log_level::warning,
+                              "prometheus: {} families of this process's agents are left out of "
+                              "OpenMetrics scrapes: their names clash there with another agent's "
+                              "families (the text format serves them)",
+                              left_out);
+        }
     }
     last_size_[i] = out->size();
     cached_[i] = std::move(out);

@@ -74,6 +74,8 @@ class prometheus_endpoint {
     mutable std::chrono::steady_clock::time_point process_read_{};
     /// The size each representation last had, to reserve for the next rendering.
     mutable std::array<std::size_t, metrics::representation_count> last_size_{};
+    /// Whether the families an OpenMetrics body left out were logged (once per endpoint).
+    mutable bool warned_left_out_ = false;
 
     /// Last, so it stops (and no longer calls render_shared) before the rest goes.
     std::unique_ptr<http::server> server_;
