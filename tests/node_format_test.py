@@ -180,7 +180,7 @@ def decode(data):
         unit = p.string()
         label_names = [p.string() for _ in range(p.u32())]
         bounds = [p.double() for _ in range(p.u32())]
-        # The unit of this one family is being corrected on main (issue 29): not asserted.
+        # This file predates the unit of this one family (issue 29: bytes now): not asserted.
         unit_text = "?" if name == b"xtel_transfer_bytes_total" else quoted(unit)
         lines.append(f"family {name.decode()} type={kind} decimals={decimals} fixed_labels={fixed}"
                      f" unit={unit_text} label_names=" + ",".join(n.decode() for n in label_names))

@@ -333,9 +333,9 @@ TEST_CASE("every family of both sets shows exactly what the agent did") {
     for (const char* family :
          {"xtel_transfer_duration_seconds", "xtel_transfer_post_duration_seconds"}) {
         CHECK(value_of(text, std::string(family) + "_count" +
-                                 xtel_with(R"(op="write",peer="target")")) == "3");
+                                 xtel_with(R"(operation="write",remote_agent="target")")) == "3");
         CHECK(value_of(text, std::string(family) + "_count" +
-                                 xtel_with(R"(op="read",peer="target")")) == "2");
+                                 xtel_with(R"(operation="read",remote_agent="target")")) == "2");
     }
     CHECK(value_of(text, "xtel_errors_total" + xtel_with(R"(kind="not_found")")) == "1");
     for (const char* other : {"invalid_argument", "busy", "not_supported", "bad_metadata",
@@ -376,10 +376,11 @@ TEST_CASE("every family of both sets shows exactly what the agent did") {
     // OpenMetrics: the latency buckets carry the ids the transfers were created with.
     const auto om = scrape_openmetrics(p.exporter().port());
     INFO(om);
-    const auto write_buckets = lines_starting(
-        om, "xtel_transfer_duration_seconds_bucket{" + me + R"(,op="write",peer="target",)");
-    const auto read_buckets = lines_starting(
-        om, "xtel_transfer_duration_seconds_bucket{" + me + R"(,op="read",peer="target",)");
+    const auto write_buckets =
+        lines_starting(om, "xtel_transfer_duration_seconds_bucket{" + me +
+                               R"(,operation="write",remote_agent="target",)");
+    const auto read_buckets = lines_starting(om, "xtel_transfer_duration_seconds_bucket{" + me +
+                                                     R"(,operation="read",remote_agent="target",)");
     const auto ids_in = [](const std::vector<std::string>& lines, std::string_view prefix) {
         std::size_t n = 0;
         for (const auto& l : lines) {

@@ -69,6 +69,7 @@ xtel::config node_config(const temp_dir& dir) {
 }  // namespace
 
 TEST_CASE("an agent's node file holds its metric state after every flush, and after it stops") {
+    const xtel_test::scoped_env sets("NIXL_TELEMETRY_METRIC_SET", "both");  // each family of both
     const temp_dir dir;
     const auto cfg = node_config(dir);
     const auto file = dir.path() / "initiator.metrics";

@@ -270,7 +270,7 @@ TEST_CASE("xtel-exporter pushes each agent's exact bytes over OTLP in protobuf a
         CHECK(h.kind == "histogram");
         CHECK(h.at("unit") == "s");
         CHECK(h.at("temporality") == "2");
-        CHECK(h.at("attrs") == "op=write,peer=a-target");
+        CHECK(h.at("attrs") == "operation=write,remote_agent=a-target");
         CHECK(h.number("count") == 16);
         std::uint64_t in_buckets = 0;
         const auto buckets = split(h.at("buckets"), ',');

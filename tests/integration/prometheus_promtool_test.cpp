@@ -169,6 +169,9 @@ struct busy_endpoint {
         xtel::metrics::agent_metrics_settings s;
         s.hostname = "test-host";
         s.max_series = 2;  // so that the overflow series and the folded counter show as well
+        // Every family there is: both sets, every builder.
+        s.sets = xtel::metrics::family_sets::both;
+        s.builders = std::vector<std::string>{"legacy", "comprehensive", "time"};
         return s;
     }
 
@@ -249,8 +252,11 @@ TEST_CASE("the python openmetrics parser accepts what GET /metrics serves to pro
           std::string::npos);
     CHECK(r.output.find("family xtel_transfer_duration_seconds histogram seconds ") !=
           std::string::npos);
-    CHECK(r.output.find("family agent_xfer_time_us histogram - ") != std::string::npos);
+    CHECK(r.output.find("family agent_xfer_time_us histogram us ") != std::string::npos);
     CHECK(r.output.find("family agent_xfer_time gauge - 2\n") != std::string::npos);
+    // NIXL's counter of the same OpenMetrics family name: there, as unknown, not left out.
+    CHECK(r.output.find("family agent_xfer_time_total unknown - 2\n") != std::string::npos);
+    CHECK(r.output.find("family agent_xfer_post_time_total unknown - 2\n") != std::string::npos);
     CHECK(r.output.find("family app_queue_wait summary - ") != std::string::npos);
     CHECK(r.output.find("family agent_memory_registered counter - 2\n") != std::string::npos);
     CHECK(r.output.find("family xtel_memory_registered_bytes gauge bytes 2\n") !=

@@ -79,7 +79,7 @@ void list_snapshot(std::vector<std::string>& lines, const xm::snapshot& s) {
     lines.push_back(fmt::format("snapshot version=1 labels={}", labels));
     for (const auto& f : s.families) {
         const auto& spec = f.spec;
-        // The unit of this one family is being corrected on main (issue 29): not asserted.
+        // The file predates this family's unit (issue 29 gave it bytes): not asserted.
         const auto unit = spec.name == "xtel_transfer_bytes_total" ? "?" : listed(spec.unit);
         lines.push_back(
             fmt::format("family {} type={} decimals={} fixed_labels={} unit={} "
