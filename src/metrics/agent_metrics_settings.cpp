@@ -166,7 +166,7 @@ agent_metrics_settings agent_metrics_settings::from_env(const env_lookup& lookup
     // Upstream: an empty value is the defaults.
     if (const auto v = lookup(env::histogram_buckets_us); v && !parse::trim(*v).empty()) {
         s.buckets = parse_buckets(env::histogram_buckets_us, *v);
-    } else if (const auto v = lookup(env::prometheus_buckets); v && !parse::trim(*v).empty()) {
+    } else if (const auto v = lookup(env::prometheus_buckets)) {
         s.buckets = parse_buckets(env::prometheus_buckets, *v);
     }
     if (const auto v = lookup(env::enabled_metrics)) {

@@ -66,6 +66,7 @@ struct endpoint {
     static xtel::metrics::agent_metrics_settings model() {
         xtel::metrics::agent_metrics_settings s;
         s.hostname = "fuzzhost";
+        s.sets = xtel::metrics::family_sets::both;  // the NIXL line below is the one checked
         return s;
     }
     xtel::label_table labels;
