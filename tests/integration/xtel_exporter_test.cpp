@@ -429,3 +429,45 @@ TEST_CASE("xtel-exporter not started as root refuses --user unless it names its 
         CHECK(value_of(scrape(port), "xtel_exporter_agents ") == "0");
     }
 }
+
+TEST_CASE("xtel-exporter --metrics serves only the agents' families its globs choose",
+          "[exporter][surface]") {
+    const temp_dir dir;
+    auto a = start_demo(dir, "exp-chosen", 120);  // both sets (demo_options)
+    auto exporter = start_exporter(dir, {"--metrics", "agent_tx_*", "--metrics=xtel_errors_total"});
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    const auto line = tx_bytes("exp-chosen", a.pid());
+    const auto expected = std::to_string(transfers * block);
+    const auto body =
+        scrape_until(port, [&](const std::string& s) { return value_of(s, line) == expected; });
+    INFO(body);
+    CHECK(value_of(body, line) == expected);
+    CHECK(body.find("\nxtel_errors_total{agent_name=\"exp-chosen\"") != std::string::npos);
+    CHECK(body.find("\nagent_tx_requests_num_total{") != std::string::npos);
+    // Left out: every other family of the agents; the exporter's own are all there.
+    CHECK(body.find("\nagent_rx_bytes_total{") == std::string::npos);
+    CHECK(body.find("\nxtel_transfer_bytes_total{") == std::string::npos);
+    CHECK(body.find("\nxtel_build_info{") == std::string::npos);
+    CHECK(value_of(body, "xtel_exporter_agents ") == "2");
+    CHECK(read_errors(body) == 0);
+    // Logged once, maybe before the line that says where it serves (read already).
+    const std::string said = "family agent_rx_bytes_total is not served: --metrics leaves it out";
+    const bool logged = exporter.output().find(said) != std::string::npos ||
+                        exporter.read_line(said, std::chrono::seconds(10)).has_value();
+    CHECK(logged);
+    ::kill(exporter.pid(), SIGTERM);
+    CHECK(exporter.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("xtel-exporter refuses an empty or malformed --metrics with exit 64",
+          "[exporter][surface]") {
+    const temp_dir dir;
+    for (const char* bad : {"", "agent tx", ",,"}) {
+        INFO(bad);
+        auto exporter = start_exporter(dir, {"--metrics", bad});
+        CHECK(exporter.read_line(fmt::format("--metrics='{}' is invalid", bad),
+                                 std::chrono::seconds(10)));
+        CHECK(exporter.wait(std::chrono::seconds(10)) == 64);
+    }
+}

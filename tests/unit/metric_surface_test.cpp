@@ -2,6 +2,7 @@
 // NIXL allowlist, and one name per family in every exposition format.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <catch2/catch.hpp>
 
@@ -259,4 +260,23 @@ TEST_CASE("the node file carries only the families the agent's allowlist serves"
     }
     CHECK(names == std::vector<std::string>{"agent_errors_total", "xtel_memory_registered_bytes"});
     REQUIRE(snap.families[0].series.size() == 12);  // agent_err_*: every status
+}
+
+TEST_CASE(
+    "an allowlist item that matches nothing served is logged once at start, saying which set "
+    "serves it",
+    "[prometheus][surface]") {
+    const xtel_test::log_capture logs;
+    auto s = settings_of(
+        {{"NIXL_TELEMETRY_METRIC_SET", "xtel"},
+         {"NIXL_TELEMETRY_ENABLED_METRICS", "xtel_errors_total,agent_tx_bytes,nope_*"}});
+    const agent_metrics m("a1", s);
+    const auto warnings = logs.at(xtel::log_level::warning);
+    INFO(fmt::format("{}", fmt::join(warnings, "\n")));
+    REQUIRE(warnings.size() == 2);
+    CHECK_THAT(warnings[0], Catch::Contains("'agent_tx_bytes' names only metrics of a family set "
+                                            "NIXL_TELEMETRY_METRIC_SET=xtel does not serve") &&
+                                Catch::Contains("nixl or both"));
+    CHECK_THAT(warnings[1], Catch::Contains("'nope_*' matches no metric this agent serves"));
+    CHECK(served(m) == std::vector<std::string>{"xtel_errors_total"});
 }
