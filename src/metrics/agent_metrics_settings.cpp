@@ -8,10 +8,10 @@
 
 #include <limits.h>
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 
+#include "core/suggest.hpp"
 #include "xtel/core/parse.hpp"
 
 namespace xtel::metrics {
@@ -24,13 +24,6 @@ std::string this_host_name() {
         return "unknown";
     }
     return buf;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
 }
 
 /// Whether one of `globs` names a metric of the NIXL set.
@@ -102,7 +95,7 @@ std::vector<std::string> agent_metrics_settings::default_builders(family_sets s)
 
 family_sets agent_metrics_settings::parse_sets(std::string_view var, std::string_view value) {
     for (const family_sets s : {family_sets::xtel, family_sets::nixl, family_sets::both}) {
-        if (iequals(parse::trim(value), to_string(s))) {
+        if (detail::same_keyword(parse::trim(value), to_string(s))) {
             return s;
         }
     }

@@ -23,28 +23,6 @@ void encode(std::string& out, std::span<const std::string_view> values) {
     }
 }
 
-/// The names an OpenMetrics body may give the lines of a family: its typed names, and a
-/// counter's full name (the `unknown` form).
-std::vector<std::string> openmetrics_candidates(std::string_view name, metric_type type) {
-    const std::string base(openmetrics_family_name(name, type));
-    std::vector<std::string> out;
-    switch (type) {
-        case metric_type::counter:
-            out = {base, base + "_total", base + "_created", std::string(name)};
-            break;
-        case metric_type::gauge:
-            out = {base};
-            break;
-        case metric_type::histogram:
-            out = {base, base + "_bucket", base + "_count", base + "_sum", base + "_created"};
-            break;
-        case metric_type::summary:
-            out = {base, base + "_count", base + "_sum", base + "_created"};
-            break;
-    }
-    return out;
-}
-
 bool takes_values(metric_type t) noexcept {
     return t == metric_type::counter || t == metric_type::gauge;
 }

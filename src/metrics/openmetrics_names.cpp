@@ -38,6 +38,18 @@ std::string_view openmetrics_family_name(std::string_view name, metric_type type
     return name;
 }
 
+std::vector<std::string> openmetrics_candidates(std::string_view name, metric_type type) {
+    const std::string_view base = openmetrics_family_name(name, type);
+    std::vector<std::string> out;
+    for (const std::string_view suffix : suffixes_of(type)) {
+        out.emplace_back(base).append(suffix);
+    }
+    if (type == metric_type::counter && base != name) {
+        out.emplace_back(name);
+    }
+    return out;
+}
+
 bool openmetrics_claims::free(std::string_view base,
                               std::span<const std::string_view> suffixes) const {
     return std::none_of(suffixes.begin(), suffixes.end(), [&](std::string_view suffix) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "xtel/metrics/metric_store.hpp"
 
@@ -28,6 +29,11 @@ enum class openmetrics_form : std::uint8_t {
 /// The family name OpenMetrics gives a family of `type` in its TYPE, UNIT and HELP lines: a
 /// counter's without its _total.
 std::string_view openmetrics_family_name(std::string_view name, metric_type type) noexcept;
+
+/// Every name an OpenMetrics body may give the lines of a family: its typed names and, for a
+/// counter, its full name (the `unknown` form). Two families none of whose names are shared
+/// cannot clash.
+std::vector<std::string> openmetrics_candidates(std::string_view name, metric_type type);
 
 /// The names families claim, in the order they are shown (by name, as the renderer goes).
 class openmetrics_claims {
