@@ -615,8 +615,17 @@ void collector::resolve_type_conflicts(
     for (const auto& reserved : settings_.reserved_families) {
         types.try_emplace(reserved, first_seen{metrics::metric_type::gauge, nullptr});
     }
+    // Families --metrics leaves out take no part in what follows: no type, no OpenMetrics name.
+    std::unordered_set<std::string_view> not_chosen;
     for (const auto& [name, s] : chosen) {
         for (const auto& f : s->latest->families) {
+            if (not_chosen.contains(f.spec.name)) {
+                continue;
+            }
+            if (!chosen_family(f.spec.name)) {
+                not_chosen.insert(f.spec.name);
+                continue;
+            }
             types.try_emplace(f.spec.name, first_seen{f.spec.type, name});
         }
     }
@@ -639,7 +648,7 @@ void collector::resolve_type_conflicts(
     for (const auto& [name, s] : chosen) {
         conflicts.clear();
         for (const auto& f : s->latest->families) {
-            if (!chosen_family(f.spec.name)) {
+            if (not_chosen.contains(f.spec.name)) {
                 conflicts.push_back(f.spec.name);
                 continue;
             }

@@ -593,3 +593,19 @@ TEST_CASE("the collector serves only the families its globs choose, logging each
         CHECK(c.families_left_out(static_cast<collector::left_out>(r)) == 0);
     }
 }
+
+TEST_CASE("a family --metrics leaves out takes no OpenMetrics names from those it serves",
+          "[node_file][collector][surface]") {
+    const xtel_test::temp_dir dir;
+    nf::writer a(dir.path(), "a");
+    nf::writer b(dir.path(), "b");
+    REQUIRE(a.publish(payload_of("a", {family("lat", metric_type::histogram, 1, 2)})));
+    REQUIRE(b.publish(payload_of("b", {family("lat_created", metric_type::gauge, 1)})));
+    auto settings = settings_of(dir);
+    settings.families = {"lat_created"};  // lat, which would claim lat_created, is not served
+    collector c(settings);
+    const auto sb = snapshot_of(c, "b");
+    REQUIRE(sb);
+    CHECK(has_family(*sb, "lat_created"));
+    CHECK(c.families_left_out(collector::left_out::name_clash) == 0);
+}
