@@ -64,6 +64,7 @@ struct options {
     bool allocate_target = true;
     int linger_s = 0;
     int duration_s = 0;
+    std::uint64_t rate = 0;  ///< --rate: transfers a second the initiator posts; 0: no pacing
 };
 
 constexpr std::string_view usage_text = R"(Usage: xfer_demo [OPTION VALUE]...
@@ -75,6 +76,8 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
   --block SIZE                  bytes per transfer (default 64K)
   --op read|write|both          what the initiator does (default both: read, then write)
   --depth N                     transfers in flight (default 16, 1 to 4096)
+  --rate N                      post at most N transfers a second, sleeping between them
+                                (default 0: as fast as the transport goes; 1 to 1000000)
   --seed N                      picks the data streams (default 1)
   --timeout SECONDS             how long to wait for the other process (default 60)
   --duration SECONDS            repeat passes, each verified, until this long has passed
@@ -181,21 +184,11 @@ options parse(int argc, char** argv) {
             std::exit(0);
         }
     }
-    constexpr std::string_view known[] = {"--role",
-                                          "--metadata",
-                                          "--total",
-                                          "--block",
-                                          "--op",
-                                          "--depth",
-                                          "--seed",
-                                          "--timeout",
-                                          "--linger",
-                                          "--duration",
-                                          "--name",
-                                          "--target-name",
-                                          "--initiator-name",
-                                          "--request-id-prefix",
-                                          "--target-memory"};
+    constexpr std::string_view known[] = {
+        "--role",         "--metadata", "--total",       "--block",          "--op",
+        "--depth",        "--rate",     "--seed",        "--timeout",        "--linger",
+        "--duration",     "--name",     "--target-name", "--initiator-name", "--request-id-prefix",
+        "--target-memory"};
     for (int i = 1; i < argc; i += 2) {
         const std::string_view a = argv[i];
         if (std::find(std::begin(known), std::end(known), a) == std::end(known)) {
@@ -226,6 +219,8 @@ options parse(int argc, char** argv) {
             o.op = v;
         } else if (a == "--depth") {
             o.depth = parse_count(a, v, 1, 4096);
+        } else if (a == "--rate") {
+            o.rate = parse_count(a, v, 1, 1'000'000);
         } else if (a == "--seed") {
             o.seed = parse_count(a, v, 0, 1'000'000'000);
         } else if (a == "--timeout") {
@@ -497,8 +492,20 @@ bool run_phase(xtel::agent& a,
                   : "");
         last_report = now;
     };
+    // --rate: the n-th transfer of the phase is due n / rate seconds after its start. With
+    // nothing in flight the initiator sleeps until the next is due, so paced demos leave the
+    // CPU to others (several pairs on one host measure their transport, not the scheduler).
+    auto due = [&](std::uint64_t n) {
+        return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(static_cast<double>(n) /
+                                                         static_cast<double>(o.rate)));
+    };
     while (ok && completed < blocks) {
-        while (next < blocks && in_flight.size() < o.depth) {
+        if (o.rate != 0 && next < blocks && in_flight.empty()) {
+            std::this_thread::sleep_until(due(next));
+        }
+        while (next < blocks && in_flight.size() < o.depth &&
+               (o.rate == 0 || std::chrono::steady_clock::now() >= due(next))) {
             const xtel::status st = a.post(handles[next]);
             if (st.ok()) {
                 done_bytes += std::min(o.block, o.total - next * o.block);

@@ -393,6 +393,8 @@ struct prometheus_options {
     bool remote_write_receiver = false;
     std::vector<std::string> flags{};  ///< added to the command line
     std::uint16_t port = 0;            ///< 0: a loopback port that is free now
+    /// Rule files it loads, evaluated every second.
+    std::vector<std::filesystem::path> rule_files{};
 };
 
 /// A real Prometheus server (the Debian package's) on a loopback port; its configuration, log
@@ -406,7 +408,14 @@ class prometheus_server {
             "global:\n"
             "  scrape_interval: 1s\n"
             "  scrape_timeout: 1s\n"
-            "scrape_configs:";
+            "  evaluation_interval: 1s\n";
+        if (!o.rule_files.empty()) {
+            config += "rule_files:\n";
+            for (const auto& f : o.rule_files) {
+                config += fmt::format("  - '{}'\n", f.string());
+            }
+        }
+        config += "scrape_configs:";
         config += o.jobs.empty() ? " []\n" : "\n";
         for (const auto& job : o.jobs) {
             config += fmt::format("  - job_name: '{}'\n", job.name);
