@@ -7,7 +7,7 @@ schemaVersion 38 or later; a `datasource` variable of type datasource (prometheu
 `instance` (and, in the node view, `agent`) variables whose queries are label_values(); panel
 ids unique in a dashboard, rows' nested panels included; every gridPos whole and within 24
 columns; every panel and target names the data source `${datasource}` and no dashboard names a
-data source uid of its own; every target has an expr and a refId unique in its panel; every
+data source uid of its own; no two panels overlap; every target has an expr and a refId unique in its panel; every
 target over xtel_transfer_duration_seconds_bucket asks for exemplars; heatmaps ask for the
 heatmap format; the views query the families and rules the brief asks them to show.
 
@@ -205,6 +205,20 @@ def check_structure(d, name, fail):
             # work; an exact match would select nothing for them.
             for m in re.finditer(r'(!?=)"\$\{?(job|instance|agent)\b', expr):
                 fail.add(where, f"`{m.group(0)}`: match dashboard variables with =~")
+    # Panels side by side do not overlap: among the top-level ones (rows are one unit high) and
+    # among a collapsed row's own, which Grafana lays out below the row when it is opened.
+    def overlaps(level, where):
+        boxes = [(p.get("title"), p["gridPos"]) for p in level
+                 if all(isinstance(p.get("gridPos", {}).get(k), int) for k in ("h", "w", "x", "y"))]
+        for i, (ta, a) in enumerate(boxes):
+            for tb, b in boxes[i + 1:]:
+                if (a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"] and
+                        a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]):
+                    fail.add(where, f"panels {ta!r} and {tb!r} overlap")
+    overlaps(d.get("panels", []), name)
+    for row in d.get("panels", []):
+        if row.get("panels"):
+            overlaps(row["panels"], f"{name} row {row.get('title')!r}")
     for name_ in MUST_QUERY.get(uid, []):
         if name_ not in text:
             fail.add(name, f"no panel queries {name_}")
