@@ -40,11 +40,13 @@ usage: dashboards_test.py --source-dir DIR [--structure-only]
 """
 
 import argparse
+import ctypes
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -297,9 +299,16 @@ class Prometheus:
         return sorted({s[label] for s in answer["data"] if label in s})
 
 
+def die_with_parent():
+    """In the child: SIGTERM when this test ends, however it ends (ctest kills it at its
+    timeout), so that no agent, exporter or server outlives it."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def start(argv, log, env=None):
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+                            env={**os.environ, **(env or {})}, preexec_fn=die_with_parent)
 
 
 def stop(procs):
