@@ -6,34 +6,36 @@ The structure (--structure-only, no processes): both files are JSON; uid and tit
 schemaVersion 38 or later; a `datasource` variable of type datasource (prometheus) and `job`,
 `instance` (and, in the node view, `agent`) variables whose queries are label_values(); panel
 ids unique in a dashboard, rows' nested panels included; every gridPos whole and within 24
-columns; every panel and target names the data source `${datasource}` and no dashboard names a
-data source uid of its own; no two panels overlap; every target has an expr and a refId unique in its panel; every
-target over xtel_transfer_duration_seconds_bucket asks for exemplars; heatmaps ask for the
-heatmap format; the views query the families and rules the brief asks them to show.
+columns, and no two panels overlap; every panel and target names the data source
+`${datasource}` and no dashboard names a data source uid of its own; every target has an expr
+and a refId unique in its panel; every target over xtel_transfer_duration_seconds_bucket asks
+for exemplars; heatmaps ask for the heatmap format; the views query the families and rules the
+brief asks them to show (MUST_QUERY).
 
-The queries (with --xfer-demo, --exporter, --prometheus): four xfer_demo pairs moving data for
-the whole test (every transfer timed), one of them into memory the target registered from its
-own heap, whose transfers wait for the peer (docs/metrics.md, "Post time and transfer time"):
-it is the straggler. xtel-exporter serves their directory (with --remote-write to a port no one
-listens on, so that its remote-write counters exist), and Prometheus 2.42 scrapes it every
-second as job "xtel-exporter" and evaluates monitoring/rules/*.rules.yaml every second, with
-every range in the rules' expressions shortened to RULE_RANGE ([5m] -> [20s], [1h] -> [20s]; a
-subquery's [5m:1m] -> [20s:1s]) so that they have data within the test; `for:` and the rule
-names stay as they are.
+The queries (with --xfer-demo, --exporter, --prometheus): four xfer_demo pairs writing for the
+whole test (every transfer timed), one of them over TCP (UCX_TLS=tcp), whose transfers take
+far longer than the others' through shared memory: it is the node's straggler. xtel-exporter
+serves their directory (with --remote-write to a port no one listens on, so that its
+remote-write counters exist), and Prometheus 2.42 (--enable-feature=exemplar-storage) scrapes
+it every second as job "xtel-exporter" and evaluates monitoring/rules/*.rules.yaml every second,
+with every range in the rules' expressions shortened to RULE_RANGE ([5m] -> [20s], [1h] ->
+[20s]; a subquery's [5m:1m] -> [20s:1s]) so that they have data within the test; `for:` and the
+rule names stay as they are.
 
 Each target's expr is run as an instant query (/api/v1/query) twice: once with every dashboard
 variable at its "All" value (`.*`; the dashboards match variables with =~), once with the values
 the variables' own label_values() queries find, in the order the dashboard lists them (job
 `xtel-exporter`, the first instance, and for `agent` the first agent whose name ends in
-`-initiator`: a target agent moves nothing itself). Grafana's own variables are replaced by
-fixed values: $__rate_interval and $__interval by RATE_INTERVAL and INTERVAL, $__range by
-RANGE ($__range_s, $__range_ms in seconds and milliseconds), $__interval_ms in milliseconds.
-`$var`, `${var}`, `${var:regex}` (any format) and `[[var]]` are all replaced. A query must
-parse and answer with at least one series, except those MAY_BE_EMPTY lists with the reason
-(they must still parse, and those WIDENED lists must answer once widened: the dead agents'
-query asked for live ones, the alerts firing asked for pending ones too). Latency targets (exemplar: true) must also return exemplars.
-Finally the check is run once on a copy of a query with a misspelled metric name, which it
-must report as empty: the check can fail.
+`-initiator`: a target agent moves nothing itself), regex-escaped as Grafana escapes the value
+of a multi-value variable. Grafana's own variables are replaced by fixed values:
+$__rate_interval and $__interval by RATE_INTERVAL and INTERVAL, $__range by RANGE ($__range_s,
+$__range_ms in seconds and milliseconds), $__interval_ms in milliseconds. `$var`, `${var}`,
+`${var:format}` and `[[var]]` are all replaced. A query must parse and answer with at least one
+series, except those MAY_BE_EMPTY lists with the reason: they must still parse, and those
+WIDENED lists must answer once widened (the dead agents' count asked for live ones, the alerts
+firing asked for pending ones too). Latency targets (exemplar: true) must also return exemplars
+that carry request_id. Finally the check is run on a copy of a query with a misspelled metric
+name, which it must report as empty: the check can fail.
 
 usage: dashboards_test.py --source-dir DIR [--structure-only]
                           [--xfer-demo PATH --exporter PATH --prometheus PATH]
@@ -433,8 +435,10 @@ def live(args, dashboards, fail):
                "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH": agents_dir,
                "NIXL_TELEMETRY_TIMING_SAMPLE": "1", "NIXL_TELEMETRY_RUN_INTERVAL": "100",
                "XTEL_LOG_LEVEL": "warning"}
-        # Small passes at depth 1: every transfer timed, little CPU. The straggler's target
-        # registers its buffer from its heap, so its transfers wait for the peer.
+        # Small passes at depth 1, niced: the agents leave the CPUs to xtel-exporter and
+        # Prometheus. The straggler goes over TCP, far slower than shared memory (its goodput
+        # some 50 times under the median here; a target's registered heap memory was not slow
+        # enough to be flagged every time).
         pairs = [("pair-0", {}), ("pair-1", {}), ("pair-2", {}), ("slow", {"UCX_TLS": "tcp"})]
         for name, own in pairs:
             procs.append(start(["nice", "-n", "5", args.xfer_demo, "--name", name,
