@@ -38,3 +38,34 @@ if(TARGET xtel-exporter)
         endforeach()
     endif()
 endif()
+
+# The Kubernetes manifests: deploy/kubernetes/test/validate.mjs checks each against the schema
+# of its kind with kubernetes-models and @kubernetes-models/prometheus-operator (npm, installed
+# by scripts/deps' xtel_install_npm_test_deps); the generated ConfigMaps and PrometheusRules
+# must be what deploy/kubernetes/generate makes from monitoring/ now.
+find_program(XTEL_NODE node)
+set(xtel_k8s ${PROJECT_SOURCE_DIR}/deploy/kubernetes)
+add_test(NAME "deploy: the generated ConfigMaps match monitoring/"
+    COMMAND ${Python3_EXECUTABLE} ${xtel_k8s}/generate --check)
+add_test(NAME "deploy: the generator's check fails when monitoring/ changes without it"
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/deploy/generate_stale_test.sh ${Python3_EXECUTABLE}
+            ${PROJECT_SOURCE_DIR})
+if(XTEL_NODE)
+    file(GLOB xtel_k8s_manifests CONFIGURE_DEPENDS ${xtel_k8s}/*.yaml)
+    file(GLOB xtel_k8s_generated CONFIGURE_DEPENDS ${xtel_k8s}/*.generated.yaml)
+    set(xtel_validate ${XTEL_NODE} ${xtel_k8s}/test/validate.mjs)
+    add_test(NAME "deploy: every Kubernetes manifest validates against its schema"
+        COMMAND ${xtel_validate} ${xtel_k8s_manifests})
+    add_test(NAME "deploy: the generated objects carry monitoring/'s files unchanged"
+        COMMAND ${xtel_validate} --carries ${PROJECT_SOURCE_DIR} ${xtel_k8s_generated})
+    add_test(NAME "deploy: the validator rejects a DaemonSet whose hostPID is a string"
+        COMMAND ${xtel_validate} ${xtel_k8s}/test/broken/daemonset-hostpid-string.yaml)
+    set_tests_properties("deploy: the validator rejects a DaemonSet whose hostPID is a string"
+        PROPERTIES PASS_REGULAR_EXPRESSION "/spec/template/spec/hostPID must be boolean")
+    add_test(NAME "deploy: the validator rejects a PodMonitor whose endpoints are not a list"
+        COMMAND ${xtel_validate} ${xtel_k8s}/test/broken/podmonitor-endpoints-mapping.yaml)
+    set_tests_properties("deploy: the validator rejects a PodMonitor whose endpoints are not a list"
+        PROPERTIES PASS_REGULAR_EXPRESSION "/spec/podMetricsEndpoints must be array")
+else()
+    message(STATUS "node not found (Node.js 20): the Kubernetes manifests' schema checks are left out")
+endif()
