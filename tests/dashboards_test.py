@@ -69,11 +69,6 @@ SETTLE_S = 60  # the longest the rules may take to have data after the first scr
 # has to parse. A panel whose family this build does not serve yet is listed in NEEDS_FAMILY.
 MAY_BE_EMPTY = {
     ("xtel-node", "Dead agents"): "no agent dies in the demo",
-    ("xtel-node", "Transfer error ratio"):
-        "no transfer fails in the demo, and agent:xtel_transfer_errors:ratio_rate5m has no "
-        "series until one does (its numerator selects status!=\"success\" series)",
-    ("xtel-fleet", "Worst transfer error ratio per node"):
-        "as the node view's transfer error ratio",
     ("xtel-fleet", "Alerts firing"): "an alert fires only after its `for:`, longer than the test",
 }
 
