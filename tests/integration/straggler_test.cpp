@@ -3,7 +3,7 @@
 // monitoring/rules. One pair is slow by real means: its UCX transport is forced to tcp, in a
 // network namespace of its own whose loopback is throttled to 100 Mbit/s (tc's token bucket),
 // while the other three use shared memory. The alert must fire for that pair's peer and no
-// other, and clear once the pair stops.
+// other, and clear once the pair stops; xtel top marks the same peer.
 //
 // The rules run 30 times faster than written (docs/monitoring.md, "Testing the rules"): every
 // range and every `for:` divided by 30 (5m -> 10s), with scrapes and evaluations every second.
@@ -139,6 +139,17 @@ TEST_CASE(
         "peer_operation:xtel_transfer_duration_p99:straggler_ratio > 3",
         [](const std::string&) { return true; }, 5s);
     CHECK(peers_of(ratios) == std::set<std::string>{"pair3-target"});
+
+    // xtel top, reading the same files over 3 s, marks the same peer and no other.
+    const auto top = xtel_test::run(
+        {XTEL_TOP, "top", "--dir", node.path().string(), "--once", "--interval", "3"});
+    INFO("xtel top:\n" << top.out << top.err);
+    CHECK(top.exit_code == 0);
+    std::vector<std::string> marked;
+    for (std::size_t at = 0; (at = top.out.find("\nstraggler  ", at)) != std::string::npos; ++at) {
+        marked.push_back(top.out.substr(at + 1, top.out.find(" p99", at) - at - 1));
+    }
+    CHECK(marked == std::vector<std::string>{"straggler  write to pair3-target "});
 
     // Watched for 10 s more: no other peer fired at any time of the run.
     std::this_thread::sleep_for(10s);

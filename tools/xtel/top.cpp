@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "straggler.hpp"
 #include "terminal.hpp"
 #include "top_options.hpp"
 #include "top_view.hpp"
@@ -41,6 +42,7 @@ class reading {
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count());
         std::vector<sample> samples;
+        peer_histograms peers;
         for (const auto& a : collector_.refresh_agents(now)) {
             // A stopped writer's numbers are as old as its last publish, on this clock.
             std::optional<clock::time_point> last;
@@ -50,8 +52,19 @@ class reading {
                            : a.ended;
             }
             samples.push_back(sample_of(*a.snapshot, a.state, last));
+            add_peer_histograms(*a.snapshot, peers);
         }
         rows_ = tracker_.update(std::move(samples), now);
+        stragglers_ = stragglers_tracker_.update(std::move(peers), now);
+    }
+
+    /// The frame's lines for the straggler peers over the readings of the last 5 minutes.
+    std::vector<std::string> notices() const {
+        std::vector<std::string> out;
+        for (const auto& s : stragglers_) {
+            out.push_back(straggler_line(s));
+        }
+        return out;
     }
 
     const std::vector<row>& rows() const noexcept { return rows_; }
@@ -71,6 +84,8 @@ class reading {
     node::collector collector_;
     rate_tracker tracker_;
     std::vector<row> rows_;
+    straggler_tracker stragglers_tracker_;
+    std::vector<straggler> stragglers_;
 };
 
 std::string wall_clock() {
@@ -104,6 +119,7 @@ int run_once(const options& o) {
     r.refresh();
     auto f = frame_options_of(o);
     f.read_errors = r.read_errors();
+    f.notices = r.notices();
     std::string out;
     for (const auto& line : format_frame(r.rows(), f).lines) {
         out += line;
@@ -272,6 +288,7 @@ int run_live(const options& o) {
             f.width = term.width();
             f.height = term.height();
             f.read_errors = r.read_errors();
+            f.notices = r.notices();
             f.message = message.get();
             f.interactive = true;
             f.editing_filter = v.editing;

@@ -530,6 +530,9 @@ frame format_frame(std::vector<row> rows, const frame_options& o) {
     frame f;
     f.lines.push_back(title_line(all, rows.size(), o));
     f.lines.push_back(totals_line(rows, o.read_errors));
+    for (const auto& n : o.notices) {
+        f.lines.push_back(printable(n));
+    }
     f.lines.emplace_back();
 
     std::size_t name_width = min_name_width;

@@ -181,6 +181,8 @@ struct frame_options {
     std::size_t height = 0;
     /// Node files the collector could not read so far.
     std::uint64_t read_errors = 0;
+    /// Lines shown under the totals, whatever the filter: the straggler peers (straggler.hpp).
+    std::vector<std::string> notices;
     /// The latest message (a file not read, a directory gone); empty: none.
     std::string message;
     /// A live view: a line with the keys, and the filter being typed when `editing_filter`.

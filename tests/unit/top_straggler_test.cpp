@@ -1,0 +1,149 @@
+// xtel top's straggler peers: the rule of monitoring/rules over the node's per-peer transfer
+// times (k = 3 times the median p99, 0.1 timed transfers a second, 3 peers), and the window of
+// readings it is applied over.
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "straggler.hpp"
+
+using namespace xtel::top;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Bounds 100 us, 1 ms, 10 ms (seconds).
+const std::vector<double> bounds = {0.0001, 0.001, 0.01};
+
+latency_histogram in_bucket(std::size_t bucket, std::uint64_t n) {
+    latency_histogram h{bounds, {0, 0, 0}, n};
+    if (bucket < h.buckets.size()) {
+        h.buckets[bucket] = n;
+    }
+    return h;
+}
+
+/// An agent's snapshot with xtel_transfer_duration_seconds series (us, shown in seconds) of
+/// (operation, remote_agent) with `n` transfers in bucket `bucket` each.
+xtel::metrics::snapshot agent(
+    std::vector<std::tuple<std::string, std::string, std::size_t, std::uint64_t>> series) {
+    xtel::metrics::family_snapshot f;
+    f.spec.name = "xtel_transfer_duration_seconds";
+    f.spec.type = xtel::metrics::metric_type::histogram;
+    f.spec.decimals = 6;
+    f.spec.bounds = {100, 1000, 10000};
+    f.spec.label_names = {"agent_name", "operation", "remote_agent"};
+    for (const auto& [op, peer, bucket, n] : series) {
+        xtel::metrics::series s;
+        s.label_values = {"i", op, peer};
+        s.buckets = {0, 0, 0};
+        s.buckets[bucket] = n;
+        s.count = n;
+        f.series.push_back(s);
+    }
+    xtel::metrics::snapshot snap;
+    snap.families.push_back(f);
+    return snap;
+}
+
+std::vector<std::string> peers(const std::vector<straggler>& s) {
+    std::vector<std::string> out;
+    for (const auto& x : s) {
+        out.push_back(x.operation + " " + x.remote_agent);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("xtel top flags the one peer whose p99 is over 3 times the median of the node's peers",
+          "[top][straggler]") {
+    const peer_histograms delta = {{{"write", "t0"}, in_bucket(0, 100)},
+                                   {{"write", "t1"}, in_bucket(0, 100)},
+                                   {{"write", "t2"}, in_bucket(0, 100)},
+                                   {{"write", "t3"}, in_bucket(1, 100)}};
+    const auto s = find_stragglers(delta, 10s);
+    REQUIRE(peers(s) == std::vector<std::string>{"write t3"});
+    // p99 interpolated as histogram_quantile does: 100 us + 0.99 x 900 us; the median of
+    // 99, 99, 99 and 991 us is 99 us.
+    CHECK(s[0].p99 == Approx(0.000991));
+    CHECK(s[0].median == Approx(0.000099));
+    CHECK(s[0].ratio == Approx(10.0101).epsilon(1e-4));
+    CHECK(s[0].timed == 100);
+    CHECK(straggler_line(s[0]) == "straggler  write to t3  p99 991us = 10.0x the median 99.0us");
+}
+
+TEST_CASE("xtel top flags no straggler among peers alike, nor per operation across operations",
+          "[top][straggler]") {
+    // Reads are all slow and writes all fast: each operation is its own median.
+    const peer_histograms delta = {
+        {{"write", "t0"}, in_bucket(0, 100)}, {{"write", "t1"}, in_bucket(0, 100)},
+        {{"write", "t2"}, in_bucket(0, 100)}, {{"read", "t0"}, in_bucket(2, 100)},
+        {{"read", "t1"}, in_bucket(2, 100)},  {{"read", "t2"}, in_bucket(2, 100)}};
+    CHECK(find_stragglers(delta, 10s).empty());
+}
+
+TEST_CASE("xtel top leaves out peers under 0.1 timed transfers a second, and needs 3 peers",
+          "[top][straggler]") {
+    // t3 is slow but timed 0.09 a second over 100 s; without it two peers are left.
+    const peer_histograms delta = {{{"write", "t0"}, in_bucket(0, 100)},
+                                   {{"write", "t1"}, in_bucket(0, 100)},
+                                   {{"write", "t3"}, in_bucket(1, 9)}};
+    CHECK(find_stragglers(delta, 100s).empty());
+    // At 10 transfers in 100 s it qualifies: of three peers the median is the middle one, fast.
+    const peer_histograms enough = {{{"write", "t0"}, in_bucket(0, 100)},
+                                    {{"write", "t1"}, in_bucket(0, 100)},
+                                    {{"write", "t3"}, in_bucket(1, 10)}};
+    CHECK(peers(find_stragglers(enough, 100s)) == std::vector<std::string>{"write t3"});
+    // Two peers: never.
+    const peer_histograms two = {{{"write", "t0"}, in_bucket(0, 100)},
+                                 {{"write", "t3"}, in_bucket(2, 100)}};
+    CHECK(find_stragglers(two, 10s).empty());
+}
+
+TEST_CASE(
+    "xtel top finds stragglers over the transfers timed between its oldest and latest readings",
+    "[top][straggler]") {
+    straggler_tracker tracker(5min);
+    const auto t0 = clock::time_point{} + 1h;
+    peer_histograms at0;
+    // Before the window: t3 was fast, with many transfers that would hide its slow ones.
+    add_peer_histograms(agent({{"write", "t0", 0, 1000},
+                               {"write", "t1", 0, 1000},
+                               {"write", "t2", 0, 1000},
+                               {"write", "t3", 0, 100000}}),
+                        at0);
+    CHECK(tracker.update(at0, t0).empty());  // one reading: no window yet
+    peer_histograms at10;
+    add_peer_histograms(
+        agent({{"write", "t0", 0, 1100}, {"write", "t1", 0, 1100}, {"write", "t2", 0, 1100}}),
+        at10);
+    // t3 in another agent's snapshot: added per peer whatever the agent.
+    add_peer_histograms(agent({{"write", "t3", 0, 100000}, {"write", "t3", 1, 100}}), at10);
+    const auto s = tracker.update(at10, t0 + 10s);
+    REQUIRE(peers(s) == std::vector<std::string>{"write t3"});
+    CHECK(s[0].timed == 100);
+    // Six minutes on, the first reading left the window: the latest is compared with the
+    // second, and nothing was timed since.
+    CHECK(tracker.update(at10, t0 + 6min).empty());
+}
+
+TEST_CASE("xtel top counts a peer's histogram that went back from zero", "[top][straggler]") {
+    straggler_tracker tracker;
+    const auto t0 = clock::time_point{} + 1h;
+    peer_histograms before = {{{"write", "t0"}, in_bucket(0, 5000)},
+                              {{"write", "t1"}, in_bucket(0, 5000)},
+                              {{"write", "t2"}, in_bucket(0, 5000)},
+                              {{"write", "t3"}, in_bucket(0, 5000)}};
+    tracker.update(before, t0);
+    // t3's agent restarted: its counts start again from 0, all slow.
+    peer_histograms after = {{{"write", "t0"}, in_bucket(0, 5100)},
+                             {{"write", "t1"}, in_bucket(0, 5100)},
+                             {{"write", "t2"}, in_bucket(0, 5100)},
+                             {{"write", "t3"}, in_bucket(1, 100)}};
+    const auto s = tracker.update(after, t0 + 10s);
+    REQUIRE(peers(s) == std::vector<std::string>{"write t3"});
+    CHECK(s[0].timed == 100);
+}
