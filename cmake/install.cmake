@@ -26,4 +26,24 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
     COMPONENT tools FILES_MATCHING PATTERN "*.md")
 
+# For the node: xtel-exporter's systemd unit, its sysusers.d entry (the xtel account) and the
+# defaults file an operator edits (a conffile: an upgrade keeps the operator's edits), the
+# drop-in for agents of several accounts as an example; the monitoring files (Prometheus rules,
+# Grafana dashboards) and the Kubernetes manifests, to copy where they are served from
+# (docs/monitoring.md, docs/deployment.md). The unit names /usr/bin/xtel-exporter: the packages
+# install with the prefix /usr.
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/xtel-exporter.service
+    DESTINATION lib/systemd/system COMPONENT tools)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/xtel-exporter.sysusers
+    DESTINATION lib/sysusers.d RENAME xtel-exporter.conf COMPONENT tools)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/xtel-exporter.default
+    DESTINATION /etc/default RENAME xtel-exporter COMPONENT tools)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/several-uids.conf
+    DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/systemd COMPONENT tools)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/xtel/monitoring
+    COMPONENT tools)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/kubernetes/
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/xtel/kubernetes COMPONENT tools
+    FILES_MATCHING PATTERN "*.yaml" PATTERN "test" EXCLUDE)
+
 include(package)

@@ -2,7 +2,8 @@
 # scripts/package): one per install component.
 #   libxtel-dev   the static library, its headers and CMake files (find_package(xtel)), and
 #                 the plug-in API, for building programs with xtel;
-#   xtel-tools    xtel-exporter and xtel (xtel top), with the docs, for the nodes.
+#   xtel-tools    xtel-exporter and xtel (xtel top), with the docs, the systemd unit, the
+#                 monitoring files and the Kubernetes manifests, for the nodes.
 # Their Debian dependencies: the -dev packages of what the library links, for the first; for the
 # second, the shared libraries its programs load, as dpkg-shlibdeps finds them.
 include_guard(GLOBAL)
@@ -32,5 +33,12 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_SHLIBDEPS ON)
 # libucx0 ships no shlibs file, so dpkg-shlibdeps cannot name it: said here.
 set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "libucx0")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION admin)
+# The defaults file is a conffile; postinst makes the xtel account and tells systemd of the unit,
+# which it neither enables nor starts: the operator names the agents' users first
+# (docs/deployment.md, "A systemd unit").
+set(CPACK_DEBIAN_TOOLS_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/cmake/debian/conffiles ${PROJECT_SOURCE_DIR}/cmake/debian/postinst
+    ${PROJECT_SOURCE_DIR}/cmake/debian/postrm)
+set(CPACK_DEBIAN_TOOLS_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 include(CPack)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds examples/consumer against this source tree twice: through FetchContent, and through
 # find_package on xtel's Debian packages (cpack), unpacked into a scratch root, from which the
-# tools answer --version and --help too. Arguments: <source dir> <xtel build dir>.
+# tools answer --version and --help too, and where the unit and the monitoring files are. Arguments: <source dir> <xtel build dir>.
 set -euo pipefail
 src=$1
 build=$2
@@ -38,6 +38,20 @@ test "$("$root/usr/bin/xtel-exporter" --version)" = "xtel-exporter $version"
 test "$("$root/usr/bin/xtel" --version)" = "xtel $version"
 "$root/usr/bin/xtel-exporter" --help | grep -q "^Usage: xtel-exporter"
 test -f "$root/usr/share/doc/xtel/docs/deployment.md"
+# The node's files: the unit (naming the installed program), its account and defaults (a
+# conffile), the monitoring files (promtool accepts the installed rules), the manifests.
+grep -q "^ExecStart=/usr/bin/xtel-exporter " "$root/lib/systemd/system/xtel-exporter.service" ||
+    grep -q "^ExecStart=/usr/bin/xtel-exporter " "$root/usr/lib/systemd/system/xtel-exporter.service"
+test -f "$root/etc/default/xtel-exporter"
+find "$root" -path '*/sysusers.d/xtel-exporter.conf' | grep -q .
+dpkg-deb -I "$work"/debs/xtel-tools_*.deb conffiles | grep -qx "/etc/default/xtel-exporter"
+dpkg-deb -I "$work"/debs/xtel-tools_*.deb postinst | grep -q "systemd-sysusers xtel-exporter.conf"
+test -f "$root/usr/share/xtel/monitoring/dashboards/xtel-node.json"
+test -f "$root/usr/share/xtel/kubernetes/daemonset.yaml"
+if command -v promtool >/dev/null; then
+    step "promtool checks the installed rules" \
+        promtool check rules "$root"/usr/share/xtel/monitoring/rules/*.rules.yaml
+fi
 
 echo "--- find_package, from the package"
 step "configure the consumer with find_package" \
