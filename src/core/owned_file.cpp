@@ -71,16 +71,17 @@ bool own_file_at(const owned_file_kind& kind, const std::filesystem::path& path)
         refuse(kind, path, errno_text(errno));
     }
     if (S_ISLNK(st.st_mode)) {
-        refuse(kind, path, "refusing to replace a symbolic link");
+        refuse(kind, path, "refusing to replace a symbolic link", create_failure::path_blocked);
     }
     if (!S_ISREG(st.st_mode)) {
-        refuse(kind, path, "exists and is not a regular file");
+        refuse(kind, path, "exists and is not a regular file", create_failure::path_blocked);
     }
     if (st.st_uid != ::geteuid()) {
         refuse(kind, path,
                fmt::format("belongs to user id {}, not to this process (user id {}); "
                            "refusing to replace it",
-                           st.st_uid, ::geteuid()));
+                           st.st_uid, ::geteuid()),
+               create_failure::path_blocked);
     }
     return true;
 }
@@ -106,7 +107,7 @@ previous_file inspect(const owned_file_kind& kind, const std::filesystem::path& 
             return {};
         }
         if (errno == ELOOP) {
-            refuse(kind, path, "refusing to replace a symbolic link");
+            refuse(kind, path, "refusing to replace a symbolic link", create_failure::path_blocked);
         }
         // Not readable by its owner: no writer of ours made it (they are 0600).
         return {previous::replaceable};
@@ -210,7 +211,8 @@ void clear_the_way(const owned_file_kind& kind,
             refuse(kind, path,
                    fmt::format("in use by the live writer process {} (it holds the file's "
                                "lock; one writer per agent name); left untouched",
-                               prev.pid));
+                               prev.pid),
+                   create_failure::name_taken);
         case previous::crashed:
             keep_crashed(kind, path, agent_name, prev.pid);
             return;
@@ -223,6 +225,10 @@ void clear_the_way(const owned_file_kind& kind,
 }
 
 // ---- creating the new file -----------------------------------------------------------------
+
+create_failure failure_of(int err) {
+    return err == ENOSPC || err == EDQUOT ? create_failure::no_space : create_failure::other;
+}
 
 /// The new file under its temporary name; removed unless placed.
 struct temp_file {
@@ -252,12 +258,14 @@ void create_temp(temp_file& t,
     std::string name = (dir / fmt::format(".{}.XXXXXX", path.filename().string())).string();
     t.fd.fd = ::mkostemp(name.data(), O_CLOEXEC);
     if (t.fd.fd < 0) {
+        const int err = errno;
         refuse(kind, path,
-               fmt::format("cannot create a file in {}: {}", dir.string(), errno_text(errno)));
+               fmt::format("cannot create a file in {}: {}", dir.string(), errno_text(err)),
+               failure_of(err));
     }
     t.path = name;
     auto fail = [&](std::string_view what, int err) {
-        refuse(kind, path, fmt::format("{}: {}", what, errno_text(err)));
+        refuse(kind, path, fmt::format("{}: {}", what, errno_text(err)), failure_of(err));
     };
     if (::fchmod(t.fd.fd, 0600) != 0) {
         fail("cannot set mode 0600", errno);
@@ -338,8 +346,11 @@ bool magic_intact(const owned_file_kind& kind, int fd) noexcept {
            std::memcmp(buf, kind.magic.data(), kind.magic.size()) == 0;
 }
 
-void refuse(const owned_file_kind& kind, const std::filesystem::path& path, std::string_view why) {
-    throw exporter_error(fmt::format("{} {}: {}", kind.noun, path.string(), why));
+void refuse(const owned_file_kind& kind,
+            const std::filesystem::path& path,
+            std::string_view why,
+            create_failure reason) {
+    throw owned_file_error(reason, fmt::format("{} {}: {}", kind.noun, path.string(), why));
 }
 
 int create_owned_file(const owned_file_kind& kind,

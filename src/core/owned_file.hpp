@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "xtel/core/error.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -127,10 +129,32 @@ constexpr owned_file_kind owned_file_kind_of(
 /// but its header is gone.
 bool magic_intact(const owned_file_kind& kind, int fd) noexcept;
 
-/// Throws exporter_error "<noun> <path>: <why>".
+/// Why an owned file could not be made, for a writer that tells the node (the node exporter's
+/// unpublished notice, xtel/node/notice.hpp).
+enum class create_failure : std::uint8_t {
+    name_taken,    ///< a live writer holds the file
+    path_blocked,  ///< a link, a non-regular file or another user's file is at the path
+    no_space,      ///< ENOSPC or EDQUOT
+    other,
+};
+
+/// The exporter_error create_owned_file throws, with why in a word.
+class owned_file_error : public exporter_error {
+  public:
+    owned_file_error(create_failure reason, const std::string& what)
+        : exporter_error(what), reason_(reason) {}
+
+    create_failure reason() const noexcept { return reason_; }
+
+  private:
+    create_failure reason_;
+};
+
+/// Throws owned_file_error "<noun> <path>: <why>".
 [[noreturn]] void refuse(const owned_file_kind& kind,
                          const std::filesystem::path& path,
-                         std::string_view why);
+                         std::string_view why,
+                         create_failure reason = create_failure::other);
 
 /// Creates `path` as a new file of `kind`: clears the way (see above), then builds the file
 /// under a temporary name: mode 0600, `size` bytes reserved with posix_fallocate, `header`

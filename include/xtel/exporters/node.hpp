@@ -31,6 +31,10 @@ namespace xtel {
 namespace node::file {
 class writer;
 }  // namespace node::file
+namespace node {
+class notice_writer;
+enum class unpublished_reason : std::uint8_t;
+}  // namespace node
 
 /// What the node exporter is configured with.
 struct node_settings {
@@ -62,7 +66,8 @@ class node_exporter {
     explicit node_exporter(const metric_state_context<metric_state>& m);
     /// On its own, with a model of its own. A file that cannot be created (a live writer of
     /// the same agent name, a directory it cannot write) is logged as an error, not thrown:
-    /// the exporter stays off (disabled()) and the agent goes on transferring.
+    /// the exporter stays off (disabled()), leaves an unpublished notice in the directory for
+    /// the node to see, and the agent goes on transferring.
     node_exporter(const exporter_context& ctx,
                   const node_settings& settings,
                   const metrics::agent_metrics_settings& model);
@@ -99,12 +104,18 @@ class node_exporter {
                   std::shared_ptr<metric_state> model,
                   bool folds);
     void publish();
+    /// Leaves `<agent>.<pid>.unpublished` beside the node file, so that the node shows this
+    /// agent and why its metrics are missing (xtel/node/notice.hpp); held until on_stop().
+    void leave_notice(node::unpublished_reason reason, std::string_view why) noexcept;
 
     std::shared_ptr<metric_state> model_;
     /// Whether the model is its own, which it folds and publishes itself.
     bool folds_ = false;
     std::unique_ptr<node::file::writer> writer_;
     std::filesystem::path path_;
+    std::filesystem::path directory_;
+    std::string agent_name_;
+    std::unique_ptr<node::notice_writer> notice_;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
     std::vector<std::byte> encoded_;
     std::atomic<bool> disabled_{false};
