@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
@@ -52,6 +53,12 @@ bool is_node_file_name(std::string_view name) {
     return name.size() > node::file::file_suffix.size() &&
            name.ends_with(node::file::file_suffix) &&
            name.find(".crashed.") == std::string_view::npos && !name.starts_with('.');
+}
+
+/// `<agent>.<pid>.unpublished`, not hidden (a notice being made has a temporary hidden name).
+bool is_notice_name(std::string_view name) {
+    return name.size() > notice_suffix.size() && name.ends_with(notice_suffix) &&
+           !name.starts_with('.');
 }
 
 /// Adds the writer's `pid` to the labels every series of `s` carries. No family has a label of
@@ -137,6 +144,8 @@ std::string_view to_string(refusal r) noexcept {
             return "name_mismatch";
         case refusal::series_limit:
             return "series_limit";
+        case refusal::bad_notice:
+            return "bad_notice";
     }
     return "unknown";
 }
@@ -162,7 +171,18 @@ void collector::scan() noexcept {
         }
         dir_failed_ = false;
         const int dir_fd = ::dirfd(d);
-        const auto present = list(d);
+        std::map<std::string, identity> notices;
+        const auto present = list(d, notices);
+        // Notices: looked at again only when they change (they are written once).
+        std::erase_if(notices_, [&](const auto& n) { return !notices.contains(n.first); });
+        for (const auto& [name, id] : notices) {
+            auto [it, added] = notices_.try_emplace(name);
+            if (added || it->second.id != id) {
+                it->second = notice_source{};
+                it->second.id = id;
+                open_notice(dir_fd, name, it->second);
+            }
+        }
 
         // A file deleted from the directory is dropped at once.
         for (auto it = sources_.begin(); it != sources_.end();) {
@@ -208,11 +228,13 @@ void collector::scan() noexcept {
     release_memory();
 }
 
-std::map<std::string, collector::identity> collector::list(DIR* d) const {
+std::map<std::string, collector::identity> collector::list(
+    DIR* d, std::map<std::string, identity>& notices) const {
     std::map<std::string, identity> present;
     while (const dirent* e = ::readdir(d)) {
         const std::string_view name(e->d_name);
-        if (!is_node_file_name(name)) {
+        const bool notice = is_notice_name(name);
+        if (!notice && !is_node_file_name(name)) {
             continue;
         }
         // Not following a link, whatever it points to.
@@ -220,12 +242,13 @@ std::map<std::string, collector::identity> collector::list(DIR* d) const {
         if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
             continue;  // gone since it was listed
         }
-        present.emplace(
-            std::string(name),
-            identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                     static_cast<std::uint64_t>(st.st_size),
-                     st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_mode,
-                     st.st_uid});
+        (notice ? notices : present)
+            .emplace(std::string(name),
+                     identity{static_cast<std::uint64_t>(st.st_dev),
+                              static_cast<std::uint64_t>(st.st_ino),
+                              static_cast<std::uint64_t>(st.st_size),
+                              st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_mode,
+                              st.st_uid});
     }
     return present;
 }
@@ -511,6 +534,153 @@ collector::clock::time_point collector::stopped_at(const source& s, clock::time_
     return now - std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(age));
 }
 
+collector::notice_source::notice_source(notice_source&& o) noexcept
+    : id(o.id), fd(std::exchange(o.fd, -1)), record(std::move(o.record)), logged(o.logged) {}
+
+collector::notice_source& collector::notice_source::operator=(notice_source&& o) noexcept {
+    if (this != &o) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        id = o.id;
+        fd = std::exchange(o.fd, -1);
+        record = std::move(o.record);
+        logged = o.logged;
+    }
+    return *this;
+}
+
+collector::notice_source::~notice_source() {
+    if (fd >= 0) {
+        ::close(fd);
+    }
+}
+
+void collector::refuse_notice(const std::string& name, refusal r, std::string_view why) {
+    ++read_errors_[static_cast<std::size_t>(r)];
+    xtel::detail::log(log_level::warning, "{}: {} is not read (until it changes): {}: {}",
+                      settings_.program, (settings_.dir / name).string(), to_string(r), why);
+}
+
+void collector::open_notice(int dir_fd, const std::string& name, notice_source& n) {
+    // The node files' rules: the listing first (a link, a FIFO or another user's file is never
+    // opened), then the same checks on what was opened without following a link.
+    const auto passes = [&](mode_t mode, uid_t uid, std::uint64_t size) {
+        if (!S_ISREG(mode)) {
+            refuse_notice(name, refusal::not_regular,
+                          fmt::format("{}, not a regular file; not read", kind_of(mode)));
+            return false;
+        }
+        if (!allowed(uid)) {
+            refuse_notice(
+                name, refusal::foreign_owner,
+                fmt::format("owned by uid {}, and only the files of uid {}{} are read "
+                            "(--allow-uid)",
+                            uid, ::geteuid(),
+                            settings_.allowed_uids.empty()
+                                ? std::string()
+                                : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", "))));
+            return false;
+        }
+        if (size > max_notice_bytes) {
+            refuse_notice(name, refusal::too_large,
+                          fmt::format("{} bytes, more than the {} bytes a notice may have; not "
+                                      "read",
+                                      size, max_notice_bytes));
+            return false;
+        }
+        return true;
+    };
+    if (!passes(static_cast<mode_t>(n.id.mode), static_cast<uid_t>(n.id.uid), n.id.size)) {
+        return;
+    }
+    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ENOENT) {
+            return;  // gone since it was listed: its agent stopped
+        }
+        refuse_notice(name, err == ELOOP ? refusal::not_regular : refusal::unreadable,
+                      fmt::format("cannot open: {}", std::strerror(err)));
+        return;
+    }
+    n.fd = fd;
+    // Refused until it changes: its listing stays, so it is not read again.
+    const auto drop = [&n] {
+        ::close(n.fd);
+        n.fd = -1;
+    };
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        refuse_notice(name, refusal::unreadable,
+                      fmt::format("cannot stat: {}", std::strerror(errno)));
+        drop();
+        return;
+    }
+    if (!passes(st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
+        drop();
+        return;
+    }
+    // One byte more than a notice may have: a file grown since its fstat is refused too.
+    std::string bytes(max_notice_bytes + 1, '\0');
+    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
+    if (got < 0) {
+        refuse_notice(name, refusal::unreadable,
+                      fmt::format("cannot read: {}", std::strerror(errno)));
+        drop();
+        return;
+    }
+    bytes.resize(static_cast<std::size_t>(got));
+    try {
+        n.record = parse_notice(bytes);
+    } catch (const notice_error& e) {
+        refuse_notice(name, refusal::bad_notice, e.what());
+        drop();
+        return;
+    }
+    // Named after the agent and process it speaks for: a copy under another name would show
+    // one agent twice, or stand for another.
+    if (name != notice_file_name(n.record.agent_name, n.record.pid)) {
+        refuse_notice(name, refusal::name_mismatch,
+                      fmt::format("it speaks for agent '{}' pid {}, whose notice would be '{}'",
+                                  parse::escape_controls(n.record.agent_name), n.record.pid,
+                                  parse::escape_controls(
+                                      notice_file_name(n.record.agent_name, n.record.pid))));
+        drop();
+    }
+}
+
+void collector::check_notices() {
+    unpublished_.clear();
+    for (auto& [name, n] : notices_) {
+        if (n.fd < 0) {
+            continue;
+        }
+        // The agent holds LOCK_EX for its life: a shared lock refused means it is alive.
+        if (::flock(n.fd, LOCK_SH | LOCK_NB) == 0) {
+            ::flock(n.fd, LOCK_UN);
+            // A killed agent's notice: nobody removes it (the directory is not this program's;
+            // the next agent of that pid replaces it), and it is not read again unless changed.
+            ::close(n.fd);
+            n.fd = -1;
+            continue;
+        }
+        if (errno != EWOULDBLOCK) {
+            continue;  // a file system without flock: nothing tells a live agent from a dead one
+        }
+        if (!n.logged) {
+            n.logged = true;
+            xtel::detail::log(log_level::warning,
+                              "{}: agent '{}' (pid {}) could not publish its node file {}: {}: {}",
+                              settings_.program, parse::escape_controls(n.record.agent_name),
+                              n.record.pid, parse::escape_controls(n.record.node_file),
+                              parse::escape_controls(n.record.reason),
+                              parse::escape_controls(n.record.error));
+        }
+        unpublished_.push_back(n.record);
+    }
+}
+
 std::vector<std::shared_ptr<const metrics::snapshot>> collector::refresh(clock::time_point now) {
     std::vector<std::shared_ptr<const metrics::snapshot>> out;
     for (auto& a : refresh_agents(now)) {
@@ -521,6 +691,7 @@ std::vector<std::shared_ptr<const metrics::snapshot>> collector::refresh(clock::
 
 std::vector<collector::agent> collector::refresh_agents(clock::time_point now) {
     holders_.clear();  // read again, once, by the first live file that needs it
+    check_notices();
     std::vector<std::pair<const std::string*, source*>> chosen;
     chosen.reserve(sources_.size());
     std::uint64_t budget = settings_.max_series;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/node/notice.hpp"
 
 namespace xtel::node::file {
 class reader;
@@ -52,8 +53,9 @@ enum class refusal : std::uint8_t {
     writer_unverified,  ///< its lock is held by a process this one cannot see
     name_mismatch,      ///< its file name, header and payload name different agents
     series_limit,       ///< its series would take the node past max_series
+    bad_notice,         ///< an unpublished notice (xtel/node/notice.hpp) that does not parse
 };
-inline constexpr std::size_t refusal_count = 11;
+inline constexpr std::size_t refusal_count = 12;
 
 /// The name of `r` as the reason label shows it ("foreign_owner").
 std::string_view to_string(refusal r) noexcept;
@@ -143,6 +145,10 @@ class collector {
     /// As refresh(), with each writer's state.
     std::vector<agent> refresh_agents(clock::time_point now);
 
+    /// The unpublished notices whose agent is alive (its lock held), at the last refresh, in
+    /// the order of their file names: agents that could not publish their node file.
+    const std::vector<notice>& unpublished() const noexcept { return unpublished_; }
+
     /// Files whose series are served (after the last refresh).
     std::size_t served() const noexcept { return served_; }
     /// Writers (file, process) opened so far.
@@ -208,11 +214,33 @@ class collector {
         std::vector<std::string> left_out;
     };
 
+    /// An unpublished notice, as listed and read.
+    struct notice_source {
+        identity id;
+        /// Open while the notice may still be a live agent's (its lock is tested at every
+        /// refresh); -1 once refused or found dead: looked at again only when it changes.
+        int fd = -1;
+        notice record;
+        bool logged = false;  ///< its warning was logged
+
+        notice_source() = default;
+        notice_source(notice_source&& o) noexcept;
+        notice_source& operator=(notice_source&& o) noexcept;
+        ~notice_source();
+    };
+
+    /// Opens and reads the notice `name` by the node files' rules (owner, regular file,
+    /// O_NOFOLLOW, max_notice_bytes), refusing it otherwise.
+    void open_notice(int dir_fd, const std::string& name, notice_source& n);
+    void refuse_notice(const std::string& name, refusal r, std::string_view why);
+    /// The notices whose lock is held, logged once each.
+    void check_notices();
+
     /// What the writer check says of a file at this refresh.
     enum class verdict { serve, refuse, undecided };
 
-    /// The node files `d` lists, as listed.
-    std::map<std::string, identity> list(DIR* d) const;
+    /// The node files `d` lists, as listed; its unpublished notices into `notices`.
+    std::map<std::string, identity> list(DIR* d, std::map<std::string, identity>& notices) const;
     bool allowed(uid_t uid) const noexcept;
     /// Whether a file of `mode`, `uid` and `size` may be read; refuses it if not.
     bool passes(const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size);
@@ -243,7 +271,9 @@ class collector {
     void release_memory() noexcept;
 
     settings settings_;
-    std::map<std::string, source> sources_;  // by file name
+    std::map<std::string, source> sources_;         // by file name
+    std::map<std::string, notice_source> notices_;  // by file name
+    std::vector<notice> unpublished_;
     /// Names gone from the directory while refused, with their reason and when they went: a
     /// file deleted and made again with the same fault is not reported again.
     std::map<std::string, std::pair<refusal, clock::time_point>> gone_;
