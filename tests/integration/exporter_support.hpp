@@ -114,6 +114,6 @@ inline std::optional<std::string> read_errors(const std::string& body, std::stri
 inline const std::vector<std::string> refusal_reasons = {
     "foreign_owner",     "not_regular",   "too_large",    "unreadable",
     "not_node_file",     "damaged",       "bad_snapshot", "writer_mismatch",
-    "writer_unverified", "name_mismatch", "series_limit"};
+    "writer_unverified", "name_mismatch", "series_limit", "bad_notice"};
 
 }  // namespace exporter_it

@@ -72,12 +72,67 @@ metrics::snapshot endpoint_snapshot(const http::server_stats& stats, std::uint64
     return out;
 }
 
+constexpr std::string_view agent_state_family = "xtel_exporter_agent_state";
+constexpr std::string_view agent_unpublished_family = "xtel_exporter_agent_unpublished";
+
+/// xtel_exporter_agent_state for one served agent: its labels (agent_name, rank, local_rank,
+/// pid), one series per state, 1 for the one it is in (kube-state-metrics' manner, so that an
+/// alert is `== 1` on the state it names).
+std::shared_ptr<const metrics::snapshot> state_snapshot(const node::collector::agent& a,
+                                                        std::uint64_t start_time_us) {
+    using state = node::collector::writer_state;
+    metrics::family_snapshot f;
+    f.spec = labelled(spec(std::string(agent_state_family),
+                           "Each agent served, by the state of its node file's writer: live, "
+                           "closed (the agent stopped) or dead (it ended without closing); 1 for "
+                           "the state it is in",
+                           gauge),
+                      "state");
+    for (const auto& [name, st] :
+         {std::pair{"live", state::live}, std::pair{"closed", state::closed},
+          std::pair{"dead", state::dead}}) {
+        metrics::series s;
+        s.label_values = {name};
+        s.value = a.state == st ? 1 : 0;
+        f.series.push_back(std::move(s));
+    }
+    auto out = std::make_shared<metrics::snapshot>();
+    out->labels = a.snapshot->labels;
+    out->families.push_back(std::move(f));
+    out->start_time_us = start_time_us;
+    return out;
+}
+
+/// xtel_exporter_agent_unpublished for one live notice: agent_name, pid and reason.
+std::shared_ptr<const metrics::snapshot> unpublished_snapshot(const node::notice& n,
+                                                              std::uint64_t start_time_us) {
+    metrics::family_snapshot f;
+    f.spec = labelled(spec(std::string(agent_unpublished_family),
+                           "Live agents that could not publish their node file, by reason (their "
+                           "unpublished notice); 1 per agent",
+                           gauge),
+                      "reason");
+    metrics::series s;
+    s.label_values = {n.reason};
+    s.value = 1;
+    f.series.push_back(std::move(s));
+    auto out = std::make_shared<metrics::snapshot>();
+    out->labels = {{"agent_name", n.agent_name}, {"pid", std::to_string(n.pid)}};
+    out->families.push_back(std::move(f));
+    out->start_time_us = start_time_us;
+    return out;
+}
+
 }  // namespace
 
 node_metrics::node_metrics(node::collector::settings collector, std::vector<push_health> pushers)
     : collector_(std::move(collector)),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
+      unpublished_(store_.add_family(
+          spec("xtel_exporter_agents_unpublished",
+               "Live agents that could not publish their node file (their unpublished notices)",
+               gauge))),
       seen_(store_.add_family(spec("xtel_exporter_agents_seen_total",
                                    "Agents (node files and their writers) seen so far",
                                    counter))),
@@ -130,7 +185,7 @@ node_metrics::node_metrics(node::collector::settings collector, std::vector<push
     }
     // Made now, so that the first scrape shows them at 0 too (an alert on a reason needs
     // its series before the first refusal).
-    for (const auto f : {agents_, seen_, duration_}) {
+    for (const auto f : {agents_, unpublished_, seen_, duration_}) {
         series(f);
     }
     for (std::size_t r = 0; r < node::collector::left_out_count; ++r) {
@@ -158,6 +213,8 @@ node_metrics::node_metrics(node::collector::settings collector, std::vector<push
     for (const auto& f : endpoint_snapshot({}, 0).families) {
         own.push_back(f.spec.name);
     }
+    own.emplace_back(agent_state_family);
+    own.emplace_back(agent_unpublished_family);
     collector_.reserve_families(std::move(own));
 }
 
@@ -179,6 +236,7 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         refresh_locked(force_refresh);
         out = agents_served_;
         store_.set(series(agents_), collector_.served());
+        store_.set(series(unpublished_), collector_.unpublished().size());
         store_.set(series(seen_), collector_.seen_total());
         for (std::size_t r = 0; r < node::refusal_count; ++r) {
             const auto reason = static_cast<node::refusal>(r);
@@ -257,7 +315,32 @@ void node_metrics::refresh_locked(bool force) {
         return;
     }
     collector_.scan();
-    agents_served_ = collector_.refresh(now);
+    const auto agents = collector_.refresh_agents(now);
+    // The agents' snapshots, then their states and the notices: made again only when one of
+    // them changed, so that render() shares its body while nothing did.
+    std::vector<std::pair<std::shared_ptr<const metrics::snapshot>, node::collector::writer_state>>
+        states;
+    states.reserve(agents.size());
+    for (const auto& a : agents) {
+        states.emplace_back(a.snapshot, a.state);
+    }
+    if (states != states_ || collector_.unpublished() != notices_) {
+        states_ = std::move(states);
+        notices_ = collector_.unpublished();
+        extras_.clear();
+        for (const auto& a : agents) {
+            extras_.push_back(state_snapshot(a, start_time_us_));
+        }
+        for (const auto& n : notices_) {
+            extras_.push_back(unpublished_snapshot(n, start_time_us_));
+        }
+    }
+    agents_served_.clear();
+    agents_served_.reserve(agents.size() + extras_.size());
+    for (const auto& a : agents) {
+        agents_served_.push_back(a.snapshot);
+    }
+    agents_served_.insert(agents_served_.end(), extras_.begin(), extras_.end());
     refreshed_ = now;
 }
 

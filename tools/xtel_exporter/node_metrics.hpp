@@ -95,10 +95,18 @@ class node_metrics {
     std::mutex mutex_;
     node::collector collector_;
     bool started_ = false;
+    /// The agents' snapshots, then xtel_exporter_agent_state's and
+    /// xtel_exporter_agent_unpublished's (`extras_`).
     std::vector<std::shared_ptr<const metrics::snapshot>> agents_served_;
+    /// What extras_ were made from: each agent's snapshot and state, and the live notices.
+    std::vector<std::pair<std::shared_ptr<const metrics::snapshot>, node::collector::writer_state>>
+        states_;
+    std::vector<node::notice> notices_;
+    std::vector<std::shared_ptr<const metrics::snapshot>> extras_;
     std::optional<clock::time_point> refreshed_;
     metrics::metric_store store_;
     metrics::family_id agents_;
+    metrics::family_id unpublished_;
     metrics::family_id seen_;
     metrics::family_id errors_;
     metrics::family_id families_left_out_;
