@@ -340,11 +340,20 @@ void require(const xtel::status& st, std::string_view what) {
 }
 
 /// What the agent's telemetry writes, by exporter: the flight recorder's file and the node
-/// file (with its suffix) are named, so that a reader can be pointed at them.
-std::string flight_recorder_of(const std::string& agent) {
+/// file (with its suffix) are named, so that a reader can be pointed at them. An exporter that
+/// turned itself off (a live agent holds the file already) wrote nothing: no file is named
+/// then, as if one had been.
+std::string flight_recorder_of(const xtel::agent& a) {
     const auto cfg = xtel::config::from_env();
     if (!cfg.enabled) {
         return "telemetry off";
+    }
+    const std::string agent = a.name();
+    if (const auto off = a.stats().exporters_disabled; off > 0) {
+        return fmt::format(
+            "telemetry {}: {} of its exporters off, nothing written there (the "
+            "error above says why)",
+            cfg.exporters_string(), off);
     }
     const std::string dir =
         cfg.output_path.empty() ? xtel::buffer_settings::default_directory : cfg.output_path;
@@ -419,7 +428,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::byte>
 
 int run_target(const options& o) {
     auto a = xtel::make_agent(o.target_name);
-    fmt::print("target '{}': {}\n", a->name(), flight_recorder_of(a->name()));
+    fmt::print("target '{}': {}\n", a->name(), flight_recorder_of(*a));
     target_memory memory(*a, o);
     std::vector<std::byte> blob;
     require(a->export_metadata(blob), "exporting metadata");
@@ -654,7 +663,7 @@ std::vector<std::byte> wait_for_metadata(const options& o) {
 int run_remote_initiator(const options& o) {
     const auto blob = wait_for_metadata(o);
     auto a = xtel::make_agent(o.initiator_name);
-    fmt::print("initiator '{}': {}\n", a->name(), flight_recorder_of(a->name()));
+    fmt::print("initiator '{}': {}\n", a->name(), flight_recorder_of(*a));
     const int rc = run_initiator(*a, nullptr, blob, o);
     write_file_atomically(o.metadata + ".done", {});
     return rc;
@@ -684,9 +693,8 @@ void linger(const options& o, std::initializer_list<xtel::agent*> agents) {
 int run_both(const options& o) {
     auto target = xtel::make_agent(o.target_name);
     auto initiator = xtel::make_agent(o.initiator_name);
-    fmt::print("target '{}': {}\ninitiator '{}': {}\n", target->name(),
-               flight_recorder_of(target->name()), initiator->name(),
-               flight_recorder_of(initiator->name()));
+    fmt::print("target '{}': {}\ninitiator '{}': {}\n", target->name(), flight_recorder_of(*target),
+               initiator->name(), flight_recorder_of(*initiator));
     target_memory memory(*target, o);
     std::vector<std::byte> blob;
     require(target->export_metadata(blob), "exporting metadata");

@@ -58,9 +58,13 @@ class reading {
         stragglers_ = stragglers_tracker_.update(std::move(peers), now);
     }
 
-    /// The frame's lines for the straggler peers over the readings of the last 5 minutes.
+    /// The frame's lines for the agents that could not publish their node file, then for the
+    /// straggler peers over the readings of the last 5 minutes.
     std::vector<std::string> notices() const {
         std::vector<std::string> out;
+        for (const auto& n : collector_.unpublished()) {
+            out.push_back(unpublished_line(n));
+        }
         for (const auto& s : stragglers_) {
             out.push_back(straggler_line(s));
         }

@@ -522,6 +522,11 @@ constexpr std::string_view no_transfer_line =
 
 }  // namespace
 
+std::string unpublished_line(const node::notice& n) {
+    return fmt::format("not published: agent {} pid {} could not publish {}: {}: {}", n.agent_name,
+                       n.pid, n.node_file, n.reason, n.error);
+}
+
 frame format_frame(std::vector<row> rows, const frame_options& o) {
     const auto all = rows;
     std::erase_if(rows, [&](const row& r) { return !name_matches(o.filter, r.name); });

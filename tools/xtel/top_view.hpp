@@ -181,7 +181,8 @@ struct frame_options {
     std::size_t height = 0;
     /// Node files the collector could not read so far.
     std::uint64_t read_errors = 0;
-    /// Lines shown under the totals, whatever the filter: the straggler peers (straggler.hpp).
+    /// Lines shown under the totals, whatever the filter: the agents that could not publish
+    /// (unpublished_line) and the straggler peers (straggler.hpp).
     std::vector<std::string> notices;
     /// The latest message (a file not read, a directory gone); empty: none.
     std::string message;
@@ -189,6 +190,11 @@ struct frame_options {
     bool interactive = false;
     bool editing_filter = false;
 };
+
+/// The frame's line for an agent that could not publish its node file (its unpublished notice,
+/// xtel/node/notice.hpp): "not published: agent pub-a pid 42 could not publish
+/// /dev/shm/pub-a.metrics: name_taken: <the agent's error>".
+std::string unpublished_line(const node::notice& n);
 
 /// A frame: lines of printable ASCII, none longer than the width.
 struct frame {
