@@ -9,6 +9,9 @@
 /// a reason (docs/deployment.md, "What is refused"), logged once per change of the file's state
 /// and counted.
 ///
+/// Beside them it reads the unpublished notices (xtel/node/notice.hpp) of agents that could not
+/// publish a node file, by the same trust rules, and lists those whose agent is alive.
+///
 /// Not thread-safe: xtel-exporter and xtel top call it under one lock.
 
 #include <dirent.h>
