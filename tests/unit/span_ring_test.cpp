@@ -188,17 +188,20 @@ TEST_CASE("a reader skipped to the latest reads only what is written after", "[s
 TEST_CASE("a reader beside a writer never returns a torn span and counts every other one",
           "[span_ring][concurrency]") {
     xtel_test::temp_dir d;
-    constexpr std::uint64_t total = 30'000;
+    constexpr std::uint64_t total = 200'000;
     sr::writer w(d.path(), "a", 16);  // small, so that the writer laps the reader often
     sr::reader rd(d / "a.spans");
     std::atomic<bool> done{false};
     std::thread writer_thread([&] {
+        // Batches of 1 to 5 spans in turn, as a flusher writes what each interval brought.
         std::vector<sr::span_record> batch;
+        std::size_t batch_size = 1;
         for (std::uint64_t n = 1; n <= total; ++n) {
             batch.push_back(numbered(n));
-            if (batch.size() == 1 + n % 5) {
+            if (batch.size() == batch_size) {
                 (void)w.write(batch);
                 batch.clear();
+                batch_size = batch_size % 5 + 1;
             }
         }
         (void)w.write(batch);
