@@ -5,7 +5,8 @@ Each component has its public headers in include/xtel/<component>/ and its code 
 src/<component>/. A file of a component may include its own headers and those of the components
 below it, never one above:
 
-    core < metrics, http < node < push, exporters < agent; plugin (the plug-in API) < exporters
+    core < metrics, http < node < push, exporters < agent; core < trace < agent;
+    plugin (the plug-in API) < exporters
 
 (metrics and http do not know each other; push sits beside exporters). The plug-in API
 (include/xtel/plugin/) may include core only. Tools (tools/) are users of the library: they
@@ -22,9 +23,10 @@ ALLOWED = {
     'metrics': {'core'},
     'http': {'core'},
     'node': {'core', 'metrics'},
+    'trace': {'core'},
     'push': {'core', 'metrics', 'http'},
     'exporters': {'core', 'metrics', 'http', 'node', 'plugin'},
-    'agent': {'core', 'metrics', 'http', 'node', 'exporters', 'plugin'},
+    'agent': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin'},
     'plugin': {'core'},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,0 +1,93 @@
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "trace/span_ring_file.hpp"
+#include "xtel/core/clock.hpp"
+#include "xtel/core/parse.hpp"
+
+namespace xtel::trace::span_ring {
+
+writer::writer(const std::filesystem::path& dir,
+               std::string_view agent_name,
+               std::uint32_t slot_count)
+    : slot_count_(slot_count) {
+    parse::file_name("agent name", agent_name);
+    // Room for the suffix and for ".crashed.<pid>" in a 255-byte file name.
+    constexpr std::size_t max_name = 255 - file_suffix.size() - 18;
+    if (agent_name.size() > max_name) {
+        throw config_error(
+            fmt::format("agent name '{}' is invalid for a span ring: {} bytes, "
+                        "expected at most {} (it names the file <name>{})",
+                        agent_name, agent_name.size(), max_name, file_suffix));
+    }
+    if (slot_count == 0 || slot_count > max_slot_count) {
+        throw config_error(fmt::format("span ring slot count {} is invalid: expected 1 to {}",
+                                       slot_count, max_slot_count));
+    }
+    path_ = dir / (std::string(agent_name) + std::string(file_suffix));
+    file_size_ = detail::slot_offset(slot_count);
+
+    file_header h{};
+    std::memcpy(h.magic, magic, sizeof magic);
+    h.version = format_version;
+    h.header_size = header_size;
+    h.created_us = clock::now_us();
+    h.writer_pid = static_cast<std::uint32_t>(::getpid());
+    h.state = static_cast<std::uint32_t>(writer_state::open);
+    std::memcpy(h.agent_name, agent_name.data(), std::min(agent_name.size(), name_size - 1));
+    h.slot_size = sizeof(slot);
+    h.slot_count = slot_count;
+    // posix_fallocate reserves the slots zeroed: sequence 0, no span yet.
+    fd_ = xtel::detail::create_owned_file(detail::file_kind, path_, agent_name, file_size_,
+                                          std::as_bytes(std::span(&h, 1)));
+}
+
+writer::~writer() {
+    owned().close();
+}
+
+xtel::detail::owned_writer writer::owned() noexcept {
+    return {detail::file_kind, path_, fd_, failure_, failed_};
+}
+
+const std::string& writer::failure() const noexcept {
+    return xtel::detail::failure_or_none(failed(), failure_);
+}
+
+bool writer::write(std::span<const span_record> spans) noexcept {
+    if (failed_.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    const xtel::detail::owned_writer file = owned();
+    // Once a batch, not once a span: the check is an fstat and a read of the magic.
+    if (!file.intact(file_size_)) {
+        return false;
+    }
+    for (const span_record& r : spans) {
+        // Per slot, a seqlock: odd while the span is written, even once it is whole
+        // (docs/trace-format.md, Writing). A reader that copied the slot while it was odd, or
+        // saw the number move, knows its copy may be torn and counts the span lost.
+        const std::uint64_t n = head_ + 1;
+        const std::uint64_t at = detail::slot_offset((n - 1) % slot_count_);
+        const std::uint64_t writing = 2 * n - 1;
+        const std::uint64_t whole = 2 * n;
+        if (!file.write_at(&writing, sizeof writing, at) ||
+            !file.write_at(&r, sizeof r, at + offsetof(slot, record)) ||
+            !file.write_at(&whole, sizeof whole, at)) {
+            return false;
+        }
+        head_ = n;
+    }
+    // The head last: a reader never reads past it, so it never waits on a slot being written.
+    if (!spans.empty() && !file.write_at(&head_, sizeof head_, offsetof(file_header, head))) {
+        return false;
+    }
+    written_.fetch_add(spans.size(), std::memory_order_relaxed);
+    return true;
+}
+
+}  // namespace xtel::trace::span_ring
