@@ -26,6 +26,10 @@ case $mode in
 esac
 
 dir=$(mktemp -d /dev/shm/xtel-deploy-test.XXXXXX)
+# The exporter's own directory, bound here inside the sandbox: a build under /tmp (a CI clone)
+# would otherwise vanish under the private /tmp.
+bindir=$(mktemp -d /dev/shm/xtel-deploy-bin.XXXXXX)
+chmod 0755 "$bindir"
 log=$(mktemp)
 pids=()
 declare -A demo_pid
@@ -34,6 +38,7 @@ cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$dir" "$log"
+    rmdir "$bindir" 2>/dev/null || true
 }
 trap cleanup EXIT
 if [[ $mode == same-uid ]]; then
@@ -70,8 +75,11 @@ fi
 # shellcheck disable=SC2086  # the options are split at spaces, as systemd splits $VAR
 unshare --mount --propagation private -- bash -c '
     mount --bind /dev/shm /dev/shm && mount -o remount,bind,ro /dev/shm &&
+    mount --bind "$1" "$2" && shift 2 &&
     mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$@"' sandbox \
-    setpriv --no-new-privs "${privs[@]}" "$exporter" $opts "${extra[@]}" 2>"$log" &
+    "$(dirname "$exporter")" "$bindir" \
+    setpriv --no-new-privs "${privs[@]}" "$bindir/$(basename "$exporter")" $opts "${extra[@]}" \
+    2>"$log" &
 exporter_pid=$!
 pids+=("$exporter_pid")
 
