@@ -259,21 +259,30 @@ bool collector::allowed(uid_t uid) const noexcept {
                settings_.allowed_uids.end();
 }
 
-bool collector::passes(
-    const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size) {
+std::optional<std::pair<refusal, std::string>> collector::untrusted(mode_t mode,
+                                                                    uid_t uid,
+                                                                    std::string_view done) const {
     if (!S_ISREG(mode)) {
-        refuse(name, s, refusal::not_regular,
-               fmt::format("{}, not a regular file; not read", kind_of(mode)));
-        return false;
+        return std::pair{refusal::not_regular,
+                         fmt::format("{}, not a regular file; not read", kind_of(mode))};
     }
     if (!allowed(uid)) {
-        refuse(name, s, refusal::foreign_owner,
-               fmt::format("owned by uid {}, and only the files of uid {}{} are served "
-                           "(--allow-uid)",
-                           uid, ::geteuid(),
-                           settings_.allowed_uids.empty()
-                               ? std::string()
-                               : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", "))));
+        return std::pair{
+            refusal::foreign_owner,
+            fmt::format("owned by uid {}, and only the files of uid {}{} are {} (--allow-uid)", uid,
+                        ::geteuid(),
+                        settings_.allowed_uids.empty()
+                            ? std::string()
+                            : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", ")),
+                        done)};
+    }
+    return std::nullopt;
+}
+
+bool collector::passes(
+    const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size) {
+    if (const auto why = untrusted(mode, uid, "served")) {
+        refuse(name, s, why->first, why->second);
         return false;
     }
     if (size > settings_.max_file_bytes) {
@@ -566,20 +575,8 @@ void collector::open_notice(int dir_fd, const std::string& name, notice_source& 
     // The node files' rules: the listing first (a link, a FIFO or another user's file is never
     // opened), then the same checks on what was opened without following a link.
     const auto passes = [&](mode_t mode, uid_t uid, std::uint64_t size) {
-        if (!S_ISREG(mode)) {
-            refuse_notice(name, refusal::not_regular,
-                          fmt::format("{}, not a regular file; not read", kind_of(mode)));
-            return false;
-        }
-        if (!allowed(uid)) {
-            refuse_notice(
-                name, refusal::foreign_owner,
-                fmt::format("owned by uid {}, and only the files of uid {}{} are read "
-                            "(--allow-uid)",
-                            uid, ::geteuid(),
-                            settings_.allowed_uids.empty()
-                                ? std::string()
-                                : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", "))));
+        if (const auto why = untrusted(mode, uid, "read")) {
+            refuse_notice(name, why->first, why->second);
             return false;
         }
         if (size > max_notice_bytes) {

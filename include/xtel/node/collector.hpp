@@ -246,6 +246,12 @@ class collector {
     std::map<std::string, identity> list(DIR* d, std::map<std::string, identity>& notices) const;
     bool allowed(uid_t uid) const noexcept;
     /// Whether a file of `mode`, `uid` and `size` may be read; refuses it if not.
+    /// Why a file of this mode and owner is not to be opened (a node file or a notice: the same
+    /// rule): not a regular file, or an owner not allowed; `done` ends the owner's message
+    /// ("served", "read"). nullopt when neither.
+    std::optional<std::pair<refusal, std::string>> untrusted(mode_t mode,
+                                                             uid_t uid,
+                                                             std::string_view done) const;
     bool passes(const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size);
     void open(int dir_fd, const std::string& name, source& s);
     /// Reports `r` for the file `name` unless it is the state reported last.
