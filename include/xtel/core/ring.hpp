@@ -55,7 +55,9 @@ struct alignas(cache_line) staged_record {
 static_assert(sizeof(staged_record) == cache_line);
 
 /// Where a transfer_tag record keeps its id: the bytes before `kind` and from `payload` on.
-/// Its `cat` byte holds the length.
+/// Its `cat` byte holds the length. Its `continued` is cleared: the id does not cover that
+/// byte, and a slot reused from a continued transfer record would otherwise read as one to a
+/// drain that ends on the id.
 struct tag_layout {
     static constexpr std::size_t head = offsetof(staged_record, kind);  // 16 bytes
     static constexpr std::size_t tail_at = offsetof(staged_record, payload);
@@ -70,6 +72,7 @@ struct tag_layout {
         std::memcpy(bytes + tail_at, id.data() + first, n - first);
         r.kind = record_kind::transfer_tag;
         r.cat = static_cast<category>(n);
+        r.continued = false;
     }
     /// Appends the id to `out`.
     static void read(const staged_record& r, std::string& out) {
