@@ -439,10 +439,14 @@ def live(args, dashboards, fail):
         # some 50 times under the median here; a target's registered heap memory was not slow
         # enough to be flagged every time).
         pairs = [("pair-0", {}), ("pair-1", {}), ("pair-2", {}), ("slow", {"UCX_TLS": "tcp"})]
+        demos = {}  # name -> (process, its own log's path)
         for name, own in pairs:
-            procs.append(start(["nice", "-n", "5", args.xfer_demo, "--name", name,
-                                "--op", "write", "--total", "256K", "--block", "16K",
-                                "--depth", "1", "--duration", "180"], log, {**env, **own}))
+            path = os.path.join(work, f"{name}.log")
+            demos[name] = (start(["nice", "-n", "5", args.xfer_demo, "--name", name,
+                                  "--op", "write", "--total", "256K", "--block", "16K",
+                                  "--depth", "1", "--duration", "180"], open(path, "w"),
+                                 {**env, **own}), path)
+            procs.append(demos[name][0])
         exporter_port, prom_port = free_port(), free_port()
         procs.append(start([args.exporter, "--listen", f"127.0.0.1:{exporter_port}",
                             "--dir", agents_dir, "--remote-write",
@@ -477,6 +481,15 @@ def live(args, dashboards, fail):
                          started + SETTLE_S)
         print(f"rules have data after {time.time() - started:.1f} s" if ready else
               f"the rules had no data after {SETTLE_S} s; checking anyway", flush=True)
+        # An agent that died leaves every rule after it short of peers: say so first, with
+        # what it printed last (the sanitizers' reports among it).
+        for name, (p, path) in demos.items():
+            if p.poll() is not None:
+                with open(path, errors="replace") as f:
+                    tail = "".join(f.readlines()[-30:])
+                fail.add(f"xfer_demo {name}", f"exited with {p.returncode} during the test")
+                print(f"---- xfer_demo {name} exited with {p.returncode}; its last lines:\n{tail}",
+                      flush=True)
         for uid, d in dashboards:
             values = resolve(prom, d, fail)
             print(f"{uid} variables: {values}")
