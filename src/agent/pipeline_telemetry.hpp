@@ -55,8 +55,9 @@ class pipeline_telemetry final : public runtime_telemetry {
                                    std::uint64_t timestamp_us,
                                    std::uint64_t bytes,
                                    std::uint64_t requests,
-                                   const transfer_attributes& attrs) noexcept override {
-        telemetry_.record_transfer_counts(dir, timestamp_us, bytes, requests, attrs);
+                                   const transfer_attributes& attrs,
+                                   std::string_view request_id) noexcept override {
+        telemetry_.record_transfer_counts(dir, timestamp_us, bytes, requests, attrs, request_id);
     }
 
     Telemetry telemetry_;

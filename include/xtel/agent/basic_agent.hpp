@@ -266,7 +266,7 @@ class basic_agent final : public agent {
                       transfer_handle h) noexcept {
         using flag = detail::transfer_outcome::flag;
         if ((outcome.flags & flag::failed) != 0 && outcome.state != nullptr) {
-            record_failure(*outcome.state, st.code(), clock_.now());
+            record_failure(*outcome.state, st.code(), clock_.now(), h);
         }
         if ((outcome.flags & flag::new_error) != 0) {
             record_error(st.code());
@@ -344,18 +344,23 @@ class basic_agent final : public agent {
     /// A failed transfer, for exporters that take transfer records (its status is the error
     /// kind, so that a peer's failures say why; the bytes it was to move); it makes no
     /// agent_*_bytes event (telemetry.hpp).
+    /// Its request id goes with it, timed or not: a failed transfer becomes a span in its
+    /// request's trace (xtel/trace/recorder.hpp).
     void record_failure(const detail::transfer_state& r,
                         status_code code,
-                        std::uint64_t done) noexcept {
+                        std::uint64_t done,
+                        transfer_handle h) noexcept {
         if constexpr (Telemetry::takes_transfers) {
             transfer_attributes attrs = r.attrs;
             attrs.status = failed_with(code);
+            const std::string_view id = r.tagged ? backend_.request_id(h) : std::string_view{};
             if (r.timed) {
                 telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes, 1,
                                            clock_.micros(r.post_start, r.post_end),
-                                           clock_.micros(r.post_start, done), attrs);
+                                           clock_.micros(r.post_start, done), attrs, id);
             } else {
-                telemetry_.record_transfer_counts(r.dir, clock_.wall_us(done), r.bytes, 1, attrs);
+                telemetry_.record_transfer_counts(r.dir, clock_.wall_us(done), r.bytes, 1, attrs,
+                                                  id);
             }
         }
     }

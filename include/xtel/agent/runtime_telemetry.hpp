@@ -77,13 +77,15 @@ class runtime_telemetry {
         do_record_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, request_id);
     }
 
-    /// Records completed transfers whose times were not measured: their bytes and requests.
+    /// Records completed transfers whose times were not measured: their bytes and requests
+    /// (and a failed one's request id).
     void record_transfer_counts(direction dir,
                                 std::uint64_t timestamp_us,
                                 std::uint64_t bytes,
                                 std::uint64_t requests,
-                                const transfer_attributes& attrs = {}) noexcept {
-        do_record_transfer_counts(dir, timestamp_us, bytes, requests, attrs);
+                                const transfer_attributes& attrs = {},
+                                std::string_view request_id = {}) noexcept {
+        do_record_transfer_counts(dir, timestamp_us, bytes, requests, attrs, request_id);
     }
 
     /// The strings transfer attributes refer to; intern() is for slow paths only.
@@ -115,7 +117,8 @@ class runtime_telemetry {
                                            std::uint64_t timestamp_us,
                                            std::uint64_t bytes,
                                            std::uint64_t requests,
-                                           const transfer_attributes& attrs) noexcept = 0;
+                                           const transfer_attributes& attrs,
+                                           std::string_view request_id) noexcept = 0;
 };
 
 /// The pipeline for `cfg`, chosen exactly as make_agent chooses an agent's: telemetry off gives

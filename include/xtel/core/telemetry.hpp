@@ -205,19 +205,27 @@ class basic_telemetry<exporter_list<Exporters...>> {
         if (request_id.empty() || !takes_transfers) [[likely]] {
             stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
         } else {
-            stage_tagged(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, request_id);
+            stage_tagged(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true,
+                         request_id);
         }
     }
 
     /// Records completed transfers whose times were not measured: their bytes and requests
     /// only. Expanded into agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num, with no time
     /// events; handed to transfer exporters with `timed` false.
+    /// A non-empty `request_id` is staged beside it as record_transfer's is (a failed
+    /// transfer's, so that its span joins its request's trace).
     void record_transfer_counts(direction dir,
                                 std::uint64_t timestamp_us,
                                 std::uint64_t bytes,
                                 std::uint64_t requests,
-                                const transfer_attributes& attrs = no_attributes) noexcept {
-        stage_transfer(dir, timestamp_us, bytes, requests, 0, 0, attrs, false);
+                                const transfer_attributes& attrs = no_attributes,
+                                std::string_view request_id = {}) noexcept {
+        if (request_id.empty() || !takes_transfers) [[likely]] {
+            stage_transfer(dir, timestamp_us, bytes, requests, 0, 0, attrs, false);
+        } else {
+            stage_tagged(dir, timestamp_us, bytes, requests, 0, 0, attrs, false, request_id);
+        }
     }
 
     /// How many flushes have run, timer or manual: it changes once per run interval, so a
@@ -312,6 +320,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
                                         std::uint64_t post_us,
                                         std::uint64_t xfer_us,
                                         const transfer_attributes& attrs,
+                                        bool timed,
                                         std::string_view request_id) noexcept {
         if constexpr (enabled) {
             detail::staging_ring* ring = registry_.local_ring();
@@ -322,10 +331,10 @@ class basic_telemetry<exporter_list<Exporters...>> {
             detail::staged_record* r = ring->try_claim_pair();
             if (r == nullptr) [[unlikely]] {
                 // No room for two: the transfer alone, if one slot is left, loses only its id.
-                stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true);
+                stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed);
                 return;
             }
-            fill_transfer(*r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true,
+            fill_transfer(*r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
                           true);
             detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
             ring->publish_pair();

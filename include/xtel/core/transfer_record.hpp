@@ -72,9 +72,10 @@ struct transfer_record {
     /// time as records with requests and bytes only: times 0, timed false.
     bool timed = true;
     /// The request or trace id the caller gave the transfer, for exemplars; empty when none.
-    /// Valid for the exporter call it is handed to. Filled on timed records only: the agent
-    /// passes the id given to create_transfer (transfer_tags, at most max_request_id bytes)
-    /// with the timed completion, and the pipeline stages it beside the record.
+    /// Valid for the exporter call it is handed to. Filled on timed and on failed records
+    /// only: the agent passes the id given to create_transfer (transfer_tags, at most
+    /// max_request_id bytes) with the timed completion or the failure, and the pipeline stages
+    /// it beside the record.
     std::string_view request_id{};
 };
 
