@@ -45,6 +45,7 @@
 #include "xtel/core/version.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/node/file.hpp"
+#include "xtel/trace/context.hpp"
 
 namespace {
 
@@ -61,6 +62,7 @@ struct options {
     std::string initiator_name = "xfer_initiator";
     std::string name;  ///< --name: the agents' names unless given on their own
     std::string request_id_prefix = "req-";
+    std::string traceparent;  ///< when set, every transfer's tag in place of the request id
     bool allocate_target = true;
     int linger_s = 0;
     int duration_s = 0;
@@ -90,6 +92,9 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
                                 NAME-initiator with --name)
   --request-id-prefix PREFIX    tags the n-th transfer the initiator creates (from 0) with the
                                 request id PREFIX<n>, shown as exemplars (default req-)
+  --traceparent TRACEPARENT     tags every transfer the initiator creates with this W3C
+                                traceparent instead: their spans join that trace, under
+                                that span (00-<32 hex>-<16 hex>-<2 hex>)
   --target-memory allocated|registered
                                 how the target's buffer is made (default allocated)
   --linger SECONDS              stay up this long after verifying, or until SIGINT/SIGTERM
@@ -184,11 +189,23 @@ options parse(int argc, char** argv) {
             std::exit(0);
         }
     }
-    constexpr std::string_view known[] = {
-        "--role",         "--metadata", "--total",       "--block",          "--op",
-        "--depth",        "--rate",     "--seed",        "--timeout",        "--linger",
-        "--duration",     "--name",     "--target-name", "--initiator-name", "--request-id-prefix",
-        "--target-memory"};
+    constexpr std::string_view known[] = {"--role",
+                                          "--metadata",
+                                          "--total",
+                                          "--block",
+                                          "--op",
+                                          "--depth",
+                                          "--rate",
+                                          "--seed",
+                                          "--timeout",
+                                          "--linger",
+                                          "--duration",
+                                          "--name",
+                                          "--target-name",
+                                          "--initiator-name",
+                                          "--request-id-prefix",
+                                          "--target-memory",
+                                          "--traceparent"};
     for (int i = 1; i < argc; i += 2) {
         const std::string_view a = argv[i];
         if (std::find(std::begin(known), std::end(known), a) == std::end(known)) {
@@ -242,6 +259,15 @@ options parse(int argc, char** argv) {
             initiator_named = true;
         } else if (a == "--request-id-prefix") {
             o.request_id_prefix = v;
+        } else if (a == "--traceparent") {
+            if (!xtel::trace::parse_traceparent(v)) {
+                usage(
+                    fmt::format("--traceparent '{}' is invalid: expected a W3C traceparent, "
+                                "00-<32 hex digits>-<16 hex digits>-<2 hex digits>, ids not "
+                                "all zero",
+                                v));
+            }
+            o.traceparent = v;
         } else if (a == "--target-memory") {
             if (v != "allocated" && v != "registered") {
                 usage(
@@ -478,7 +504,11 @@ bool run_phase(xtel::agent& a,
         const xtel::descriptor l{local.address + off, n, local.kind, local.device};
         const xtel::descriptor r{remote_region.address + off, n, remote_region.kind,
                                  remote_region.device};
-        request_id = fmt::format("{}{}", o.request_id_prefix, created++);
+        if (o.traceparent.empty()) {
+            request_id = fmt::format("{}{}", o.request_id_prefix, created++);
+        } else {
+            request_id = o.traceparent;
+        }
         require(a.create_transfer(op, std::span(&l, 1), std::span(&r, 1), remote, handles[b],
                                   {request_id}),
                 "creating a transfer");
