@@ -5,7 +5,7 @@ Each component has its public headers in include/xtel/<component>/ and its code 
 src/<component>/. A file of a component may include its own headers and those of the components
 below it, never one above:
 
-    core < metrics, http < node < push, exporters < agent; core < trace < agent;
+    core < metrics, http < node < push, exporters < agent; core < trace < exporters, agent;
     plugin (the plug-in API) < exporters
 
 (metrics and http do not know each other; push sits beside exporters). The plug-in API
@@ -25,7 +25,7 @@ ALLOWED = {
     'node': {'core', 'metrics'},
     'trace': {'core'},
     'push': {'core', 'metrics', 'http'},
-    'exporters': {'core', 'metrics', 'http', 'node', 'plugin'},
+    'exporters': {'core', 'metrics', 'http', 'node', 'trace', 'plugin'},
     'agent': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin'},
     'plugin': {'core'},
 }

@@ -58,6 +58,7 @@ agent_metrics::agent_metrics(const exporter_context& ctx)
 agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_settings& settings)
     : agent_name_(std::move(agent_name)),
       hostname_(settings.hostname),
+      rank_(settings.rank),
       labels_(agent_labels(agent_name_, settings.rank)),
       sets_(settings.sets),
       enabled_(settings.enabled_metrics) {
@@ -249,6 +250,45 @@ void agent_metrics::apply_health(std::span<const exporter_health> rows) {
         const auto lost = store.series_of(exporter_lost_, {name});
         if (store.value("xtel_exporter_events_lost_total", {name}) != row.events_lost) {
             store.set(lost, row.events_lost);
+        }
+    }
+}
+
+void agent_metrics::apply_spans(const span_totals& totals) {
+    const std::lock_guard lock(state_mutex_);
+    auto& store = processor_->store();
+    if (spans_.empty()) {
+        for (const char* name : {"xtel_trace_spans_total", "xtel_trace_spans_dropped_total"}) {
+            origins_.insert_or_assign(name, family_origin{family_group::health, {}});
+        }
+        family_spec kept;
+        kept.name = "xtel_trace_spans_total";
+        kept.help =
+            "Transfers written as spans to the agent's span ring, by why: failed, slow "
+            "(NIXL_TELEMETRY_TRACE_SLOW_US) or sampled (NIXL_TELEMETRY_TRACE_SAMPLE).";
+        kept.label_names = {"reason"};
+        kept.fixed_labels = true;
+        family_spec dropped = kept;
+        dropped.name = "xtel_trace_spans_dropped_total";
+        dropped.help =
+            "Spans not written: over NIXL_TELEMETRY_TRACE_BUDGET (budget), or kept "
+            "when the span ring could not take them (ring).";
+        const family_id k = add_own(std::move(kept));
+        const family_id d = add_own(std::move(dropped));
+        for (const std::string_view why : {"failed", "slow", "sampled"}) {
+            spans_.push_back(store.series_of(k, {why}));
+        }
+        for (const std::string_view why : {"budget", "ring"}) {
+            spans_.push_back(store.series_of(d, {why}));
+        }
+    }
+    const std::uint64_t values[] = {totals.failed, totals.slow, totals.sampled,
+                                    totals.dropped_budget, totals.dropped_ring};
+    // Set only on a change, so that an idle agent publishes nothing new.
+    for (std::size_t i = 0; i < spans_.size(); ++i) {
+        if (span_values_[i] != values[i]) {
+            store.set(spans_[i], values[i]);
+            span_values_[i] = values[i];
         }
     }
 }

@@ -54,7 +54,7 @@ sampler_settings sampler_settings::from_env(const env_lookup& lookup) {
         s.sample = fraction(env::trace_sample, *v);
     }
     if (const auto v = lookup(env::trace_budget)) {
-        s.budget = parse::unsigned_integer(env::trace_budget, *v, 1, max_budget);
+        s.budget = parse::unsigned_integer(env::trace_budget, *v, 0, max_budget);
     }
     return s;
 }

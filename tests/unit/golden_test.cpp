@@ -127,6 +127,7 @@ std::vector<std::byte> node_payload() {
     xtel::config cfg;
     xtel::node_settings s;
     s.directory = dir.path();
+    s.spans.budget = 0;  // the goldens are the surface of before the split: no span families
     xtel::metrics::agent_metrics_settings model;
     model.hostname = "h";
     model.sets = xtel::metrics::family_sets::both;  // the goldens hold every family

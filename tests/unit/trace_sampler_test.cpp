@@ -78,9 +78,19 @@ TEST_CASE("a sample fraction outside 0 to 1 or not in decimal digits is refused 
     }
 }
 
-TEST_CASE("a budget of no spans or a threshold with a unit is refused by name", "[trace_sampler]") {
-    CHECK_THAT(error_of("NIXL_TELEMETRY_TRACE_BUDGET", "0"),
-               Catch::StartsWith("NIXL_TELEMETRY_TRACE_BUDGET='0' is invalid"));
+TEST_CASE(
+    "a budget of 0 turns spans off; one over the largest or a threshold with a unit is "
+    "refused by name",
+    "[trace_sampler]") {
+    CHECK(
+        tr::sampler_settings::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_TRACE_BUDGET", "0"}}))
+            .budget == 0);
+    CHECK_FALSE(
+        tr::sampler_settings::from_env(xtel_test::env_table({{"NIXL_TELEMETRY_TRACE_BUDGET", "0"}}))
+            .spans());
+    CHECK(tr::sampler_settings{}.spans());
+    CHECK_THAT(error_of("NIXL_TELEMETRY_TRACE_BUDGET", "1000001"),
+               Catch::StartsWith("NIXL_TELEMETRY_TRACE_BUDGET='1000001' is invalid"));
     CHECK_THAT(error_of("NIXL_TELEMETRY_TRACE_SLOW_US", "10ms"),
                Catch::StartsWith("NIXL_TELEMETRY_TRACE_SLOW_US='10ms' is invalid"));
 }

@@ -8,7 +8,8 @@
 /// endpoint, writes each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp) without the
 /// labels its readers add (xtel_agent_info's pid), into the file with xtel/node/file.hpp's
 /// writer: readers in other processes never see a torn snapshot and never hold a lock the
-/// agent waits on. Recording threads never reach any of this.
+/// agent waits on. Beside it, the transfers that become spans go into `<agent name>.spans`
+/// (xtel/trace/recorder.hpp). Recording threads never reach any of this.
 
 #include <atomic>
 #include <cstddef>
@@ -25,12 +26,16 @@
 #include "xtel/exporters/output_path.hpp"
 #include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/trace/sampler.hpp"
 
 namespace xtel {
 
 namespace node::file {
 class writer;
 }  // namespace node::file
+namespace trace {
+class span_recorder;
+}  // namespace trace
 namespace node {
 class notice_writer;
 enum class unpublished_reason : std::uint8_t;
@@ -44,10 +49,13 @@ struct node_settings {
     static constexpr const char* default_directory = "/dev/shm";
     /// Where `<agent name>.metrics` is created.
     std::filesystem::path directory{default_directory};
+    /// Which transfers become spans in `<agent name>.spans` beside the node file
+    /// (NIXL_TELEMETRY_TRACE_*, docs/trace-format.md); a budget of 0: no span ring.
+    trace::sampler_settings spans;
 
     /// The directory is NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when set (it must exist), else
-    /// default_directory. Throws config_error. The metric model's variables are
-    /// metrics::agent_metrics_settings'.
+    /// default_directory; `spans` from the NIXL_TELEMETRY_TRACE_* variables. Throws
+    /// config_error. The metric model's variables are metrics::agent_metrics_settings'.
     static node_settings from_env(const config& cfg, const env_lookup& lookup = process_env);
 };
 
@@ -97,6 +105,8 @@ class node_exporter {
     }
     /// The file's path (empty when it could not be created).
     const std::filesystem::path& path() const noexcept { return path_; }
+    /// The span ring's path (empty when the agent writes no spans).
+    std::filesystem::path spans_path() const;
 
   private:
     node_exporter(const exporter_context& ctx,
@@ -116,6 +126,8 @@ class node_exporter {
     std::filesystem::path directory_;
     std::string agent_name_;
     std::unique_ptr<node::notice_writer> notice_;
+    /// The transfers' spans, written after each round into `<agent>.spans` (null: none).
+    std::unique_ptr<trace::span_recorder> spans_;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
     std::vector<std::byte> encoded_;
     std::atomic<bool> disabled_{false};

@@ -5,6 +5,7 @@
 /// (`using metric_state = agent_metrics;`, xtel/core/exporter.hpp) and folds into it
 /// once, on its flusher thread, whichever exporters serve it (prometheus, node).
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -60,6 +61,15 @@ class agent_metrics {
     void apply_transfers(std::span<const transfer_record> transfers, const label_table& labels);
     /// The pipeline's exporters: up or disabled, and the events each lost.
     void apply_health(std::span<const exporter_health> rows);
+    /// What the agent's span recorder has done (xtel/trace/recorder.hpp), as totals: served as
+    /// xtel_trace_spans_total{reason} and xtel_trace_spans_dropped_total{reason}, families made
+    /// on the first call (an agent that writes no spans has none).
+    struct span_totals {
+        std::uint64_t failed = 0, slow = 0, sampled = 0;  ///< spans written, by reason
+        std::uint64_t dropped_budget = 0;  ///< left out by NIXL_TELEMETRY_TRACE_BUDGET
+        std::uint64_t dropped_ring = 0;    ///< kept, but the span ring could not take them
+    };
+    void apply_spans(const span_totals& totals);
     /// Adds a user's builder after the configured ones; its families are served beside the
     /// others. Throws metrics_error when one of its families is invalid, uses a reserved label
     /// or takes a name in use (then the builder is not added).
@@ -73,6 +83,8 @@ class agent_metrics {
     std::shared_ptr<const snapshot> latest() const;
 
     const std::string& agent_name() const noexcept { return agent_name_; }
+    /// The rank the agent's series carry (agent_metrics_settings::rank).
+    const process_rank& rank() const noexcept { return rank_; }
 
     /// The `status` label upstream NIXL's agent_errors_total gives each of its error kinds, in
     /// its order.
@@ -145,6 +157,7 @@ class agent_metrics {
 
     const std::string agent_name_;
     const std::string hostname_;
+    const process_rank rank_;
     const std::vector<label> labels_;
 
     // Flusher state.
@@ -169,6 +182,10 @@ class agent_metrics {
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
     family_id build_family_ = 0, info_family_ = 0;
+    /// xtel_trace_spans_total's failed, slow, sampled; xtel_trace_spans_dropped_total's
+    /// budget, ring: made by the first apply_spans.
+    std::vector<series_ref> spans_;
+    std::array<std::uint64_t, 5> span_values_{};
     // What the memory events said last: bytes registered now, deregistered since the start.
     std::uint64_t registered_now_ = 0;
     std::uint64_t deregistered_sum_ = 0;

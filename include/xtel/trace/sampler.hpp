@@ -38,7 +38,11 @@ struct sampler_settings {
     /// second of OTLP per agent, and eight agents a node stay far inside what one OpenTelemetry
     /// collector takes; a failure storm (a peer gone: every transfer fails) is cut there and
     /// counted instead of flooding the collector.
+    /// 0: no spans at all (the agent makes no span ring).
     std::uint64_t budget = 1000;
+
+    /// Whether the agent writes spans at all.
+    bool spans() const noexcept { return budget > 0; }
 
     /// Reads the NIXL_TELEMETRY_TRACE_* variables (env above); unset ones keep their defaults.
     /// Throws config_error naming the variable, quoting its value and saying what is accepted.

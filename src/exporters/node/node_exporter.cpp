@@ -4,12 +4,14 @@
 
 #include "core/log.hpp"
 #include "core/owned_file.hpp"
+#include "xtel/core/clock.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/core/telemetry.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/node/notice.hpp"
+#include "xtel/trace/recorder.hpp"
 
 namespace xtel {
 
@@ -31,11 +33,12 @@ node::unpublished_reason reason_of(detail::create_failure f) {
 
 }  // namespace
 
-node_settings node_settings::from_env(const config& cfg, const env_lookup& /*lookup*/) {
+node_settings node_settings::from_env(const config& cfg, const env_lookup& lookup) {
     node_settings s;
     if (takes_output_path(cfg, output_path_as)) {
         s.directory = parse::existing_directory(cfg.output_path_variable, cfg.output_path);
     }
+    s.spans = trace::sampler_settings::from_env(lookup);
     return s;
 }
 
@@ -81,7 +84,24 @@ node_exporter::node_exporter(const exporter_context& ctx,
         }
         return;
     }
+    if (settings.spans.spans()) {
+        try {
+            spans_ = std::make_unique<trace::span_recorder>(settings.directory, ctx.agent_name,
+                                                            model_->rank(), settings.spans,
+                                                            clock::now_us());
+        } catch (const std::exception& e) {
+            // The metrics are published all the same; only the spans are missing.
+            detail::log(log_level::error,
+                        "agent '{}': no spans: {}; its metrics are published, its transfers make "
+                        "no spans",
+                        ctx.agent_name, e.what());
+        }
+    }
     publish();  // the families at 0, so that a reader sees the agent from its start
+}
+
+std::filesystem::path node_exporter::spans_path() const {
+    return spans_ ? spans_->path() : std::filesystem::path{};
 }
 
 node_exporter::~node_exporter() = default;
@@ -126,6 +146,16 @@ void node_exporter::export_transfers(std::span<const transfer_record> transfers,
     if (folds_) {
         model_->apply_transfers(transfers, labels);
     }
+    if (spans_) {
+        spans_->record(transfers, labels, clock::now_us());
+        const trace::span_counts& c = spans_->counts();
+        using trace::span_reason;
+        model_->apply_spans({.failed = c.kept[static_cast<std::size_t>(span_reason::failed)],
+                             .slow = c.kept[static_cast<std::size_t>(span_reason::slow)],
+                             .sampled = c.kept[static_cast<std::size_t>(span_reason::sampled)],
+                             .dropped_budget = c.dropped_budget,
+                             .dropped_ring = c.dropped_ring});
+    }
 }
 
 void node_exporter::on_health(std::span<const exporter_health> rows) {
@@ -145,6 +175,7 @@ void node_exporter::on_stop() {
         publish();
     }
     writer_.reset();  // marks the file closed
+    spans_.reset();   // and the span ring
     notice_.reset();  // a clean stop: nothing is left to report
 }
 

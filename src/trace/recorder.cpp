@@ -1,0 +1,113 @@
+#include "xtel/trace/recorder.hpp"
+
+#include <optional>
+#include <utility>
+
+namespace xtel::trace {
+
+using span_ring::set_text;
+using span_ring::side;
+using span_ring::span_record;
+
+namespace {
+
+std::int32_t rank_field(const std::optional<std::uint64_t>& r) {
+    return r && *r <= 0x7fffffffu ? static_cast<std::int32_t>(*r) : -1;
+}
+
+}  // namespace
+
+span_recorder::span_recorder(const std::filesystem::path& dir,
+                             std::string agent_name,
+                             const process_rank& rank,
+                             const sampler_settings& settings,
+                             std::uint64_t now_us,
+                             std::uint32_t slot_count)
+    : agent_name_(std::move(agent_name)),
+      rank_(rank_field(rank.rank)),
+      local_rank_(rank_field(rank.local_rank)),
+      sampler_(settings, now_us),
+      writer_(dir, agent_name_, slot_count) {}
+
+span_record span_recorder::make_span(const transfer_record& r,
+                                     span_reason reason,
+                                     const std::optional<context>& ctx,
+                                     const label_table& labels) {
+    span_record s;
+    if (ctx) {
+        s.trace = ctx->trace;
+        s.parent = ctx->parent;
+        s.trace_flags = ctx->flags;
+        s.origin = static_cast<std::uint8_t>(ctx->from);
+    }
+    s.span = ids_.next_span_id();
+    // The record's timestamp is the completion (or the failure); a timed one says how long
+    // before it the post started.
+    s.end_us = r.timestamp_us;
+    s.start_us =
+        r.timed && r.xfer_us <= r.timestamp_us ? r.timestamp_us - r.xfer_us : r.timestamp_us;
+    s.bytes = r.requests > 1 ? r.bytes / r.requests : r.bytes;
+    s.operation = static_cast<std::uint8_t>(r.attrs.op);
+    s.kind = static_cast<std::uint8_t>(side::initiator);
+    s.status = static_cast<std::uint8_t>(r.attrs.status);
+    s.reason = static_cast<std::uint8_t>(reason);
+    s.rank = rank_;
+    s.local_rank = local_rank_;
+    set_text(s.agent, agent_name_);
+    if (r.attrs.remote_agent != 0) {
+        set_text(s.remote_agent, labels.name(r.attrs.remote_agent));
+    }
+    set_text(s.request_id, r.request_id);
+    return s;
+}
+
+void span_recorder::record(std::span<const transfer_record> transfers,
+                           const label_table& labels,
+                           std::uint64_t now_us) noexcept {
+    batch_.clear();
+    std::size_t next = 0;
+    try {
+        for (; next < transfers.size(); ++next) {
+            const transfer_record& r = transfers[next];
+            const bool failed = r.attrs.status != transfer_status::success;
+            // A transfer that was neither timed nor failed has no times to show.
+            if (!failed && !r.timed) {
+                continue;
+            }
+            const std::optional<context> ctx = context_of(r.request_id);
+            // An untagged transfer is decided on a trace id of its own, so that the sampled
+            // fraction holds for it too.
+            const trace_id trace = ctx ? ctx->trace : ids_.next_trace_id();
+            const span_reason why = sampler_.decide(
+                failed, r.timed ? std::optional(r.xfer_us) : std::nullopt, trace, now_us);
+            if (why == span_reason::none) {
+                continue;
+            }
+            if (writer_.failed()) {
+                ++counts_.dropped_ring;  // kept, but the ring is gone: counted, not written
+                continue;
+            }
+            batch_.push_back(make_span(r, why, ctx, labels));
+            batch_.back().trace = trace;
+        }
+    } catch (...) {
+        // No memory for the batch: this round's remaining candidates are lost, and counted.
+        for (; next < transfers.size(); ++next) {
+            const transfer_record& r = transfers[next];
+            counts_.dropped_ring += r.timed || r.attrs.status != transfer_status::success ? 1 : 0;
+        }
+    }
+    counts_.dropped_budget = sampler_.dropped();
+    if (batch_.empty()) {
+        return;
+    }
+    if (!writer_.write(batch_)) {
+        counts_.dropped_ring += batch_.size();  // the writer logged why, once
+        return;
+    }
+    for (const span_record& s : batch_) {
+        ++counts_.kept[s.reason & 3];
+    }
+}
+
+}  // namespace xtel::trace

@@ -1,0 +1,249 @@
+// The agent's spans end to end: xfer_demo processes and in-process agents over UCX write the
+// transfers that become spans into `<agent>.spans` beside their node files, read back with the
+// real reader; the counts the node file serves agree with the ring.
+
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+#include "xtel/agent/agent.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
+#include "xtel/node/file.hpp"
+#include "xtel/trace/context.hpp"
+#include "xtel/trace/sampler.hpp"
+#include "xtel/trace/span_ring.hpp"
+
+namespace tr = xtel::trace;
+namespace sr = xtel::trace::span_ring;
+using xtel_test::temp_dir;
+
+namespace {
+
+constexpr std::uint64_t block = 16384;
+const std::string caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+std::vector<sr::span_record> read_spans(const std::filesystem::path& path) {
+    sr::reader r(path);
+    std::vector<sr::span_record> out;
+    while (r.read(out).copied > 0) {
+    }
+    CHECK(r.lost() == 0);
+    return out;
+}
+
+/// The value of the counter `family`{reason=`reason`} in the agent's node file.
+std::optional<std::uint64_t> span_counter(const std::filesystem::path& node_file,
+                                          std::string_view family,
+                                          std::string_view reason) {
+    xtel::node::file::reader r(node_file);
+    const auto p = r.read_latest();
+    REQUIRE(p);
+    const auto snap = xtel::metrics::decode_snapshot(p->payload);
+    for (const auto& f : snap.families) {
+        if (f.spec.name != family) {
+            continue;
+        }
+        for (const auto& s : f.series) {
+            if (s.label_values == std::vector<std::string>{std::string(reason)}) {
+                return s.value;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+/// xfer_demo moving `transfers` blocks once, initiator and target in one process named
+/// `name`-initiator and `name`-target, publishing into `dir`, with `env` and `extra` options.
+xtel_test::run_result run_demo(const temp_dir& dir,
+                               const std::string& name,
+                               std::uint64_t transfers,
+                               const std::vector<std::string>& env,
+                               const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {"env",
+                                     "NIXL_TELEMETRY_ENABLE=y",
+                                     "NIXL_TELEMETRY_EXPORTER=node",
+                                     "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=" + dir.path().string(),
+                                     "NIXL_TELEMETRY_TIMING_SAMPLE=1",
+                                     "UCX_MEM_MALLOC_HOOKS=no",
+                                     "UCX_MEM_EVENTS=no"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {XTEL_XFER_DEMO, "--name", name, "--op", "write", "--total",
+                             std::to_string(transfers * block), "--block", std::to_string(block),
+                             "--depth", "4"});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto r = xtel_test::run(argv);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "with the threshold at 0 and every transfer timed, xfer_demo's initiator writes one "
+    "span per transfer in the caller's trace, under the caller's span",
+    "[spans]") {
+    const temp_dir dir;
+    run_demo(dir, "tp", 32, {"NIXL_TELEMETRY_TRACE_SLOW_US=0", "NIXL_TELEMETRY_TRACE_SAMPLE=0"},
+             {"--traceparent", caller});
+    const auto spans = read_spans(dir.path() / "tp-initiator.spans");
+    REQUIRE(spans.size() == 32);
+    std::set<std::string> ids;
+    for (const auto& s : spans) {
+        CHECK(tr::to_hex(s.trace) == "0af7651916cd43dd8448eb211c80319c");
+        CHECK(tr::to_hex(s.parent) == "b7ad6b7169203331");
+        CHECK(s.reason == static_cast<std::uint8_t>(tr::span_reason::slow));
+        CHECK(s.kind == static_cast<std::uint8_t>(sr::side::initiator));
+        CHECK(s.operation == static_cast<std::uint8_t>(xtel::transfer_op::write));
+        CHECK(s.status == 0);
+        CHECK(s.bytes == block);
+        CHECK(s.start_us <= s.end_us);
+        CHECK(sr::text(s.agent) == "tp-initiator");
+        CHECK(sr::text(s.remote_agent) == "tp-target");
+        CHECK(sr::text(s.request_id) == caller);
+        ids.insert(tr::to_hex(s.span));
+    }
+    CHECK(ids.size() == 32);
+    // The target moved nothing itself: its ring is there, empty.
+    CHECK(read_spans(dir.path() / "tp-target.spans").empty());
+    // What the agent serves agrees with its ring.
+    const auto node = dir.path() / "tp-initiator.metrics";
+    CHECK(span_counter(node, "xtel_trace_spans_total", "slow") == 32);
+    CHECK(span_counter(node, "xtel_trace_spans_total", "sampled") == 0);
+    CHECK(span_counter(node, "xtel_trace_spans_dropped_total", "budget") == 0);
+    CHECK(span_counter(node, "xtel_trace_spans_dropped_total", "ring") == 0);
+}
+
+TEST_CASE("fast transfers become spans exactly when their request id's trace is head-sampled",
+          "[spans]") {
+    const temp_dir dir;
+    constexpr std::uint64_t transfers = 400;
+    run_demo(dir, "hs", transfers,
+             {"NIXL_TELEMETRY_TRACE_SLOW_US=3600000000", "NIXL_TELEMETRY_TRACE_SAMPLE=0.25"},
+             {"--request-id-prefix", "hs-req-"});
+    // The decision is the trace id's alone: this test predicts it transfer by transfer.
+    const std::uint64_t threshold = tr::sample_threshold(0.25);
+    std::set<std::string> expected;
+    for (std::uint64_t n = 0; n < transfers; ++n) {
+        const std::string id = fmt::format("hs-req-{}", n);
+        if (tr::head_sampled(tr::derive_trace_id(id), threshold)) {
+            expected.insert(id);
+        }
+    }
+    const auto spans = read_spans(dir.path() / "hs-initiator.spans");
+    std::set<std::string> got;
+    for (const auto& s : spans) {
+        CHECK(s.reason == static_cast<std::uint8_t>(tr::span_reason::sampled));
+        CHECK(s.trace == tr::derive_trace_id(sr::text(s.request_id)));
+        got.insert(std::string(sr::text(s.request_id)));
+    }
+    CHECK(spans.size() == got.size());
+    CHECK(got == expected);
+    // A quarter, give or take what 400 draws allow (3 standard deviations: 26).
+    CHECK(expected.size() >= 74);
+    CHECK(expected.size() <= 126);
+    CHECK(span_counter(dir.path() / "hs-initiator.metrics", "xtel_trace_spans_total", "sampled") ==
+          expected.size());
+}
+
+TEST_CASE(
+    "spans over the agent's budget are dropped, and counted with the written ones to every "
+    "transfer",
+    "[spans]") {
+    const temp_dir dir;
+    constexpr std::uint64_t transfers = 300;
+    run_demo(dir, "bg", transfers,
+             {"NIXL_TELEMETRY_TRACE_SLOW_US=0", "NIXL_TELEMETRY_TRACE_BUDGET=10"});
+    const auto spans = read_spans(dir.path() / "bg-initiator.spans");
+    const auto node = dir.path() / "bg-initiator.metrics";
+    const auto written = span_counter(node, "xtel_trace_spans_total", "slow");
+    const auto dropped = span_counter(node, "xtel_trace_spans_dropped_total", "budget");
+    REQUIRE(written);
+    REQUIRE(dropped);
+    CHECK(*written == spans.size());
+    CHECK(spans.size() >= 10);  // the bucket starts full
+    CHECK(*dropped > 0);
+    CHECK(*written + *dropped == transfers);
+}
+
+TEST_CASE("NIXL_TELEMETRY_TRACE_BUDGET=0 makes no span ring and no span families", "[spans]") {
+    const temp_dir dir;
+    run_demo(dir, "off", 4, {"NIXL_TELEMETRY_TRACE_SLOW_US=0", "NIXL_TELEMETRY_TRACE_BUDGET=0"});
+    CHECK(std::filesystem::exists(dir.path() / "off-initiator.metrics"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "off-initiator.spans"));
+    CHECK_FALSE(
+        span_counter(dir.path() / "off-initiator.metrics", "xtel_trace_spans_total", "slow"));
+}
+
+TEST_CASE("a bad trace variable stops xfer_demo with one message naming it", "[spans]") {
+    const temp_dir dir;
+    const auto r = xtel_test::run({"env", "NIXL_TELEMETRY_ENABLE=y", "NIXL_TELEMETRY_EXPORTER=node",
+                                   "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=" + dir.path().string(),
+                                   "NIXL_TELEMETRY_TRACE_SAMPLE=half", XTEL_XFER_DEMO, "--total",
+                                   "16K", "--block", "16K"});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("NIXL_TELEMETRY_TRACE_SAMPLE='half' is invalid"));
+}
+
+TEST_CASE("xfer_demo refuses a --traceparent that is not one", "[spans]") {
+    const auto r = xtel_test::run({XTEL_XFER_DEMO, "--traceparent", "00-abc-def-01"});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--traceparent '00-abc-def-01' is invalid"));
+}
+
+TEST_CASE("a transfer that fails becomes a span in its caller's trace with the failure's status",
+          "[spans]") {
+    const temp_dir dir;
+    const xtel_test::scoped_env sample("NIXL_TELEMETRY_TRACE_SAMPLE", "0");
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.exporters = {"node"};
+    cfg.output_path = dir.path().string();
+    cfg.run_interval = std::chrono::milliseconds(20);
+    xtel::agent_options opts;
+    opts.transfer_timeout = std::chrono::milliseconds(50);
+    auto target = xtel::make_agent("target", xtel::config{}, opts);
+    {
+        auto initiator = xtel::make_agent("failing", cfg, opts);
+        std::vector<std::byte> remote(1 << 20), local(1 << 20);
+        REQUIRE(target->register_memory(xtel::descriptor::dram(remote.data(), remote.size())).ok());
+        REQUIRE(
+            initiator->register_memory(xtel::descriptor::dram(local.data(), local.size())).ok());
+        std::vector<std::byte> blob;
+        REQUIRE(target->export_metadata(blob).ok());
+        std::string name;
+        REQUIRE(initiator->load_remote_metadata(blob, name).ok());
+        const auto l = xtel::descriptor::dram(local.data(), local.size());
+        const auto r = xtel::descriptor::dram(remote.data(), remote.size());
+        xtel::transfer_handle h;
+        REQUIRE(initiator
+                    ->create_transfer(xtel::transfer_op::write, std::span(&l, 1), std::span(&r, 1),
+                                      "target", h, {caller})
+                    .ok());
+        // The target never progresses: the write outlives the 50 ms deadline.
+        REQUIRE(initiator->post(h).code() == xtel::status_code::in_progress);
+        xtel::status st = initiator->poll(h);
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (st.code() == xtel::status_code::in_progress &&
+               std::chrono::steady_clock::now() < give_up) {
+            st = initiator->poll(h);
+        }
+        REQUIRE(st.code() == xtel::status_code::timed_out);
+        CHECK(initiator->release(h).ok());
+    }
+    const auto spans = read_spans(dir.path() / "failing.spans");
+    REQUIRE(spans.size() == 1);
+    CHECK(spans[0].reason == static_cast<std::uint8_t>(tr::span_reason::failed));
+    CHECK(spans[0].status == static_cast<std::uint8_t>(xtel::status_code::timed_out));
+    CHECK(tr::to_hex(spans[0].trace) == "0af7651916cd43dd8448eb211c80319c");
+    CHECK(tr::to_hex(spans[0].parent) == "b7ad6b7169203331");
+    CHECK(sr::text(spans[0].remote_agent) == "target");
+    CHECK(span_counter(dir.path() / "failing.metrics", "xtel_trace_spans_total", "failed") == 1);
+}
