@@ -4,6 +4,7 @@
 //   BM_ucx_write/<block bytes>/<off|buffer|prometheus|prometheus_under_attack>
 //   BM_ucx_write/<block bytes>/<off_paired|buffer_paired|prometheus_paired>
 //   BM_ucx_write/<block bytes>/<prometheus_attack_paired|prometheus_scrape_paired>
+//   BM_ucx_write/<block bytes>/node_traced_paired
 //
 // The plain cases run one loop each; their medians are compared across cases. On this small
 // shared machine separate cases, seconds apart, differ by more than telemetry costs (runs of
@@ -16,6 +17,10 @@
 //     that exporter, writing the same bytes into the same target, alternately, on one thread.
 //     All exist throughout, so flushers and endpoints run (idle) during the off windows too,
 //     as they would in a deployment. Eight initiators a side take turns (see bm_ucx_write).
+//   node_traced_paired: the same against the node exporter with tracing at its defaults
+//     (NIXL_TELEMETRY_TRACE_*: slow 10 ms, 1% of traces, 1000 spans a second): each transfer
+//     tagged with a request id of its own, so the timed ones stage their id and the flusher
+//     decides and writes their spans (issue 31's cost).
 //   off_paired: the same with telemetry off on both sides: the noise floor of the method (its
 //     ratio would be 1 with perfect measurement).
 //   prometheus_attack_paired: one prometheus pair; hostile clients (hostile_clients.hpp) of its
@@ -355,10 +360,12 @@ class write_target {
 class write_loop {
   public:
     /// `exporter` empty: telemetry off. `timing_sample`: as bench_config's.
+    /// `tagged`: each transfer carries a request id of its own (req-<tag>-<n>).
     write_loop(write_target& target,
                const std::string& tag,
                const std::string& exporter,
-               std::optional<std::string> timing_sample = std::nullopt)
+               std::optional<std::string> timing_sample = std::nullopt,
+               bool tagged = false)
         : target_(target) {
         initiator_ = xtel::make_agent("bench_initiator_" + tag,
                                       bench_config(exporter, dir_.path(), timing_sample));
@@ -374,8 +381,10 @@ class write_loop {
         for (std::uint64_t b = 0; b < blocks; ++b) {
             const xtel::descriptor l{local.address + b * block, block};
             const xtel::descriptor r{target.remote().address + b * block, block};
-            const xtel::status st = initiator_->create_transfer(
-                xtel::transfer_op::write, std::span(&l, 1), std::span(&r, 1), name, handles_[b]);
+            const std::string id = tagged ? "req-" + tag + "-" + std::to_string(b) : "";
+            const xtel::status st =
+                initiator_->create_transfer(xtel::transfer_op::write, std::span(&l, 1),
+                                            std::span(&r, 1), name, handles_[b], {id});
             if (!st.ok()) {
                 error_ = st.to_string();
                 return;
@@ -520,7 +529,9 @@ enum class mode {
     prometheus_scrape_paired,
     /// buffer_paired with every transfer timed (NIXL_TELEMETRY_TIMING_SAMPLE=1) instead of
     /// one in 256: what the sampling saves.
-    buffer_timed_paired
+    buffer_timed_paired,
+    /// Against off: the node exporter with tracing at its defaults, every transfer tagged.
+    node_traced_paired
 };
 
 constexpr const char* mode_name(mode m) {
@@ -545,6 +556,8 @@ constexpr const char* mode_name(mode m) {
             return "prometheus_scrape_paired";
         case mode::buffer_timed_paired:
             return "buffer_timed_paired";
+        case mode::node_traced_paired:
+            return "node_traced_paired";
     }
     return "?";
 }
@@ -564,6 +577,8 @@ std::string exporter_of(mode m) {
         case mode::buffer_paired:
         case mode::buffer_timed_paired:
             return "buffer";
+        case mode::node_traced_paired:
+            return "node";
         default:
             return "prometheus";
     }
@@ -573,7 +588,8 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     const bool prometheus = exporter_of(m) == "prometheus";
     const bool attacked = m == mode::prometheus_under_attack || m == mode::prometheus_attack_paired;
     const bool against_off = m == mode::off_paired || m == mode::buffer_paired ||
-                             m == mode::prometheus_paired || m == mode::buffer_timed_paired;
+                             m == mode::prometheus_paired || m == mode::buffer_timed_paired ||
+                             m == mode::node_traced_paired;
     const bool scraped = m == mode::prometheus_scrape_paired;
     const bool paired = against_off || m == mode::prometheus_attack_paired || scraped;
 
@@ -590,7 +606,8 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     for (std::size_t k = 0; k < n; ++k) {
         measured.push_back(std::make_unique<write_loop>(
             target, "m" + std::to_string(k), exporter_of(m),
-            m == mode::buffer_timed_paired ? std::optional<std::string>("1") : std::nullopt));
+            m == mode::buffer_timed_paired ? std::optional<std::string>("1") : std::nullopt,
+            m == mode::node_traced_paired));
         if (against_off) {
             base.push_back(std::make_unique<write_loop>(target, "b" + std::to_string(k), ""));
         }
@@ -737,8 +754,8 @@ const bool registered = [] {
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)->UseRealTime();
         }
         for (const mode m : {mode::off_paired, mode::buffer_paired, mode::buffer_timed_paired,
-                             mode::prometheus_paired, mode::prometheus_attack_paired,
-                             mode::prometheus_scrape_paired}) {
+                             mode::node_traced_paired, mode::prometheus_paired,
+                             mode::prometheus_attack_paired, mode::prometheus_scrape_paired}) {
             const std::string name = case_name(block, m);
             benchmark::RegisterBenchmark(name.c_str(), bm_ucx_write, block, m)
                 ->UseRealTime()

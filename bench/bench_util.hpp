@@ -141,12 +141,24 @@ template <class Telemetry>
     t.record_transfer(xtel::direction::tx, 1'700'000'000'000'000 + i, 65536, 1, i & 7, i & 63);
 }
 
+/// record_one_transfer with a request id (a W3C traceparent, 55 bytes): the record and its id
+/// in the slot after it, as a tagged and timed transfer stages them.
+template <class Telemetry>
+[[gnu::always_inline]] inline void record_one_tagged_transfer(Telemetry& t, std::uint64_t i) {
+    static constexpr std::string_view id =
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    t.record_transfer(xtel::direction::tx, 1'700'000'000'000'000 + i, 65536, 1, i & 7, i & 63,
+                      xtel::transfer_attributes{}, id);
+}
+
 /// The timed loop of every BM_transfer_tax case on an enabled pipeline: `shared` is the
 /// pipeline thread 0 set up before the loops start (Google Benchmark starts every thread's loop
 /// together, after that). Flushes every flush_every transfers, timed apart (split_clock);
-/// thread 0 reports what was dropped.
+/// thread 0 reports what was dropped. `tagged`: each transfer carries a request id.
 template <class Telemetry>
-void transfer_tax_loop(benchmark::State& state, const std::unique_ptr<Telemetry>& shared) {
+void transfer_tax_loop(benchmark::State& state,
+                       const std::unique_ptr<Telemetry>& shared,
+                       bool tagged = false) {
     Telemetry* t = nullptr;
     split_clock clock(state);
     {
@@ -157,7 +169,11 @@ void transfer_tax_loop(benchmark::State& state, const std::unique_ptr<Telemetry>
             if (t == nullptr) [[unlikely]] {
                 t = shared.get();
             }
-            record_one_transfer(*t, ++i);
+            if (tagged) {
+                record_one_tagged_transfer(*t, ++i);
+            } else {
+                record_one_transfer(*t, ++i);
+            }
             if ((i & (flush_every - 1)) == 0) [[unlikely]] {
                 clock.flush([t] { t->flush(); });
             }

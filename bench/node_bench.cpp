@@ -375,4 +375,23 @@ void BM_transfer_tax_node(benchmark::State& state) {
 BENCHMARK(BM_transfer_tax_node)->Name("BM_transfer_tax/node");
 BENCHMARK(BM_transfer_tax_node)->Name("BM_transfer_tax/node")->Threads(2);
 
+/// BM_transfer_tax/node with every transfer tagged with a traceparent: the id's slot on the
+/// record path, and at flush the id copied out and the sampler's decision (the traceparent
+/// parsed). Tracing runs at its defaults (NIXL_TELEMETRY_TRACE_*): this trace is not among the
+/// 1% sampled and no transfer reaches the 10 ms threshold, so no span is written: the cost
+/// every tagged transfer pays, not the rare span's.
+void BM_transfer_tax_node_tagged(benchmark::State& state) {
+    if (state.thread_index() == 0) {
+        shared_env = std::make_unique<node_env>();
+        shared_node = std::make_unique<node_telemetry>(
+            shared_env->cfg, "bench", xtel::telemetry_options{.start_flusher = true});
+    }
+    xtel_bench::transfer_tax_loop(state, shared_node, true);
+    if (state.thread_index() == 0) {
+        shared_node.reset();
+        shared_env.reset();
+    }
+}
+BENCHMARK(BM_transfer_tax_node_tagged)->Name("BM_transfer_tax/node_tagged");
+
 }  // namespace
