@@ -16,6 +16,9 @@
 // --name NAME names the agents NAME-initiator and NAME-target, so that several demos can share
 // one telemetry directory (NIXL_TELEMETRY_EXPORTER=node: one file per agent name there);
 // --initiator-name and --target-name, wherever they are, override it.
+// --notify: each completed transfer notifies the target (transfer_tags::notify), and at the end
+// the initiator tells the target, in a notification of its own, how many transfers and bytes it
+// made; the target counts what the notifications said and fails unless the two agree.
 // Exit status: 0 verified, 1 a transfer or verification failed, 2 bad usage or set-up.
 
 #include <fmt/format.h>
@@ -25,8 +28,10 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cinttypes>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +39,7 @@
 #include <functional>
 #include <initializer_list>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,7 +73,18 @@ struct options {
     int linger_s = 0;
     int duration_s = 0;
     std::uint64_t rate = 0;  ///< --rate: transfers a second the initiator posts; 0: no pacing
+    bool notify = false;     ///< --notify
 };
+
+/// What the initiator made with --notify, announced to the target at the end.
+struct made_counts {
+    std::uint64_t transfers = 0;
+    std::uint64_t bytes = 0;
+};
+made_counts made;
+
+/// The initiator's closing notification: "xfer_demo done: N transfers, B bytes".
+constexpr std::string_view done_prefix = "xfer_demo done: ";
 
 constexpr std::string_view usage_text = R"(Usage: xfer_demo [OPTION VALUE]...
 Moves data between two agents over UCX and verifies it. Telemetry comes from NIXL_TELEMETRY_*.
@@ -90,6 +107,9 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
                                 NAME-target with --name)
   --initiator-name NAME         the initiator agent's name (default xfer_initiator, or
                                 NAME-initiator with --name)
+  --notify                      every transfer notifies the target, which counts them and
+                                checks it got one per transfer (the only option without a
+                                value)
   --request-id-prefix PREFIX    tags the n-th transfer the initiator creates (from 0) with the
                                 request id PREFIX<n>, shown as exemplars (default req-)
   --traceparent TRACEPARENT     tags every transfer the initiator creates with this W3C
@@ -208,6 +228,11 @@ options parse(int argc, char** argv) {
                                           "--traceparent"};
     for (int i = 1; i < argc; i += 2) {
         const std::string_view a = argv[i];
+        if (a == "--notify") {
+            o.notify = true;
+            --i;  // takes no value
+            continue;
+        }
         if (std::find(std::begin(known), std::end(known), a) == std::end(known)) {
             usage(a.starts_with("-") ? fmt::format("'{}' is not an option", a)
                                      : fmt::format("'{}' is not an option: every option is "
@@ -452,6 +477,103 @@ void write_file_atomically(const std::string& path, const std::vector<std::byte>
     std::filesystem::rename(tmp, path);
 }
 
+volatile std::sig_atomic_t stop_lingering = 0;
+
+/// Keeps the agents up for --linger seconds (or until a signal), their telemetry flushed, so
+/// that a scraper or a reader can look at them.
+void linger(const options& o, std::initializer_list<xtel::agent*> agents) {
+    if (o.linger_s <= 0) {
+        return;
+    }
+    for (auto* a : agents) {
+        a->flush_telemetry();
+    }
+    std::signal(SIGINT, [](int) { stop_lingering = 1; });
+    std::signal(SIGTERM, [](int) { stop_lingering = 1; });
+    fmt::print("lingering for {} s\n", o.linger_s);
+    std::fflush(stdout);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.linger_s);
+    while (!stop_lingering && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+/// What the notifications a target received said, by sender (--notify).
+class notified_tally {
+  public:
+    /// Takes what `a` received since the last call.
+    void take(xtel::agent& a) {
+        batch_.clear();
+        (void)a.get_notifications(batch_);
+        for (const xtel::notification& n : batch_) {
+            if (n.transfer) {
+                made_counts& p = peers_[n.remote_agent];
+                ++p.transfers;
+                p.bytes += n.bytes;
+            } else if (n.message.starts_with(done_prefix)) {
+                made_counts c;
+                const std::string rest = n.message.substr(done_prefix.size());
+                if (std::sscanf(rest.c_str(), "%" SCNu64 " transfers, %" SCNu64 " bytes",
+                                &c.transfers, &c.bytes) == 2) {
+                    announced_[n.remote_agent] = c;
+                }
+            }
+        }
+    }
+
+    /// Whether a sender announced its totals and every announcement has been matched.
+    bool complete() const {
+        return !announced_.empty() &&
+               std::all_of(announced_.begin(), announced_.end(), [&](const auto& kv) {
+                   const auto it = peers_.find(kv.first);
+                   return it != peers_.end() && it->second.transfers == kv.second.transfers &&
+                          it->second.bytes == kv.second.bytes;
+               });
+    }
+
+    /// One line per sender, then the final line; true when they agree.
+    bool report(const xtel::agent& a) const {
+        std::uint64_t transfers = 0, bytes = 0;
+        for (const auto& [peer, c] : peers_) {
+            const auto it = announced_.find(peer);
+            fmt::print("target: '{}' notified {} transfers, {} bytes (it announced {})\n", peer,
+                       c.transfers, c.bytes,
+                       it == announced_.end()
+                           ? std::string("nothing")
+                           : fmt::format("{} transfers, {} bytes", it->second.transfers,
+                                         it->second.bytes));
+            transfers += c.transfers;
+            bytes += c.bytes;
+        }
+        const bool ok = complete();
+        fmt::print(
+            "target: notified of {} transfers, {} bytes by {} initiators; {} malformed; {}\n",
+            transfers, bytes, peers_.size(), a.notifications().malformed,
+            ok ? "one per transfer" : "NOT one per transfer");
+        return ok;
+    }
+
+  private:
+    std::vector<xtel::notification> batch_;
+    std::map<std::string, made_counts> peers_;
+    std::map<std::string, made_counts> announced_;
+};
+
+/// Polls a target's notifications until the tally is complete or `give_up`; then reports.
+/// `initiator`, when in this process, is progressed too: its last send may wait for it.
+bool await_notifications(xtel::agent& a,
+                         notified_tally& tally,
+                         std::chrono::steady_clock::time_point give_up,
+                         xtel::agent* initiator = nullptr) {
+    while (!tally.complete() && std::chrono::steady_clock::now() < give_up) {
+        tally.take(a);
+        if (initiator != nullptr) {
+            initiator->progress();
+        }
+    }
+    return tally.report(a);
+}
+
 int run_target(const options& o) {
     auto a = xtel::make_agent(o.target_name);
     fmt::print("target '{}': {}\n", a->name(), flight_recorder_of(*a));
@@ -467,9 +589,13 @@ int run_target(const options& o) {
 
     // Serve: some transports need the target's progress. Look for the done file now and then.
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+    notified_tally tally;
     for (std::uint64_t spins = 0;; ++spins) {
         a->progress();
         if ((spins & 1023) == 0) {
+            if (o.notify) {
+                tally.take(*a);  // the queue stays short while the initiator runs
+            }
             struct stat st {};
             if (::stat(done.c_str(), &st) == 0) {
                 break;
@@ -480,7 +606,11 @@ int run_target(const options& o) {
             }
         }
     }
-    return verify_target(memory, o) ? 0 : 1;
+    // The initiator's last notifications may still be on their way when its done file appears.
+    const bool notified = !o.notify || await_notifications(*a, tally, give_up);
+    const bool verified = verify_target(memory, o);
+    linger(o, {a.get()});
+    return verified && notified ? 0 : 1;
 }
 
 // ---- the initiator ------------------------------------------------------------------------
@@ -509,8 +639,10 @@ bool run_phase(xtel::agent& a,
         } else {
             request_id = o.traceparent;
         }
-        require(a.create_transfer(op, std::span(&l, 1), std::span(&r, 1), remote, handles[b],
-                                  {request_id}),
+        const std::string message = o.notify ? fmt::format("block {}", b) : std::string();
+        require(a.create_transfer(
+                    op, std::span(&l, 1), std::span(&r, 1), remote, handles[b],
+                    {.request_id = request_id, .notify = o.notify, .notification = message}),
                 "creating a transfer");
     }
     const std::string_view name = op == xtel::transfer_op::write ? "write" : "read";
@@ -549,6 +681,8 @@ bool run_phase(xtel::agent& a,
             if (st.ok()) {
                 done_bytes += std::min(o.block, o.total - next * o.block);
                 ++completed;
+                made.transfers += o.notify ? 1 : 0;
+                made.bytes += o.notify ? std::min(o.block, o.total - next * o.block) : 0;
             } else if (st.code() == xtel::status_code::in_progress) {
                 in_flight.push_back(next);
             } else {
@@ -575,6 +709,8 @@ bool run_phase(xtel::agent& a,
             }
             done_bytes += std::min(o.block, o.total - b * o.block);
             ++completed;
+            made.transfers += o.notify ? 1 : 0;
+            made.bytes += o.notify ? std::min(o.block, o.total - b * o.block) : 0;
             in_flight[i] = in_flight.back();
             in_flight.pop_back();
         }
@@ -668,6 +804,13 @@ int run_initiator(xtel::agent& a,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                    ok ? ", each verified" : ", the last one failed");
     }
+    if (o.notify) {
+        require(a.send_notification(remote, fmt::format("{}{} transfers, {} bytes", done_prefix,
+                                                        made.transfers, made.bytes)),
+                "notifying the target of the totals");
+        fmt::print("initiator: notified '{}' of {} transfers, {} bytes\n", remote, made.transfers,
+                   made.bytes);
+    }
     require(a.deregister_memory(local), "deregistering the initiator buffer");
     return ok ? 0 : 1;
 }
@@ -699,27 +842,6 @@ int run_remote_initiator(const options& o) {
     return rc;
 }
 
-volatile std::sig_atomic_t stop_lingering = 0;
-
-/// Keeps the agents up for --linger seconds (or until a signal), their telemetry flushed, so
-/// that a scraper or a reader can look at them.
-void linger(const options& o, std::initializer_list<xtel::agent*> agents) {
-    if (o.linger_s <= 0) {
-        return;
-    }
-    for (auto* a : agents) {
-        a->flush_telemetry();
-    }
-    std::signal(SIGINT, [](int) { stop_lingering = 1; });
-    std::signal(SIGTERM, [](int) { stop_lingering = 1; });
-    fmt::print("lingering for {} s\n", o.linger_s);
-    std::fflush(stdout);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.linger_s);
-    while (!stop_lingering && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-}
-
 int run_both(const options& o) {
     auto target = xtel::make_agent(o.target_name);
     auto initiator = xtel::make_agent(o.initiator_name);
@@ -728,8 +850,15 @@ int run_both(const options& o) {
     target_memory memory(*target, o);
     std::vector<std::byte> blob;
     require(target->export_metadata(blob), "exporting metadata");
-    const int rc =
+    int rc =
         run_initiator(*initiator, target.get(), blob, o, [&] { return verify_target(memory, o); });
+    if (o.notify) {
+        notified_tally tally;
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+        if (!await_notifications(*target, tally, give_up, initiator.get())) {
+            rc = 1;
+        }
+    }
     linger(o, {target.get(), initiator.get()});
     return rc;
 }

@@ -9,6 +9,7 @@
 /// progress, on the calling thread; the agent starts no thread of its own besides the
 /// telemetry flusher.
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,37 @@ struct agent_options {
     /// The pipeline's own knobs (staging capacity, batch size, flusher thread).
     telemetry_options telemetry{};
 };
+
+/// A notification a remote agent sent this one (get_notifications): after a transfer it made
+/// (transfer_tags::notify) or on its own (send_notification).
+struct notification {
+    std::string remote_agent;  ///< the agent that sent it
+    std::string message;       ///< the bytes it attached, as they were
+    /// Whether it follows a transfer; then op, descriptors and bytes are what that transfer
+    /// moved, as its initiator counted them (one completion), and zero otherwise.
+    bool transfer = false;
+    transfer_op op = transfer_op::write;
+    std::uint32_t descriptors = 0;
+    std::uint64_t bytes = 0;
+    /// Whether the transfer's request id was a W3C traceparent or trace id: its trace id and
+    /// parent span id (zero for a bare trace id), so the target can join the same trace.
+    bool traced = false;
+    std::array<std::uint8_t, 16> trace_id{};
+    std::array<std::uint8_t, 8> span_id{};
+};
+
+/// What an agent did with notifications since it started.
+struct notification_counts {
+    std::uint64_t sent = 0;        ///< handed to UCX
+    std::uint64_t unsent = 0;      ///< UCX refused them (each failure is logged, once per peer)
+    std::uint64_t received = 0;    ///< decoded and queued for get_notifications
+    std::uint64_t malformed = 0;   ///< dropped: not a notification of this format (logged once)
+    std::uint64_t overflowed = 0;  ///< dropped: max_queued_notifications unread (logged once)
+};
+
+/// Notifications received and not yet taken by get_notifications, at most; past it new ones
+/// are dropped and counted, so a target that never polls cannot be made to grow without bound.
+inline constexpr std::size_t max_queued_notifications = 65536;
 
 /// The run-time interface of an agent, whatever its telemetry pipeline.
 class agent {
@@ -84,6 +116,14 @@ class agent {
     /// calls it while it waits, since some transports need the target's help. Returns how many
     /// UCX events it handled.
     virtual unsigned progress() noexcept = 0;
+
+    /// Sends `message` (at most max_notification bytes) to a loaded remote agent on its own,
+    /// not tied to a transfer (NIXL's genNotif): ok once UCX took it.
+    virtual status send_notification(std::string_view remote_agent, std::string_view message) = 0;
+    /// Progresses UCX once, then appends the notifications received since the last call to
+    /// `out`, in the order they arrived from each sender (NIXL's getNotifs).
+    virtual status get_notifications(std::vector<notification>& out) = 0;
+    virtual notification_counts notifications() const noexcept = 0;
 
     /// Hands the recorded events to the exporters now, instead of at the next interval.
     virtual void flush_telemetry() = 0;

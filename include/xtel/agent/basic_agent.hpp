@@ -123,8 +123,8 @@ class basic_agent final : public agent {
             attrs = attributes_of(op, local, remote, remote_agent);
             request_id = tags.request_id;  // only exporters of transfer records show it
         }
-        return noted(
-            backend_.create_transfer(op, local, remote, remote_agent, attrs, request_id, out));
+        return noted(backend_.create_transfer(op, local, remote, remote_agent, attrs, request_id,
+                                              out, tags));
     }
 
     status post(transfer_handle h) noexcept override {
@@ -164,6 +164,19 @@ class basic_agent final : public agent {
         }
         return backend_.progress();
     }
+
+    status send_notification(std::string_view remote_agent, std::string_view message) override {
+        return noted(backend_.send_notification(remote_agent, message));
+    }
+
+    status get_notifications(std::vector<notification>& out) override {
+        return noted(backend_.get_notifications(out));
+    }
+
+    notification_counts notifications() const noexcept override { return backend_.notifications(); }
+
+    /// The backend, for tests that send what no agent would (a malformed notification).
+    detail::ucx_backend& backend() noexcept { return backend_; }
 
     /// Records the completions not yet recorded, then hands everything to the exporters.
     void flush_telemetry() override {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "xtel/agent/agent.hpp"
 #include "xtel/core/event.hpp"
 #include "xtel/core/status.hpp"
 #include "xtel/core/transfer.hpp"
@@ -54,6 +55,9 @@ struct transfer_outcome {
         new_error = 1,         ///< the status is an error this call found first (one ERROR event)
         failed = 2,            ///< the transfer failed in this call (state set)
         first_unreported = 4,  ///< it completed and its unreported count left zero
+        /// It completed and notifies its remote agent: the backend sends the notification
+        /// itself, on the way out of post or poll (the agent never sees this flag).
+        notify = 8,
     };
     /// The transfer's state; set by post when the transfer was posted (completed or not) or
     /// failed, and by poll when it completed or failed in that call; the status tells which.
@@ -134,7 +138,8 @@ class ucx_backend {
                            std::string_view remote_name,
                            const transfer_attributes& attrs,
                            std::string_view request_id,
-                           transfer_handle& out);
+                           transfer_handle& out,
+                           const transfer_tags& tags = {});
     /// The request id a live transfer was created with (at most max_request_id bytes); empty
     /// for none, or for a stale or foreign handle. Valid until the next create_transfer or
     /// release.
@@ -149,6 +154,13 @@ class ucx_backend {
     transfer_state* state(transfer_handle h) noexcept;
     /// Progresses the worker once; returns the number of UCX events it handled.
     unsigned progress() noexcept;
+
+    /// agent::send_notification, get_notifications and notifications.
+    status send_notification(std::string_view remote_name, std::string_view message);
+    status get_notifications(std::vector<notification>& out);
+    notification_counts notifications() const noexcept;
+    /// Sends raw bytes as a notification (tests: a malformed one goes the way a real one does).
+    status send_raw_notification(std::string_view remote_name, std::span<const std::byte> wire);
 
   private:
     struct impl;

@@ -80,12 +80,23 @@ constexpr std::string_view clip_request_id(std::string_view id) noexcept {
     return id.substr(0, n);
 }
 
+/// The longest notification message, in bytes. One notification is then one eager UCX
+/// message on every transport (no rendezvous round trip, whole in the receive callback), and a
+/// target's queue of unread ones stays small; it holds a few request ids or block lists.
+inline constexpr std::size_t max_notification = 4096;
+
 /// What a caller can attach to a transfer when it creates it.
 struct transfer_tags {
     /// The request (or trace) id the transfer serves, shown as the exemplar of the latency
     /// buckets its timed posts land in (docs/metrics.md); empty for none. Copied, and cut to
     /// max_request_id bytes.
     std::string_view request_id{};
+    /// Whether each completion of the transfer notifies the remote agent (NIXL's hasNotif):
+    /// a message the remote agent's get_notifications returns once the transfer's data is in
+    /// place. Transfers without one pay nothing for the feature.
+    bool notify = false;
+    /// The notification's message (NIXL's notifMsg), copied; at most max_notification bytes.
+    std::string_view notification{};
 };
 
 /// Names a transfer created by an agent; valid until released. A stale or foreign handle is

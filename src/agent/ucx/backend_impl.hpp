@@ -6,6 +6,7 @@
 /// memory.cpp       registering, allocating and deregistering local memory
 /// connections.cpp  metadata export and load, endpoints, disconnects, endpoint failures
 /// transfers.cpp    the transfer slots: create, post, poll, release, progress
+/// notifications.cpp  notifications: encoding at create, sending after a completion, receiving
 ///
 /// The per-transfer path (post, poll and what they call on every call) is in transfers.cpp, one
 /// translation unit with the public functions that call it, so that it compiles as it did when
@@ -49,6 +50,9 @@ status fail(status_code code, fmt::format_string<Args...> f, Args&&... args) noe
 }
 
 std::string describe(const descriptor& d);
+
+/// The active message id of notifications; both sides of a transfer use it.
+inline constexpr unsigned notification_am_id = 7;
 
 /// How a UCX failure reads to the agent's user.
 status_code code_of(ucs_status_t s) noexcept;
@@ -124,6 +128,9 @@ struct ucx_backend::impl {
         std::uint32_t generation = 1;
         state st = state::free;
         transfer_op op = transfer_op::write;
+        /// transfer_outcome::notify when each completion notifies the remote agent, else 0:
+        /// a completion ORs it into its flags, so transfers without one take no branch for it.
+        std::uint8_t notify = 0;
         std::shared_ptr<remote_agent> remote;
         std::vector<rma_op> ops;
         std::uint32_t idle_polls = 0;
@@ -132,8 +139,18 @@ struct ucx_backend::impl {
         status failure;
         /// The caller's request or trace id (transfer_tags); info.tagged says there is one.
         std::string request_id;
+        /// The encoded notification each completion sends (notify set); shared with the sends
+        /// UCX has not finished, so a release does not free bytes UCX still reads.
+        std::shared_ptr<const std::vector<std::byte>> notification;
     };
-    static_assert(offsetof(transfer, op) < cache_line && offsetof(transfer, remote) >= cache_line);
+    static_assert(offsetof(transfer, notify) < cache_line &&
+                  offsetof(transfer, remote) >= cache_line);
+
+    /// A notification UCX took but has not finished sending, with the bytes it reads.
+    struct pending_send {
+        void* request = nullptr;
+        std::shared_ptr<const std::vector<std::byte>> wire;
+    };
 
     // ---- start-up and shutdown (context.cpp) ------------------------------------------------
 
@@ -203,7 +220,8 @@ struct ucx_backend::impl {
                   std::string_view remote_name,
                   const transfer_attributes& attrs,
                   std::string_view request_id,
-                  transfer_handle& out);
+                  transfer_handle& out,
+                  const transfer_tags& tags);
     status make_ops(std::span<const descriptor> local_descs,
                     std::span<const descriptor> remote_descs,
                     const remote_agent& remote,
@@ -221,11 +239,16 @@ struct ucx_backend::impl {
     inline status unknown(transfer_handle h) const noexcept;
     inline status fail_transfer(transfer& t, status why, transfer_outcome& outcome) noexcept;
     inline status post(transfer_handle h, transfer_outcome& outcome) noexcept;
-    /// Hands a flagged outcome to the agent (post and poll, on their way out).
-    [[gnu::noinline]] void notify(const transfer_outcome& outcome,
+    /// Sends a completed transfer's notification, then hands the rest of a flagged outcome to
+    /// the agent (post and poll, on their way out).
+    [[gnu::noinline]] void notify(transfer_outcome& outcome,
                                   const status& st,
-                                  transfer_handle h) const noexcept {
-        if (sink.outcome != nullptr) {
+                                  transfer_handle h) noexcept {
+        if ((outcome.flags & transfer_outcome::notify) != 0) {
+            send_transfer_notification(h);
+            outcome.flags &= static_cast<std::uint8_t>(~transfer_outcome::notify);
+        }
+        if (outcome.flags != 0 && sink.outcome != nullptr) {
             sink.outcome(sink.context, outcome, st, h);
         }
     }
@@ -233,6 +256,27 @@ struct ucx_backend::impl {
     inline status transfer_error(transfer& t, ucs_status_t st) noexcept;
     inline status poll(transfer_handle h, transfer_outcome& outcome) noexcept;
     inline status still_running(transfer& t, transfer_outcome& outcome) noexcept;
+
+    // ---- notifications (notifications.cpp) ---------------------------------------------------
+
+    status encode_transfer_notification(transfer_op op,
+                                        std::uint64_t bytes,
+                                        std::size_t descriptors,
+                                        const transfer_tags& tags,
+                                        std::shared_ptr<const std::vector<std::byte>>& out);
+    void send_transfer_notification(transfer_handle h) noexcept;
+    status send_notification(std::string_view remote_name, std::string_view message);
+    status send_raw(std::string_view remote_name, std::shared_ptr<const std::vector<std::byte>> w);
+    status send_wire(remote_agent& r, std::shared_ptr<const std::vector<std::byte>> wire) noexcept;
+    void sweep_sends() noexcept;
+    static ucs_status_t on_notification(void* arg,
+                                        const void* header,
+                                        std::size_t header_length,
+                                        void* data,
+                                        std::size_t length,
+                                        const ucp_am_recv_param_t* param);
+    void receive(std::span<const std::byte> wire, bool rendezvous) noexcept;
+    status get_notifications(std::vector<notification>& out);
 
     // ---- data --------------------------------------------------------------------------------
 
@@ -255,6 +299,13 @@ struct ucx_backend::impl {
     std::vector<std::uint32_t> free_slots;
     std::vector<void*> orphans;
     std::uint32_t posts = 0;
+    // Notifications (notifications.cpp).
+    std::vector<notification> inbox;  ///< received, not yet taken by get_notifications
+    std::vector<pending_send> sends;
+    notification_counts notified;
+    bool malformed_logged = false;
+    bool overflow_logged = false;
+    std::vector<std::string> unsent_logged;  ///< peers whose failed send was logged
     static constexpr std::uint32_t progress_every_posts = 32;  // a power of two
 };
 

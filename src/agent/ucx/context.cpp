@@ -153,7 +153,8 @@ void ucx_backend::impl::start_context() {
     apply_defaults(cfg);
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-    params.features = UCP_FEATURE_RMA;
+    // AM: notifications (notifications.cpp) are active messages.
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
     params.name = name.c_str();
     const ucs_status_t init = ::ucp_init(&params, cfg, &context);
     ::ucp_config_release(cfg);
@@ -170,6 +171,15 @@ void ucx_backend::impl::start_worker() {
     ucs_status_t st = ::ucp_worker_create(context, &wp, &worker);
     if (st == UCS_OK) {
         st = ::ucp_worker_get_address(worker, &address, &address_length);
+    }
+    if (st == UCS_OK) {
+        ucp_am_handler_param_t am{};
+        am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        am.id = notification_am_id;
+        am.cb = &impl::on_notification;
+        am.arg = this;
+        st = ::ucp_worker_set_am_recv_handler(worker, &am);
     }
     if (st != UCS_OK) {
         teardown_ucx();
@@ -223,9 +233,15 @@ void ucx_backend::impl::shutdown() noexcept {
 }
 
 bool ucx_backend::impl::any_running() const noexcept {
-    return std::any_of(transfers.begin(), transfers.end(), [](const transfer& t) {
-        return t.request != nullptr && ::ucp_request_check_status(t.request) == UCS_INPROGRESS;
-    });
+    // Notifications in flight too: a closing endpoint would cancel the last one a program sent.
+    return std::any_of(transfers.begin(), transfers.end(),
+                       [](const transfer& t) {
+                           return t.request != nullptr &&
+                                  ::ucp_request_check_status(t.request) == UCS_INPROGRESS;
+                       }) ||
+           std::any_of(sends.begin(), sends.end(), [](const pending_send& p) {
+               return ::ucp_request_check_status(p.request) == UCS_INPROGRESS;
+           });
 }
 
 /// After the connections closed: closing them cancelled whatever UCX still held; collects those
@@ -244,6 +260,10 @@ void ucx_backend::impl::cancel_all() noexcept {
         wait_and_free(req);
     }
     orphans.clear();
+    for (pending_send& p : sends) {
+        wait_and_free(p.request);
+    }
+    sends.clear();
 }
 
 /// At shutdown: progresses until UCX is done with `req` (a second at most), then frees it;

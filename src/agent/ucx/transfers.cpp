@@ -39,7 +39,8 @@ status ucx_backend::impl::create(transfer_op op,
                                  std::string_view remote_name,
                                  const transfer_attributes& attrs,
                                  std::string_view request_id,
-                                 transfer_handle& out) {
+                                 transfer_handle& out,
+                                 const transfer_tags& tags) {
     if (op != transfer_op::read && op != transfer_op::write) {
         return fail(status_code::invalid_argument,
                     "agent '{}': transfer operation {} is unknown (expected READ or WRITE)", name,
@@ -61,6 +62,12 @@ status ucx_backend::impl::create(transfer_op op,
         !st.ok()) {
         return st;
     }
+    std::shared_ptr<const std::vector<std::byte>> wire;
+    if (tags.notify) {
+        if (status st = encode_transfer_notification(op, bytes, ops.size(), tags, wire); !st.ok()) {
+            return st;
+        }
+    }
     std::uint32_t index = 0;
     if (status st = take_slot(index); !st.ok()) {
         return st;
@@ -80,6 +87,8 @@ status ucx_backend::impl::create(transfer_op op,
     t.info.tagged = !request_id.empty();
     t.request_id.assign(clip_request_id(request_id));
     t.failure = {};
+    t.notify = wire ? transfer_outcome::notify : 0;
+    t.notification = std::move(wire);
     out.id = (static_cast<std::uint64_t>(t.generation) << 32) | (index + 1u);
     return {};
 }
@@ -282,6 +291,7 @@ inline status ucx_backend::impl::post(transfer_handle h, transfer_outcome& outco
 
 /// A completion, counted in the slot's first line, which the caller has just written.
 inline void ucx_backend::impl::count_completion(transfer& t, transfer_outcome& outcome) noexcept {
+    outcome.flags |= t.notify;
     if (t.info.unreported++ == 0) {
         outcome.flags |= transfer_outcome::first_unreported;
     }
@@ -355,6 +365,14 @@ inline status ucx_backend::impl::still_running(transfer& t, transfer_outcome& ou
     return status::in_progress();
 }
 
+/// Here, not in notifications.cpp: it finds the slot with the per-transfer path's find.
+void ucx_backend::impl::send_transfer_notification(transfer_handle h) noexcept {
+    transfer* t = find(h);
+    if (t != nullptr && t->notification) {
+        (void)send_wire(*t->remote, t->notification);  // counted and logged there
+    }
+}
+
 // ---- the public object --------------------------------------------------------------------
 
 status ucx_backend::create_transfer(transfer_op op,
@@ -363,8 +381,9 @@ status ucx_backend::create_transfer(transfer_op op,
                                     std::string_view remote_name,
                                     const transfer_attributes& attrs,
                                     std::string_view request_id,
-                                    transfer_handle& out) {
-    return impl_->create(op, local, remote, remote_name, attrs, request_id, out);
+                                    transfer_handle& out,
+                                    const transfer_tags& tags) {
+    return impl_->create(op, local, remote, remote_name, attrs, request_id, out, tags);
 }
 
 std::string_view ucx_backend::request_id(transfer_handle h) noexcept {
