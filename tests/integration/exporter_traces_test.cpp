@@ -306,3 +306,26 @@ TEST_CASE("a span file of another owner is refused, counted, and none of its spa
     CHECK(receiver.span_ids() == ids_of(mine));
     CHECK(health(port, "xtel_exporter_span_files") == 1);
 }
+
+TEST_CASE("a ring made again under its name is read from its start, the old one's spans kept",
+          "[exporter_traces]") {
+    temp_dir tmp;
+    trace_receiver receiver;
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    std::vector<std::string> expected;
+    for (std::uint32_t life = 0; life < 2; ++life) {
+        // The agent restarts: the same name, a new file, its spans numbered from 1 again.
+        ring::writer writer(tmp.path(), "restarts-0", 32);
+        const auto s = spans("restarts-0", 300 * (life + 1), 12);
+        REQUIRE(writer.write(s));
+        for (const auto& id : ids_of(s)) {
+            expected.push_back(id);
+        }
+        REQUIRE(eventually([&] { return receiver.span_ids().size() >= expected.size(); }));
+    }
+    REQUIRE(eventually([&] { return health(port, "xtel_exporter_span_files") == 0; }));
+    CHECK(receiver.span_ids() == expected);
+    CHECK(health(port, "xtel_exporter_spans_read_total") == expected.size());
+}
