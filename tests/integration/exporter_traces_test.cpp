@@ -329,3 +329,26 @@ TEST_CASE("a ring made again under its name is read from its start, the old one'
     CHECK(receiver.span_ids() == expected);
     CHECK(health(port, "xtel_exporter_spans_read_total") == expected.size());
 }
+
+TEST_CASE("spans overwritten before xtel-exporter read them are counted lost, the rest exported",
+          "[exporter_traces]") {
+    temp_dir tmp;
+    trace_receiver receiver;
+    ring::writer writer(tmp.path(), "fast-0", 8);
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    const auto first = spans("fast-0", 1, 8);
+    REQUIRE(writer.write(first));
+    REQUIRE(eventually([&] { return receiver.span_ids().size() >= first.size(); }));
+    // 30 at once, between two polls, into 8 slots: the first 22 are gone before it looks.
+    const auto burst = spans("fast-0", 500, 30);
+    REQUIRE(writer.write(burst));
+    auto expected = ids_of(first);
+    const auto burst_ids = ids_of(burst);
+    expected.insert(expected.end(), burst_ids.end() - 8, burst_ids.end());
+    REQUIRE(eventually([&] { return receiver.span_ids().size() >= expected.size(); }));
+    REQUIRE(eventually([&] { return health(port, "xtel_exporter_spans_lost_total") == 22; }));
+    CHECK(receiver.span_ids() == expected);
+    CHECK(health(port, "xtel_exporter_spans_read_total") == 16);
+}
