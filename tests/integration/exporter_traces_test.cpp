@@ -69,6 +69,7 @@ class trace_receiver {
                         for (const auto& s : ss.spans()) {
                             span_ids_.push_back(hex(s.span_id()));
                             agents_.push_back(agent_of(rs.resource()));
+                            spans_.push_back(s);
                         }
                     }
                 }
@@ -100,6 +101,11 @@ class trace_receiver {
         const std::lock_guard lock(mutex_);
         return agents_;
     }
+    /// The spans of the protobuf requests, as decoded.
+    std::vector<pb::Span> spans() const {
+        const std::lock_guard lock(mutex_);
+        return spans_;
+    }
     std::string json() const {
         const std::lock_guard lock(mutex_);
         std::string out;
@@ -111,6 +117,7 @@ class trace_receiver {
     }
 
   private:
+  public:
     static std::string hex(const std::string& bytes) {
         std::string out;
         for (const char c : bytes) {
@@ -118,6 +125,8 @@ class trace_receiver {
         }
         return out;
     }
+
+  private:
     static std::string agent_of(const pb::Resource& r) {
         for (const auto& kv : r.attributes()) {
             if (kv.key() == "xtel.agent.name") {
@@ -133,6 +142,7 @@ class trace_receiver {
     mutable std::mutex mutex_;
     std::vector<std::string> span_ids_;
     std::vector<std::string> agents_;
+    std::vector<pb::Span> spans_;
     std::vector<std::string> json_bodies_;
 };
 
@@ -351,4 +361,62 @@ TEST_CASE("spans overwritten before xtel-exporter read them are counted lost, th
     REQUIRE(eventually([&] { return health(port, "xtel_exporter_spans_lost_total") == 22; }));
     CHECK(receiver.span_ids() == expected);
     CHECK(health(port, "xtel_exporter_spans_read_total") == 16);
+}
+
+TEST_CASE("xfer_demo's spans reach the traces receiver through xtel-exporter in the caller's trace",
+          "[exporter_traces]") {
+    temp_dir tmp;
+    constexpr std::uint64_t block = 16384;
+    constexpr std::size_t transfers = 24;
+    const std::string caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    // Every transfer timed and over a threshold of 0: one span each, on the initiator's side.
+    const auto demo = xtel_test::run({"env",
+                                      "NIXL_TELEMETRY_ENABLE=y",
+                                      "NIXL_TELEMETRY_EXPORTER=node",
+                                      "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=" + tmp.path().string(),
+                                      "NIXL_TELEMETRY_TIMING_SAMPLE=1",
+                                      "NIXL_TELEMETRY_TRACE_SLOW_US=0",
+                                      "NIXL_TELEMETRY_TRACE_SAMPLE=0",
+                                      "UCX_MEM_MALLOC_HOOKS=no",
+                                      "UCX_MEM_EVENTS=no",
+                                      XTEL_XFER_DEMO,
+                                      "--name",
+                                      "e2e",
+                                      "--op",
+                                      "write",
+                                      "--total",
+                                      std::to_string(transfers * block),
+                                      "--block",
+                                      std::to_string(block),
+                                      "--depth",
+                                      "4",
+                                      "--traceparent",
+                                      caller});
+    INFO(demo.out << demo.err);
+    REQUIRE(demo.exit_code == 0);
+    trace_receiver receiver;
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    // Both rings were closed by the demo: read to their ends, then let go.
+    REQUIRE(eventually([&] {
+        return receiver.span_ids().size() >= transfers &&
+               health(port, "xtel_exporter_span_files") == 0;
+    }));
+    const auto got = receiver.spans();
+    REQUIRE(got.size() == transfers);
+    std::set<std::string> ids;
+    for (const pb::Span& s : got) {
+        CHECK(trace_receiver::hex(s.trace_id()) == "0af7651916cd43dd8448eb211c80319c");
+        CHECK(trace_receiver::hex(s.parent_span_id()) == "b7ad6b7169203331");
+        CHECK(s.name() == "write e2e-target");
+        CHECK(s.kind() == pb::Span::SPAN_KIND_CLIENT);
+        CHECK(s.flags() == 0x301);
+        CHECK_FALSE(s.has_status());
+        CHECK(s.start_time_unix_nano() <= s.end_time_unix_nano());
+        ids.insert(trace_receiver::hex(s.span_id()));
+    }
+    CHECK(ids.size() == transfers);
+    CHECK(receiver.agents() == std::vector<std::string>(transfers, "e2e-initiator"));
+    CHECK(health(port, "xtel_exporter_spans_lost_total") == 0);
 }
