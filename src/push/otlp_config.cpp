@@ -8,6 +8,7 @@
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/push/otlp_environment.hpp"
+#include "xtel/push/otlp_traces.hpp"
 #include "xtel/push/push_url.hpp"
 
 namespace xtel::push {
@@ -88,7 +89,8 @@ bool is_header_value(std::string_view s) {
     return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
 }
 
-std::string url_of(const setting& s, bool append_path) {
+/// `s`'s URL, with the signal's path (`/v1/metrics`, `/v1/traces`) appended when asked.
+std::string url_of(const setting& s, bool append_path, std::string_view path = "/v1/metrics") {
     // A host must follow the scheme: "http://" alone would become "http:/v1/metrics".
     check_push_url(s.source, s.value, "http://collector:4318");
     if (!append_path) {
@@ -100,7 +102,7 @@ std::string url_of(const setting& s, bool append_path) {
     while (base.ends_with('/')) {
         base.pop_back();
     }
-    return base + "/v1/metrics" + (tail_at == std::string::npos ? "" : s.value.substr(tail_at));
+    return base + std::string(path) + (tail_at == std::string::npos ? "" : s.value.substr(tail_at));
 }
 
 }  // namespace
@@ -156,22 +158,33 @@ std::optional<std::string> url_from(const env_lookup& env, const otlp_flags& fla
     return std::nullopt;
 }
 
+/// The encoding `p` names; throws config_error for any other value.
+otlp_encoding encoding_of(const setting& p) {
+    if (p.value == "http/protobuf") {
+        return otlp_encoding::protobuf;
+    }
+    if (p.value == "http/json") {
+        return otlp_encoding::json;
+    }
+    parse::fail(p.source, p.value,
+                p.value == "grpc" ? "expected http/protobuf or http/json (grpc is not supported: "
+                                    "collectors take OTLP/HTTP on port 4318)"
+                                  : "expected http/protobuf or http/json");
+}
+
+/// Whether `c` asks for gzip; throws config_error for a value other than gzip or none.
+bool gzip_of(const setting& c) {
+    if (c.value != "gzip" && c.value != "none") {
+        parse::fail(c.source, c.value, "expected gzip or none");
+    }
+    return c.value == "gzip";
+}
+
 void read_protocol(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
     const auto p = flag_or_env(env, flags.protocol, "--otlp-protocol",
                                {otel_env::metrics_protocol, otel_env::protocol});
-    if (!p) {
-        return;
-    }
-    if (p->value == "http/protobuf") {
-        o.encoding = otlp_encoding::protobuf;
-    } else if (p->value == "http/json") {
-        o.encoding = otlp_encoding::json;
-    } else {
-        parse::fail(p->source, p->value,
-                    p->value == "grpc"
-                        ? "expected http/protobuf or http/json (grpc is not supported: "
-                          "collectors take OTLP/HTTP on port 4318)"
-                        : "expected http/protobuf or http/json");
+    if (p) {
+        o.encoding = encoding_of(*p);
     }
 }
 
@@ -196,15 +209,8 @@ void read_temporality(const env_lookup& env, const otlp_flags& flags, otlp_optio
 void read_compression(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
     const auto c = flag_or_env(env, flags.compression, "--otlp-compression",
                                {otel_env::metrics_compression, otel_env::compression});
-    if (!c) {
-        return;
-    }
-    if (c->value == "gzip") {
-        o.gzip = true;
-    } else if (c->value == "none") {
-        o.gzip = false;
-    } else {
-        parse::fail(c->source, c->value, "expected gzip or none");
+    if (c) {
+        o.gzip = gzip_of(*c);
     }
 }
 
@@ -242,13 +248,19 @@ void check_header(std::string_view source,
     }
 }
 
+/// The headers `h` lists, each checked.
+std::vector<std::pair<std::string, std::string>> headers_of(const setting& h) {
+    auto out = key_value_list(h.source, h.value);
+    for (const auto& [name, value] : out) {
+        check_header(h.source, h.value, name, value);
+    }
+    return out;
+}
+
 /// The variables' headers, then the flags', each replacing one of the same name.
 void read_headers(const env_lookup& env, const otlp_flags& flags, otlp_options& o) {
     if (const auto h = first_set(env, {otel_env::metrics_headers, otel_env::headers})) {
-        o.headers = key_value_list(h->source, h->value);
-        for (const auto& [name, value] : o.headers) {
-            check_header(h->source, h->value, name, value);
-        }
+        o.headers = headers_of(*h);
     }
     for (const std::string& flag : flags.headers) {
         const auto eq = flag.find('=');
@@ -286,6 +298,42 @@ void read_resource(const env_lookup& env, std::string host_name, otlp_resource& 
 }
 
 }  // namespace
+
+std::optional<otlp_trace_options> otlp_trace_options_from(const env_lookup& env,
+                                                          std::string host_name) {
+    if (const auto e = first_set(env, {otel_env::traces_exporter})) {
+        const std::string v = lower(e->value);
+        if (v == "none") {
+            return std::nullopt;
+        }
+        if (v != "otlp") {
+            parse::fail(e->source, e->value, "expected otlp or none");
+        }
+    }
+    otlp_trace_options o;
+    if (const auto t = first_set(env, {otel_env::traces_endpoint})) {
+        o.url = url_of(*t, false);
+    } else if (const auto g = first_set(env, {otel_env::endpoint})) {
+        o.url = url_of(*g, true, "/v1/traces");
+    } else {
+        return std::nullopt;
+    }
+    if (const auto p = first_set(env, {otel_env::traces_protocol, otel_env::protocol})) {
+        o.encoding = encoding_of(*p);
+    }
+    if (const auto c = first_set(env, {otel_env::traces_compression, otel_env::compression})) {
+        o.gzip = gzip_of(*c);
+    }
+    if (const auto t = first_set(env, {otel_env::traces_timeout, otel_env::timeout})) {
+        o.timeout =
+            std::chrono::milliseconds(parse::unsigned_integer(t->source, t->value, 1, 600'000));
+    }
+    if (const auto h = first_set(env, {otel_env::traces_headers, otel_env::headers})) {
+        o.headers = headers_of(*h);
+    }
+    read_resource(env, std::move(host_name), o.resource);
+    return o;
+}
 
 std::optional<otlp_options> otlp_options_from(const env_lookup& env,
                                               const otlp_flags& flags,

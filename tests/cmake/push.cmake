@@ -5,7 +5,8 @@ if(TARGET xtel_push)
     target_link_libraries(xtel_unit_tests PRIVATE xtel_push xtel_push_proto
         xtel_snappy)
     if(TARGET xtel_integration_tests)
-        target_link_libraries(xtel_integration_tests PRIVATE xtel_push)
+        # The traces' tests decode what xtel-exporter sends with the messages of proto/.
+        target_link_libraries(xtel_integration_tests PRIVATE xtel_push xtel_push_proto)
         # xtel-exporter has --remote-write (tools/xtel_exporter/CMakeLists.txt).
         target_compile_definitions(xtel_integration_tests PRIVATE XTEL_HAVE_PUSH=1)
     endif()
@@ -16,7 +17,7 @@ else()
     foreach(target xtel_unit_tests xtel_integration_tests)
         if(TARGET ${target})
             get_target_property(sources ${target} SOURCES)
-            list(FILTER sources EXCLUDE REGEX "/(remote_write|otlp|golden)_test\\.cpp$")
+            list(FILTER sources EXCLUDE REGEX "/(remote_write|otlp|otlp_traces|exporter_traces|golden)_test\\.cpp$")
             set_target_properties(${target} PROPERTIES SOURCES "${sources}")
         endif()
     endforeach()

@@ -197,7 +197,8 @@ child_process start_exporter(const std::filesystem::path& dir,
     o.env = std::move(env);
     // The test's own environment may not turn OTLP on or off behind its back.
     o.unset = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-               "OTEL_METRICS_EXPORTER", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"};
+               "OTEL_METRICS_EXPORTER",       "OTEL_SERVICE_NAME",
+               "OTEL_RESOURCE_ATTRIBUTES",    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"};
     return child_process(o);
 }
 
@@ -226,6 +227,9 @@ TEST_CASE("xtel-exporter pushes each agent's exact bytes over OTLP in protobuf a
     auto by_env = start_exporter(
         shm,
         {{"OTEL_EXPORTER_OTLP_ENDPOINT", proto_receiver.endpoint()},
+         // The endpoint turns traces on too, and a demo's slow transfer would be a span POSTed
+         // to /v1/traces, which this receiver refuses (exporter_traces_test.cpp tests traces).
+         {"OTEL_TRACES_EXPORTER", "none"},
          {"OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=team%207,authorization=Bearer abc"},
          {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"},
          {"OTEL_METRIC_EXPORT_INTERVAL", "1000"},

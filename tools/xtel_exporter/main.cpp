@@ -60,7 +60,8 @@ int ms_until(clock_type::time_point t, clock_type::time_point now) {
 /// rescan interval) and pushing every remote-write interval.
 int serve(const options& o,
           const std::optional<account>& user,
-          std::optional<push::otlp_options> otlp) {
+          std::optional<push::otlp_options> otlp,
+          std::optional<push::otlp_trace_options> traces) {
     // Blocked before any thread starts, so that every thread inherits the mask and the signals
     // come only to the signalfd below.
     sigset_t stop;
@@ -74,7 +75,7 @@ int serve(const options& o,
     }
 
     // Declared before the server, whose thread reads the writer's counters: it goes after.
-    pushers push(o, std::move(otlp));
+    pushers push(o, std::move(otlp), std::move(traces));
     node_metrics node({.dir = o.dir,
                        .stale_ttl = std::chrono::seconds(o.stale_ttl_s),
                        .program = "xtel-exporter",
@@ -83,7 +84,7 @@ int serve(const options& o,
                        .max_series = o.max_series,
                        .reserved_families = {},
                        .families = o.metrics},
-                      push.health());
+                      push.health(), push.span_health());
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding", [&node](const http::request_head& head) {
             const metrics::representation r =
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
     options o;
     std::optional<account> user;
     std::optional<push::otlp_options> otlp;
+    std::optional<push::otlp_trace_options> traces;
     try {
         o = parse_options(argc, argv);
         if (!o.help && !o.user.empty()) {
@@ -154,6 +156,7 @@ int main(int argc, char** argv) {
         }
         if (!o.help) {
             otlp = pushers::otlp_settings(o);
+            traces = pushers::trace_settings(o);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "xtel-exporter: %s (--help lists the options)\n", e.what());
@@ -165,7 +168,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     try {
-        return serve(o, user, std::move(otlp));
+        return serve(o, user, std::move(otlp), std::move(traces));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "xtel-exporter: %s\n", e.what());
         return 1;

@@ -125,7 +125,9 @@ std::shared_ptr<const metrics::snapshot> unpublished_snapshot(const node::notice
 
 }  // namespace
 
-node_metrics::node_metrics(node::collector::settings collector, std::vector<push_health> pushers)
+node_metrics::node_metrics(node::collector::settings collector,
+                           std::vector<push_health> pushers,
+                           std::function<metrics::snapshot()> extra)
     : collector_(std::move(collector)),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
@@ -213,6 +215,12 @@ node_metrics::node_metrics(node::collector::settings collector, std::vector<push
     for (const auto& f : endpoint_snapshot({}, 0).families) {
         own.push_back(f.spec.name);
     }
+    extra_ = std::move(extra);
+    if (extra_) {
+        for (const auto& f : extra_().families) {
+            own.push_back(f.spec.name);
+        }
+    }
     own.emplace_back(agent_state_family);
     own.emplace_back(agent_unpublished_family);
     collector_.reserve_families(std::move(own));
@@ -260,6 +268,9 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         auto own = take_snapshot(store_);
         own.start_time_us = start_time_us_;
         out.push_back(std::make_shared<const metrics::snapshot>(std::move(own)));
+    }
+    if (extra_) {
+        out.push_back(std::make_shared<const metrics::snapshot>(extra_()));
     }
     auto process = metrics::process_snapshot();
     process.start_time_us = start_time_us_;

@@ -51,8 +51,11 @@ class node_metrics {
     /// Collects as `collector` says (node::collector::settings). The files are read from
     /// start() on; before it only the exporter's own health is served, with each pusher's
     /// families and every refusal reason at 0.
+    /// `extra`, when set, gives families of the exporter's own served after its health (the
+    /// span export's).
     explicit node_metrics(node::collector::settings collector,
-                          std::vector<push_health> pushers = {});
+                          std::vector<push_health> pushers = {},
+                          std::function<metrics::snapshot()> extra = {});
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
     /// them.
@@ -112,6 +115,7 @@ class node_metrics {
     metrics::family_id families_left_out_;
     metrics::family_id duration_;
     std::vector<push_families> pushers_;
+    std::function<metrics::snapshot()> extra_;
     /// When the exporter started: its own cumulative values' start.
     std::uint64_t start_time_us_;
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "span_export.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/push/otlp.hpp"
 #include "xtel/push/remote_write.hpp"
@@ -64,7 +65,9 @@ push_counts counts(const push::http_pusher& p) {
 }  // namespace
 
 struct pushers::state {
-    state(const options& o, std::optional<push::otlp_options> otlp)
+    state(const options& o,
+          std::optional<push::otlp_options> otlp,
+          std::optional<push::otlp_trace_options> traces)
         : remote_write_schedule(o.remote_write_interval),
           otlp_schedule(otlp ? otlp->interval : std::chrono::seconds(1)) {
         if (!o.remote_write_url.empty()) {
@@ -73,10 +76,16 @@ struct pushers::state {
         if (otlp) {
             otlp_pusher = std::make_unique<push::otlp_pusher>(std::move(*otlp));
         }
+        if (traces) {
+            spans = std::make_unique<span_export>(
+                span_export::settings{.dir = o.dir, .allowed_uids = o.allowed_uids},
+                std::move(*traces));
+        }
     }
 
     std::unique_ptr<push::remote_writer> remote_write;
     std::unique_ptr<push::otlp_pusher> otlp_pusher;
+    std::unique_ptr<span_export> spans;
     std::vector<metrics::label> labels;
     schedule remote_write_schedule;
     schedule otlp_schedule;
@@ -90,8 +99,18 @@ std::optional<push::otlp_options> pushers::otlp_settings(const options& o) {
     }
 }
 
-pushers::pushers(const options& o, std::optional<push::otlp_options> otlp)
-    : state_(std::make_unique<state>(o, std::move(otlp))) {}
+std::optional<push::otlp_trace_options> pushers::trace_settings(const options& /*o*/) {
+    try {
+        return push::otlp_trace_options_from(process_env, host_name());
+    } catch (const config_error& e) {
+        throw usage_error(e.what());
+    }
+}
+
+pushers::pushers(const options& o,
+                 std::optional<push::otlp_options> otlp,
+                 std::optional<push::otlp_trace_options> traces)
+    : state_(std::make_unique<state>(o, std::move(otlp), std::move(traces))) {}
 
 pushers::~pushers() = default;
 
@@ -109,7 +128,18 @@ std::vector<push_health> pushers::health() const {
                        },
                        true});
     }
+    if (const span_export* t = state_->spans.get()) {
+        out.push_back(
+            {"otlp_traces", "OTLP traces", [t] { return counts(t->pusher().sender()); }, false});
+    }
     return out;
+}
+
+std::function<metrics::snapshot()> pushers::span_health() const {
+    if (const span_export* t = state_->spans.get()) {
+        return [t] { return t->health(); };
+    }
+    return {};
 }
 
 void pushers::label(const options& o, const host_port& bound) {
@@ -136,11 +166,18 @@ std::optional<pushers::clock_type::time_point> pushers::due() const noexcept {
         const auto otlp = state_->otlp_schedule.due();
         out = out ? std::min(*out, otlp) : otlp;
     }
+    if (state_->spans) {
+        const auto spans = state_->spans->due();
+        out = out ? std::min(*out, spans) : spans;
+    }
     return out;
 }
 
 void pushers::push_if_due(node_metrics& source, clock_type::time_point now) {
     state& s = *state_;
+    if (s.spans) {
+        s.spans->poll_if_due(now);
+    }
     const bool remote_write = s.remote_write && s.remote_write_schedule.take(now);
     const bool otlp = s.otlp_pusher && s.otlp_schedule.take(now);
     if (!remote_write && !otlp) {

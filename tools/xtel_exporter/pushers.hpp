@@ -4,6 +4,7 @@
 // not: the choice is CMake's, so the main loop is the same code in both builds.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,7 +13,9 @@
 #include "node_metrics.hpp"
 #include "options.hpp"
 #include "xtel/core/host_port.hpp"
+#include "xtel/metrics/snapshot.hpp"
 #include "xtel/push/otlp_config.hpp"
+#include "xtel/push/otlp_traces.hpp"
 
 namespace xtel::xtel_exporter {
 
@@ -24,13 +27,21 @@ class pushers {
     /// (also for OTLP asked of a build without it).
     static std::optional<push::otlp_options> otlp_settings(const options& o);
 
-    pushers(const options& o, std::optional<push::otlp_options> otlp);
+    /// The OTLP traces settings the variables ask for; nullopt: no traces (the span files are
+    /// not read). Throws usage_error (also for traces asked of a build without OTLP).
+    static std::optional<push::otlp_trace_options> trace_settings(const options& o);
+
+    pushers(const options& o,
+            std::optional<push::otlp_options> otlp,
+            std::optional<push::otlp_trace_options> traces = std::nullopt);
     ~pushers();
     pushers(const pushers&) = delete;
     pushers& operator=(const pushers&) = delete;
 
     /// Their counters, for the health families.
     std::vector<push_health> health() const;
+    /// The span export's own families (xtel_exporter_spans_*); empty when traces are off.
+    std::function<metrics::snapshot()> span_health() const;
 
     /// Sets the labels every remote-written series gets: --remote-write-label's, and instance
     /// as <host name>:<port of `bound`> unless given; a label given with an empty value is left
@@ -40,7 +51,8 @@ class pushers {
     /// When the next push is due; nullopt when there is nothing to push.
     std::optional<clock_type::time_point> due() const noexcept;
 
-    /// Pushes `source`'s series, read afresh, to each pusher that is due at `now`.
+    /// Pushes `source`'s series, read afresh, to each pusher that is due at `now`; reads the span
+    /// files and pushes their spans when that is due.
     void push_if_due(node_metrics& source, clock_type::time_point now);
 
   private:

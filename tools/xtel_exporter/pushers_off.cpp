@@ -20,11 +20,28 @@ std::optional<push::otlp_options> pushers::otlp_settings(const options& o) {
     return std::nullopt;
 }
 
-pushers::pushers(const options& /*o*/, std::optional<push::otlp_options> /*otlp*/) {}
+std::optional<push::otlp_trace_options> pushers::trace_settings(const options& /*o*/) {
+    for (const std::string_view var : {push::otel_env::endpoint, push::otel_env::traces_endpoint}) {
+        if (process_env(var)) {
+            throw usage_error(
+                "OTLP is not in this build of xtel-exporter: it was built with XTEL_PUSH=OFF "
+                "(protobuf and libcurl are needed for it)");
+        }
+    }
+    return std::nullopt;
+}
+
+pushers::pushers(const options& /*o*/,
+                 std::optional<push::otlp_options> /*otlp*/,
+                 std::optional<push::otlp_trace_options> /*traces*/) {}
 
 pushers::~pushers() = default;
 
 std::vector<push_health> pushers::health() const {
+    return {};
+}
+
+std::function<metrics::snapshot()> pushers::span_health() const {
     return {};
 }
 

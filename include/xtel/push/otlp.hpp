@@ -109,7 +109,8 @@ class otlp_pusher {
     std::unique_ptr<http_pusher> sender_;
 };
 
-/// What a 2xx answer's body says of a partial success: the points rejected and the message
+/// What a 2xx answer's body says of a partial success: the points (or, answering a traces
+/// export, the spans) rejected and the message
 /// (its first 512 bytes, control characters as '?'); nullopt when it says nothing (an empty
 /// answer, no partial success) or cannot be read.
 struct otlp_partial_success {

@@ -22,6 +22,12 @@ inline constexpr std::string_view metrics_timeout = "OTEL_EXPORTER_OTLP_METRICS_
 inline constexpr std::string_view headers = "OTEL_EXPORTER_OTLP_HEADERS";
 inline constexpr std::string_view metrics_headers = "OTEL_EXPORTER_OTLP_METRICS_HEADERS";
 inline constexpr std::string_view export_interval = "OTEL_METRIC_EXPORT_INTERVAL";
+inline constexpr std::string_view traces_exporter = "OTEL_TRACES_EXPORTER";
+inline constexpr std::string_view traces_endpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+inline constexpr std::string_view traces_protocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL";
+inline constexpr std::string_view traces_compression = "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION";
+inline constexpr std::string_view traces_timeout = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT";
+inline constexpr std::string_view traces_headers = "OTEL_EXPORTER_OTLP_TRACES_HEADERS";
 inline constexpr std::string_view resource_attributes = "OTEL_RESOURCE_ATTRIBUTES";
 inline constexpr std::string_view service_name = "OTEL_SERVICE_NAME";
 

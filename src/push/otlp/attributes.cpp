@@ -28,11 +28,11 @@ std::optional<std::int64_t> as_int(std::string_view s) {
 /// the keys xtel sets from facts).
 void put_common(otlp_attributes& attrs,
                 const otlp_resource& common,
-                const metrics::snapshot* agent) {
+                const std::span<const metrics::label>* agent) {
     std::string service = agent != nullptr ? common.service_name : "xtel-exporter";
     std::string instance;
     if (agent != nullptr) {
-        for (const metrics::label& l : agent->labels) {
+        for (const metrics::label& l : *agent) {
             if (l.name == "agent_name") {
                 instance = common.host_name + ":" + l.value;
             }
@@ -53,8 +53,8 @@ void put_common(otlp_attributes& attrs,
 
 /// An agent's labels, the known ones under OpenTelemetry's or xtel's attribute names and as
 /// integers where they are numbers.
-void put_agent_labels(otlp_attributes& attrs, const metrics::snapshot& agent) {
-    for (const metrics::label& l : agent.labels) {
+void put_agent_labels(otlp_attributes& attrs, std::span<const metrics::label> agent) {
+    for (const metrics::label& l : agent) {
         if (l.name == "pid") {
             if (const auto v = as_int(l.value)) {
                 put(attrs, "process.pid", *v);
@@ -88,13 +88,21 @@ void put(otlp_attributes& out, std::string_view key, std::int64_t value) {
 }
 
 void fill_resource(pb::Resource& r, const otlp_resource& common, const metrics::snapshot* agent) {
-    auto& attrs = *r.mutable_attributes();
-    put_common(attrs, common, agent);
-    if (agent == nullptr) {
-        put(attrs, "process.pid", static_cast<std::int64_t>(::getpid()));
+    if (agent != nullptr) {
+        fill_agent_resource(r, common, agent->labels);
         return;
     }
-    put_agent_labels(attrs, *agent);
+    auto& attrs = *r.mutable_attributes();
+    put_common(attrs, common, nullptr);
+    put(attrs, "process.pid", static_cast<std::int64_t>(::getpid()));
+}
+
+void fill_agent_resource(pb::Resource& r,
+                         const otlp_resource& common,
+                         std::span<const metrics::label> agent_labels) {
+    auto& attrs = *r.mutable_attributes();
+    put_common(attrs, common, &agent_labels);
+    put_agent_labels(attrs, agent_labels);
 }
 
 }  // namespace xtel::push::detail

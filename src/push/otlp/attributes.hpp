@@ -2,6 +2,7 @@
 /// Attribute and resource population of OTLP requests (private to src/push/).
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "otlp_metrics.pb.h"
@@ -21,6 +22,12 @@ void put(otlp_attributes& out, std::string_view key, std::int64_t value);
 void fill_resource(xtel::otlp::Resource& r,
                    const otlp_resource& common,
                    const metrics::snapshot* agent);
+
+/// The resource of an agent whose labels are `agent_labels` (agent_name, rank, local_rank, pid
+/// as its snapshot carries them), as fill_resource gives its snapshot.
+void fill_agent_resource(xtel::otlp::Resource& r,
+                         const otlp_resource& common,
+                         std::span<const metrics::label> agent_labels);
 
 /// A series' label values as its point's attributes, under the family's label names.
 template <class Point>

@@ -268,7 +268,69 @@ void json_request(std::string& out, const pb::ExportMetricsServiceRequest& r) {
                });
 }
 
+void json_event(std::string& out, const pb::Span::Event& e) {
+    fields f(out);
+    json_u64(f.key("timeUnixNano"), e.time_unix_nano());
+    json_string(f.key("name"), e.name());
+    json_attributes(f, "attributes", e.attributes());
+}
+
+void json_span(std::string& out, const pb::Span& s) {
+    fields f(out);
+    json_hex(f.key("traceId"), s.trace_id());
+    json_hex(f.key("spanId"), s.span_id());
+    if (!s.parent_span_id().empty()) {
+        json_hex(f.key("parentSpanId"), s.parent_span_id());
+    }
+    // fixed32 is a JSON number; only 64-bit integers are strings.
+    fmt::format_to(std::back_inserter(f.key("flags")), "{}", s.flags());
+    json_string(f.key("name"), s.name());
+    fmt::format_to(std::back_inserter(f.key("kind")), "{}", static_cast<int>(s.kind()));
+    json_u64(f.key("startTimeUnixNano"), s.start_time_unix_nano());
+    json_u64(f.key("endTimeUnixNano"), s.end_time_unix_nano());
+    json_attributes(f, "attributes", s.attributes());
+    if (!s.events().empty()) {
+        json_array(f.key("events"), s.events(), json_event);
+    }
+    if (s.has_status()) {
+        fields st(f.key("status"));
+        if (!s.status().message().empty()) {
+            json_string(st.key("message"), s.status().message());
+        }
+        fmt::format_to(std::back_inserter(st.key("code")), "{}",
+                       static_cast<int>(s.status().code()));
+    }
+}
+
+void json_request(std::string& out, const pb::ExportTraceServiceRequest& r) {
+    fields top(out);
+    json_array(top.key("resourceSpans"), r.resource_spans(),
+               [](std::string& o, const pb::ResourceSpans& rs) {
+                   fields f(o);
+                   {
+                       fields res(f.key("resource"));
+                       json_attributes(res, "attributes", rs.resource().attributes());
+                   }
+                   json_array(f.key("scopeSpans"), rs.scope_spans(),
+                              [](std::string& o2, const pb::ScopeSpans& ss) {
+                                  fields s(o2);
+                                  {
+                                      fields scope(s.key("scope"));
+                                      json_string(scope.key("name"), ss.scope().name());
+                                      json_string(scope.key("version"), ss.scope().version());
+                                  }
+                                  json_array(s.key("spans"), ss.spans(), json_span);
+                              });
+               });
+}
+
 }  // namespace
+
+std::string to_json(const pb::ExportTraceServiceRequest& request) {
+    std::string out;
+    json_request(out, request);
+    return out;
+}
 
 std::string to_json(const pb::ExportMetricsServiceRequest& request) {
     std::string out;

@@ -1,9 +1,11 @@
 #pragma once
-/// An ExportMetricsServiceRequest in OTLP's JSON encoding (private to src/push/).
+/// ExportMetricsServiceRequest and ExportTraceServiceRequest in OTLP's JSON encoding (private
+/// to src/push/).
 
 #include <string>
 
 #include "otlp_metrics.pb.h"
+#include "otlp_trace.pb.h"
 
 namespace xtel::push::detail {
 
@@ -11,5 +13,7 @@ namespace xtel::push::detail {
 /// integers as decimal strings, enums as numbers, trace and span ids as hex. Fields at their
 /// default are left out, as the mapping allows; a oneof's value is always written.
 std::string to_json(const xtel::otlp::ExportMetricsServiceRequest& request);
+/// `request` by the same rules.
+std::string to_json(const xtel::otlp::ExportTraceServiceRequest& request);
 
 }  // namespace xtel::push::detail

@@ -68,7 +68,12 @@ std::optional<otlp_partial_success> parse_otlp_response(std::string_view body,
         if (body.find("\"partialSuccess\"") == std::string_view::npos) {
             return std::nullopt;
         }
-        if (const auto n = json_field(body, "rejectedDataPoints")) {
+        // The traces' answer names the count rejectedSpans; binary, both are field 1, int64.
+        auto n = json_field(body, "rejectedDataPoints");
+        if (!n) {
+            n = json_field(body, "rejectedSpans");
+        }
+        if (n) {
             std::from_chars(n->data(), n->data() + n->size(), out.rejected_data_points);
         }
         if (auto m = json_field(body, "errorMessage")) {

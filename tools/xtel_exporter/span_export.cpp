@@ -1,0 +1,288 @@
+#include "span_export.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "xtel/core/error.hpp"
+#include "xtel/core/log.hpp"
+
+namespace xtel::xtel_exporter {
+
+namespace {
+
+namespace ring = trace::span_ring;
+
+/// The largest span ring a writer makes: larger is refused unread.
+constexpr std::uint64_t max_ring_bytes =
+    ring::header_size + std::uint64_t{sizeof(ring::slot)} * ring::max_slot_count;
+
+constexpr std::string_view refusal_names[span_refusal_count] = {
+    "foreign_owner", "not_regular", "too_large", "unreadable", "not_span_file", "damaged"};
+
+span_refusal refusal_of(file_fault f) {
+    switch (f) {
+        case file_fault::unreadable:
+            return span_refusal::unreadable;
+        case file_fault::not_regular:
+            return span_refusal::not_regular;
+        case file_fault::too_large:
+            return span_refusal::too_large;
+        case file_fault::wrong_format:
+            return span_refusal::not_span_file;
+        case file_fault::damaged:
+            return span_refusal::damaged;
+    }
+    return span_refusal::unreadable;
+}
+
+std::uint64_t epoch_us() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
+/// A directory entry's identity: a file replaced under the same name is another one.
+struct identity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    mode_t mode = 0;
+    uid_t uid = 0;
+
+    friend bool operator==(const identity&, const identity&) = default;
+};
+
+metrics::family_snapshot counter(std::string name, std::string help, std::uint64_t value) {
+    metrics::family_snapshot f;
+    f.spec.name = std::move(name);
+    f.spec.help = std::move(help);
+    f.spec.type = metrics::metric_type::counter;
+    metrics::series s;
+    s.value = value;
+    f.series.push_back(std::move(s));
+    return f;
+}
+
+}  // namespace
+
+/// One span file as last listed: its reader while it is read; none once it was refused or read
+/// to the end its writer left (it stays so until the name names another file).
+struct span_export::file {
+    identity id;
+    std::unique_ptr<ring::reader> reader;
+    std::uint64_t lost_logged = 0;  ///< the reader's lost() when last logged
+};
+
+span_export::span_export(settings s, push::otlp_trace_options o)
+    : settings_(std::move(s)), pusher_(std::move(o)), start_time_us_(epoch_us()) {}
+
+span_export::~span_export() = default;
+
+void span_export::refuse(const std::string& name, span_refusal r, const std::string& why) {
+    refused_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+    log(log_level::warning, fmt::format("xtel-exporter: span file {}: {} ({}; its spans are not "
+                                        "exported until the file is replaced)",
+                                        (settings_.dir / name).string(), why,
+                                        refusal_names[static_cast<std::size_t>(r)]));
+}
+
+void span_export::scan() {
+    DIR* d = ::opendir(settings_.dir.c_str());
+    if (d == nullptr) {
+        // The node files' listing reports an unreadable directory; nothing to read here.
+        return;
+    }
+    std::map<std::string, identity> listed;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string_view name = e->d_name;
+        if (name.starts_with('.') || !name.ends_with(ring::file_suffix) ||
+            name.size() == ring::file_suffix.size()) {
+            continue;
+        }
+        struct stat st {};
+        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            continue;  // gone since listed
+        }
+        listed.emplace(std::string(name), identity{st.st_dev, st.st_ino, st.st_mode, st.st_uid});
+    }
+    ::closedir(d);
+
+    // Gone or replaced: forgotten once their readers have read what is left (poll_if_due).
+    for (auto it = files_.begin(); it != files_.end();) {
+        const auto l = listed.find(it->first);
+        if (l == listed.end() || !(l->second == it->second->id)) {
+            if (it->second->reader) {
+                leaving_.push_back(std::move(it->second));
+            }
+            it = files_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (const auto& [name, id] : listed) {
+        if (files_.count(name) != 0) {
+            continue;
+        }
+        auto f = std::make_unique<file>();
+        f->id = id;
+        const bool own = id.uid == ::geteuid() ||
+                         std::find(settings_.allowed_uids.begin(), settings_.allowed_uids.end(),
+                                   id.uid) != settings_.allowed_uids.end();
+        if (!S_ISREG(id.mode)) {
+            refuse(name, span_refusal::not_regular, "not a regular file; not read");
+        } else if (!own) {
+            refuse(
+                name, span_refusal::foreign_owner,
+                fmt::format("owned by uid {}, and only the files of uid {}{} are read "
+                            "(--allow-uid)",
+                            id.uid, ::geteuid(),
+                            settings_.allowed_uids.empty()
+                                ? std::string()
+                                : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", "))));
+        } else {
+            try {
+                f->reader = std::make_unique<ring::reader>(settings_.dir / name, max_ring_bytes,
+                                                           settings_.allowed_uids);
+            } catch (const format_error& e) {
+                refuse(name, refusal_of(e.kind()), e.what());
+            }
+        }
+        files_.emplace(name, std::move(f));
+    }
+}
+
+bool span_export::read(file& f, std::size_t budget, std::vector<push::otlp_agent_spans>& out) {
+    ring::reader& r = *f.reader;
+    // Asked before reading: a writer that closes after this read leaves its last spans to the
+    // next one.
+    const bool ended = r.closed() || !r.writer_alive();
+    push::otlp_agent_spans a{r.agent_name(), r.writer_pid(), {}};
+    ring::read_result got;
+    try {
+        got = r.read(a.spans, budget);
+    } catch (const format_error& e) {
+        refuse(r.path().filename().string(), span_refusal::damaged, e.what());
+        return false;
+    }
+    read_.fetch_add(got.copied, std::memory_order_relaxed);
+    if (got.lost != 0) {
+        lost_.fetch_add(got.lost, std::memory_order_relaxed);
+        if (f.lost_logged == 0) {
+            log(log_level::warning,
+                fmt::format("xtel-exporter: span file {}: {} spans were overwritten before they "
+                            "could be read (the agent writes faster than they are exported; "
+                            "counted in xtel_exporter_spans_lost_total, logged once per file)",
+                            r.path().string(), got.lost));
+        }
+        f.lost_logged = r.lost();
+    }
+    if (!a.spans.empty()) {
+        out.push_back(std::move(a));
+    }
+    if (ended && got.copied < budget) {
+        log(log_level::info,
+            fmt::format("xtel-exporter: span file {}: read to its end, its writer (pid {}) {}",
+                        r.path().string(), r.writer_pid(), r.closed() ? "closed it" : "is gone"));
+        return false;
+    }
+    return true;
+}
+
+void span_export::poll_if_due(clock_type::time_point now) {
+    if (now < next_) {
+        return;
+    }
+    next_ += settings_.interval;
+    if (next_ <= now) {
+        next_ = now + settings_.interval;
+    }
+    scan();
+    std::vector<push::otlp_agent_spans> agents;
+    std::size_t left = settings_.max_spans_per_poll;
+    // Reads `f` within what is left of the poll's spans; false once it is to be forgotten.
+    const auto take = [&](file& f) {
+        const std::size_t had = agents.size();
+        const bool keep = read(f, std::min(left, settings_.max_spans_per_file), agents);
+        if (agents.size() > had) {
+            left -= std::min(left, agents.back().spans.size());
+        }
+        return keep;
+    };
+    // A file deleted or replaced: what its writer left is read once more from the descriptor.
+    for (const auto& f : leaving_) {
+        if (left != 0) {
+            take(*f);
+        }
+    }
+    leaving_.clear();
+    std::uint64_t open = 0;
+    for (auto& [name, f] : files_) {
+        if (!f->reader) {
+            continue;
+        }
+        if (left != 0 && !take(*f)) {
+            f->reader.reset();
+            continue;
+        }
+        ++open;
+    }
+    files_open_.store(open, std::memory_order_relaxed);
+    std::uint64_t spans = 0;
+    for (const auto& a : agents) {
+        spans += a.spans.size();
+    }
+    if (spans != 0) {
+        pusher_.push(agents);
+        queued_.fetch_add(spans, std::memory_order_relaxed);
+    }
+}
+
+metrics::snapshot span_export::health() const {
+    metrics::snapshot out;
+    out.start_time_us = start_time_us_;
+    out.families.push_back(counter("xtel_exporter_spans_read_total",
+                                   "Spans read from the agents' span files", read_.load()));
+    out.families.push_back(counter(
+        "xtel_exporter_spans_lost_total",
+        "Spans overwritten in a span file before xtel-exporter could read them", lost_.load()));
+    out.families.push_back(counter("xtel_exporter_spans_queued_total",
+                                   "Spans handed to the OTLP traces sender (their requests' fate: "
+                                   "xtel_exporter_otlp_traces_requests_*)",
+                                   queued_.load()));
+    out.families.push_back(counter("xtel_exporter_spans_rejected_total",
+                                   "Spans the traces receiver said it rejected (partial success)",
+                                   pusher_.rejected_spans()));
+    metrics::family_snapshot files;
+    files.spec.name = "xtel_exporter_span_files";
+    files.spec.help = "Span files being read now";
+    files.spec.type = metrics::metric_type::gauge;
+    files.series.push_back({});
+    files.series.back().value = files_open_.load();
+    out.families.push_back(std::move(files));
+    metrics::family_snapshot refused;
+    refused.spec.name = "xtel_exporter_span_files_refused_total";
+    refused.spec.help =
+        "Span files not read, by reason: foreign owner, not a regular file, too large, "
+        "unreadable, not a span file, damaged; once per file";
+    refused.spec.type = metrics::metric_type::counter;
+    refused.spec.label_names = {"reason"};
+    refused.spec.fixed_labels = true;
+    for (std::size_t r = 0; r < span_refusal_count; ++r) {
+        metrics::series s;
+        s.label_values = {std::string(refusal_names[r])};
+        s.value = refused_[r].load();
+        refused.series.push_back(std::move(s));
+    }
+    out.families.push_back(std::move(refused));
+    return out;
+}
+
+}  // namespace xtel::xtel_exporter
