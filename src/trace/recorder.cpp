@@ -27,7 +27,9 @@ span_recorder::span_recorder(const std::filesystem::path& dir,
       rank_(rank_field(rank.rank)),
       local_rank_(rank_field(rank.local_rank)),
       sampler_(settings, now_us),
-      writer_(dir, agent_name_, slot_count) {}
+      writer_(dir, agent_name_, slot_count) {
+    last_id_.reserve(max_request_id);
+}
 
 span_record span_recorder::make_span(const transfer_record& r,
                                      span_reason reason,
@@ -61,6 +63,19 @@ span_record span_recorder::make_span(const transfer_record& r,
     return s;
 }
 
+const std::optional<context>& span_recorder::context_for(std::string_view request_id) {
+    static const std::optional<context> none;
+    if (request_id.empty()) {
+        return none;
+    }
+    // A request's blocks share its id: one parse (or one SHA-256) for a run of them.
+    if (request_id != last_id_) {
+        last_context_ = context_of(request_id);
+        last_id_.assign(request_id);  // at most max_request_id bytes: reserved, no allocation
+    }
+    return last_context_;
+}
+
 void span_recorder::record(std::span<const transfer_record> transfers,
                            const label_table& labels,
                            std::uint64_t now_us) noexcept {
@@ -74,7 +89,7 @@ void span_recorder::record(std::span<const transfer_record> transfers,
             if (!failed && !r.timed) {
                 continue;
             }
-            const std::optional<context> ctx = context_of(r.request_id);
+            const std::optional<context>& ctx = context_for(r.request_id);
             // An untagged transfer is decided on a trace id of its own, so that the sampled
             // fraction holds for it too.
             const trace_id trace = ctx ? ctx->trace : ids_.next_trace_id();

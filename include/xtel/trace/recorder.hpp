@@ -8,8 +8,10 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xtel/core/label_table.hpp"
@@ -67,6 +69,9 @@ class span_recorder {
                                      const std::optional<context>& ctx,
                                      const label_table& labels);
 
+    /// The context of `request_id`, the last one's kept: a request's blocks share its id.
+    const std::optional<context>& context_for(std::string_view request_id);
+
     std::string agent_name_;
     std::int32_t rank_ = -1;
     std::int32_t local_rank_ = -1;
@@ -74,6 +79,8 @@ class span_recorder {
     id_generator ids_;
     span_ring::writer writer_;
     std::vector<span_ring::span_record> batch_;
+    std::string last_id_;
+    std::optional<context> last_context_;
     span_counts counts_;
 };
 
