@@ -19,6 +19,7 @@
 #include "xtel/push/otlp.hpp"
 #include "xtel/push/otlp_config.hpp"
 #include "xtel/push/push_url.hpp"
+#include "xtel/trace/context.hpp"
 
 using namespace xtel;
 using namespace std::chrono_literals;
@@ -171,7 +172,11 @@ TEST_CASE("an OTLP request maps each family as the specification does", "[otlp]"
     CHECK(h.exemplars(0).as_double() == 0.00009);
     CHECK(h.exemplars(0).time_unix_nano() == 1'700'000'005'000'000'000);
     CHECK(h.exemplars(0).filtered_attributes_size() == 0);
-    CHECK(h.exemplars(1).trace_id().empty());
+    // A plain request id: the trace its spans are in (derived from it), the id beside it.
+    const auto derived = xtel::trace::derive_trace_id("req-17");
+    CHECK(h.exemplars(1).trace_id() ==
+          std::string(reinterpret_cast<const char*>(derived.data()), derived.size()));
+    CHECK(h.exemplars(1).span_id().empty());
     CHECK(attributes(h.exemplars(1).filtered_attributes()) ==
           std::map<std::string, std::string>{{"request_id", "req-17"}});
 

@@ -1,8 +1,8 @@
 #include "push/otlp/points.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +12,7 @@
 #include "push/scaled.hpp"
 #include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
+#include "xtel/trace/context.hpp"
 
 namespace xtel::push::detail {
 
@@ -31,26 +32,6 @@ std::string ucum(std::string_view unit) {
     return std::string(unit);
 }
 
-/// `n` bytes of hex digits from `s` (2n characters), or empty when `s` is not that or is all
-/// zeros (an invalid id in W3C Trace Context).
-std::string hex_id(std::string_view s, std::size_t n) {
-    if (s.size() != 2 * n) {
-        return {};
-    }
-    std::string out(n, '\0');
-    bool nonzero = false;
-    for (std::size_t i = 0; i < n; ++i) {
-        unsigned v = 0;
-        const auto [end, ec] = std::from_chars(s.data() + 2 * i, s.data() + 2 * i + 2, v, 16);
-        if (ec != std::errc() || end != s.data() + 2 * i + 2) {
-            return {};
-        }
-        out[i] = static_cast<char>(v);
-        nonzero = nonzero || v != 0;
-    }
-    return nonzero ? out : std::string();
-}
-
 /// A point's value: an integer when the family keeps whole units and it fits, else the double
 /// a scrape shows.
 template <class Point>
@@ -67,21 +48,23 @@ void add_exemplar(pb::HistogramDataPoint& p, const metrics::exemplar& e, std::ui
     pb::Exemplar& x = *p.add_exemplars();
     x.set_time_unix_nano(e.timestamp_us * 1000);
     set_value(x, e.value, decimals);
-    // A trace id (32 hex digits) or a W3C traceparent (version-traceid-spanid-flags) becomes
-    // the exemplar's trace (and span); any other id stays an attribute under its label name.
-    const std::string_view v = e.label_value;
-    if (auto trace = hex_id(v, 16); !trace.empty()) {
-        x.set_trace_id(std::move(trace));
+    // The trace the transfer's span is in, by the span's own rules (xtel/trace/context.hpp,
+    // docs/trace-format.md): a traceparent gives the caller's trace and span, 32 hex digits a
+    // trace, any other request id the trace derived from it, which the id stays beside.
+    const std::optional<trace::context> ctx = trace::context_of(e.label_value);
+    if (!ctx) {
+        put(*x.mutable_filtered_attributes(), e.label_name, e.label_value);
         return;
     }
-    if (v.size() == 55 && v[2] == '-' && v[35] == '-' && v[52] == '-') {
-        auto trace = hex_id(v.substr(3, 32), 16);
-        auto span = hex_id(v.substr(36, 16), 8);
-        if (!trace.empty() && !span.empty()) {
-            x.set_trace_id(std::move(trace));
-            x.set_span_id(std::move(span));
-            return;
-        }
+    x.set_trace_id(
+        std::string(reinterpret_cast<const char*>(ctx->trace.data()), ctx->trace.size()));
+    if (ctx->from == trace::origin::traceparent) {
+        x.set_span_id(
+            std::string(reinterpret_cast<const char*>(ctx->parent.data()), ctx->parent.size()));
+        return;
+    }
+    if (ctx->from == trace::origin::trace_id) {
+        return;
     }
     put(*x.mutable_filtered_attributes(), e.label_name, e.label_value);
 }
