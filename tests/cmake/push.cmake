@@ -5,8 +5,7 @@ if(TARGET xtel_push)
     target_link_libraries(xtel_unit_tests PRIVATE xtel_push xtel_push_proto
         xtel_snappy)
     if(TARGET xtel_integration_tests)
-        # The traces' tests decode what xtel-exporter sends with the messages of proto/.
-        target_link_libraries(xtel_integration_tests PRIVATE xtel_push xtel_push_proto)
+        target_link_libraries(xtel_integration_tests PRIVATE xtel_push)
         # xtel-exporter has --remote-write (tools/xtel_exporter/CMakeLists.txt).
         target_compile_definitions(xtel_integration_tests PRIVATE XTEL_HAVE_PUSH=1)
     endif()

@@ -1,10 +1,9 @@
 // xtel-exporter's OTLP traces, with real parts: span rings written by the real writer
-// (xtel::trace::span_ring::writer) into a directory, xtel-exporter started on it with the
-// OpenTelemetry variables pointing at a local HTTP receiver, and what arrives decoded with the
-// messages of proto/ (the OpenTelemetry JS module the metrics' receiver uses has no trace types
-// in the version it pins). Every check is of the exact spans written: their ids, each once.
+// (xtel::trace::span_ring::writer) or by xfer_demo's agents into a directory, xtel-exporter
+// started on it with the OpenTelemetry variables pointing at the OTLP receiver of tests/otlp,
+// which decodes with the OpenTelemetry JS project's generated protobuf types, not with anything of
+// ours. Every check is of the exact spans written: their ids, each once.
 
-#include <httplib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,24 +14,25 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <map>
-#include <mutex>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "exporter_support.hpp"
-#include "otlp_trace.pb.h"
 #include "prometheus_support.hpp"
 #include "xtel/trace/context.hpp"
 #include "xtel/trace/span_ring.hpp"
 
 using prom_it::child_process;
+using prom_it::spawn_options;
+using xtel_test::count_of;
 using xtel_test::temp_dir;
 using namespace std::chrono_literals;
 namespace ring = xtel::trace::span_ring;
-namespace pb = xtel::otlp;
 
 namespace {
 
@@ -48,102 +48,104 @@ bool eventually(Done&& done, std::chrono::seconds timeout = 60s) {
     return true;
 }
 
-/// A receiver of POST /v1/traces on 127.0.0.1:`port` (0: any) that answers 200 and keeps each
-/// span's id (hex) as decoded, with the request's encoding.
-class trace_receiver {
+/// One line of the receiver's spans.jsonl (tests/otlp/README.md: its keys always present, in one
+/// order), read with plain string operations: the values xtel writes have no quotes or escapes.
+class span_line {
   public:
-    explicit trace_receiver(int port = 0) {
-        server_.Post("/v1/traces", [this](const httplib::Request& req, httplib::Response& res) {
-            const std::lock_guard lock(mutex_);
-            const bool json = req.get_header_value("Content-Type") == "application/json";
-            if (json) {
-                json_bodies_.push_back(req.body);
-            } else {
-                pb::ExportTraceServiceRequest r;
-                if (!r.ParseFromString(req.body)) {
-                    res.status = 400;
-                    return;
-                }
-                for (const auto& rs : r.resource_spans()) {
-                    for (const auto& ss : rs.scope_spans()) {
-                        for (const auto& s : ss.spans()) {
-                            span_ids_.push_back(hex(s.span_id()));
-                            agents_.push_back(agent_of(rs.resource()));
-                            spans_.push_back(s);
-                        }
-                    }
-                }
-            }
-            res.status = 200;
-        });
-        port_ = port == 0 ? server_.bind_to_any_port("127.0.0.1")
-                          : (server_.bind_to_port("127.0.0.1", port) ? port : -1);
-        REQUIRE(port_ > 0);
-        thread_ = std::thread([this] { server_.listen_after_bind(); });
-        while (!server_.is_running()) {
-            std::this_thread::sleep_for(1ms);
+    explicit span_line(std::string line) : line_(std::move(line)) {}
+
+    /// The span's own field `key` (after the resource): a string's text, else the JSON token.
+    std::string field(std::string_view key) const {
+        return value_at(line_.find(fmt::format(R"("{}":)", key), line_.find(R"("traceId":)")),
+                        key.size() + 3);
+    }
+    /// The span's attribute `key`, as the receiver writes it (a string); empty when absent.
+    std::string attribute(std::string_view key) const {
+        const auto attributes = line_.find(R"("attributes":)", line_.find(R"("traceId":)"));
+        return value_at(line_.find(fmt::format(R"("{}":)", key), attributes), key.size() + 3);
+    }
+    /// The resource's attribute `key`; empty when absent.
+    std::string resource(std::string_view key) const {
+        return value_at(line_.find(fmt::format(R"("{}":)", key), line_.find(R"("resource":)")),
+                        key.size() + 3);
+    }
+    const std::string& text() const { return line_; }
+
+  private:
+    std::string value_at(std::size_t at, std::size_t skip) const {
+        if (at == std::string::npos) {
+            return {};
         }
+        at += skip;
+        if (line_[at] == '"') {
+            return line_.substr(at + 1, line_.find('"', at + 1) - at - 1);
+        }
+        return line_.substr(at, line_.find_first_of(",}", at) - at);
     }
-    ~trace_receiver() {
-        server_.stop();
-        thread_.join();
+
+    std::string line_;
+};
+
+/// The OTLP receiver of tests/otlp on `port` (0: any), recording into `dir`, with `args`
+/// (--fail N, --partial-success N).
+class otlp_receiver {
+  public:
+    explicit otlp_receiver(const std::filesystem::path& dir,
+                           int port = 0,
+                           std::vector<std::string> args = {})
+        : dir_(dir) {
+        REQUIRE(std::string_view(XTEL_NODE) != "");
+        spawn_options o;
+        o.argv = {XTEL_NODE,    XTEL_OTLP_RECEIVER, "--out",
+                  dir.string(), "--port",           std::to_string(port)};
+        o.argv.insert(o.argv.end(), args.begin(), args.end());
+        process_.emplace(o);
+        const auto line = process_->read_line("listening on", 30s);
+        INFO(
+            "receiver output: " << process_->output()
+                                << "\n(its npm packages: scripts/deps xtel_install_npm_test_deps)");
+        REQUIRE(line);
+        port_ = std::stoi(line->substr(line->rfind(':') + 1));
     }
-    trace_receiver(const trace_receiver&) = delete;
-    trace_receiver& operator=(const trace_receiver&) = delete;
 
     std::string url() const { return fmt::format("http://127.0.0.1:{}/v1/traces", port_); }
-    /// The span ids of the protobuf requests, in arrival order.
+
+    std::string file(std::string_view name) const {
+        return xtel_test::read_file(dir_ / std::string(name));
+    }
+    /// The spans of every request answered 200, in arrival order.
+    std::vector<span_line> spans() const {
+        std::vector<span_line> out;
+        std::istringstream in(file("spans.jsonl"));
+        for (std::string line; std::getline(in, line);) {
+            out.emplace_back(line);
+        }
+        return out;
+    }
     std::vector<std::string> span_ids() const {
-        const std::lock_guard lock(mutex_);
-        return span_ids_;
+        std::vector<std::string> out;
+        for (const auto& s : spans()) {
+            out.push_back(s.field("spanId"));
+        }
+        return out;
     }
+    /// Each span's resource's xtel.agent.name, in arrival order.
     std::vector<std::string> agents() const {
-        const std::lock_guard lock(mutex_);
-        return agents_;
-    }
-    /// The spans of the protobuf requests, as decoded.
-    std::vector<pb::Span> spans() const {
-        const std::lock_guard lock(mutex_);
-        return spans_;
-    }
-    std::string json() const {
-        const std::lock_guard lock(mutex_);
-        std::string out;
-        for (const auto& b : json_bodies_) {
-            out += b;
-            out += '\n';
+        std::vector<std::string> out;
+        for (const auto& s : spans()) {
+            out.push_back(s.resource("xtel.agent.name"));
         }
         return out;
     }
-
-  private:
-  public:
-    static std::string hex(const std::string& bytes) {
-        std::string out;
-        for (const char c : bytes) {
-            out += fmt::format("{:02x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        }
-        return out;
+    /// How many POSTs were answered `status` (attempts.txt).
+    std::size_t answered(int status) const {
+        return count_of(file("attempts.txt"), fmt::format("\t{}\t", status));
     }
 
   private:
-    static std::string agent_of(const pb::Resource& r) {
-        for (const auto& kv : r.attributes()) {
-            if (kv.key() == "xtel.agent.name") {
-                return kv.value().string_value();
-            }
-        }
-        return {};
-    }
-
-    httplib::Server server_;
-    std::thread thread_;
+    std::filesystem::path dir_;
     int port_ = 0;
-    mutable std::mutex mutex_;
-    std::vector<std::string> span_ids_;
-    std::vector<std::string> agents_;
-    std::vector<pb::Span> spans_;
-    std::vector<std::string> json_bodies_;
+    std::optional<child_process> process_;
 };
 
 /// `count` spans of `agent` numbered from `first`: span ids distinct, never zero.
@@ -197,12 +199,19 @@ std::uint64_t health(int port, const std::string& line) {
     return v ? std::stoull(*v) : 0;
 }
 
+/// The caller's W3C traceparent that xfer_demo's transfers are tagged with, and its parts.
+const std::string caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+const std::string caller_trace = "0af7651916cd43dd8448eb211c80319c";
+const std::string caller_span = "b7ad6b7169203331";
+constexpr std::uint64_t pair_block = 16384;
+
 }  // namespace
 
 TEST_CASE("xtel-exporter exports exactly the spans a ring holds, each once, as OTLP protobuf",
           "[exporter_traces]") {
     temp_dir tmp;
-    trace_receiver receiver;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
     auto writer = std::make_unique<ring::writer>(tmp.path(), "prefill-0", 64);
     // Written before the exporter looks: read from the oldest the ring holds.
     const auto before = spans("prefill-0", 1, 40);
@@ -228,13 +237,17 @@ TEST_CASE("xtel-exporter exports exactly the spans a ring holds, each once, as O
     CHECK(health(port, "xtel_exporter_spans_read_total") == expected.size());
     CHECK(health(port, "xtel_exporter_spans_queued_total") == expected.size());
     CHECK(health(port, "xtel_exporter_spans_lost_total") == 0);
-    CHECK(health(port, "xtel_exporter_otlp_traces_requests_sent_total") >= 1);
+    const auto sent = health(port, "xtel_exporter_otlp_traces_requests_sent_total");
+    CHECK(sent >= 1);
+    CHECK(receiver.answered(200) == sent);
+    CHECK(count_of(receiver.file("requests.jsonl"), R"("encoding":"protobuf")") == sent);
 }
 
 TEST_CASE("xtel-exporter exports a ring's spans as OTLP JSON with their hex ids",
           "[exporter_traces]") {
     temp_dir tmp;
-    trace_receiver receiver;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
     ring::writer writer(tmp.path(), "decode-3", 64);
     const auto written = spans("decode-3", 5, 25);
     REQUIRE(writer.write(written));
@@ -245,13 +258,15 @@ TEST_CASE("xtel-exporter exports a ring's spans as OTLP JSON with their hex ids"
         [&] { return health(port, "xtel_exporter_spans_queued_total") == written.size(); }));
     REQUIRE(
         eventually([&] { return health(port, "xtel_exporter_otlp_traces_requests_queued") == 0; }));
-    const std::string json = receiver.json();
-    CHECK(xtel_test::count_of(json, R"("spanId":")") == written.size());
-    for (const auto& id : ids_of(written)) {
-        CHECK(xtel_test::count_of(json, fmt::format(R"("spanId":"{}")", id)) == 1);
-    }
-    CHECK(xtel_test::count_of(
-              json, R"({"key":"xtel.agent.name","value":{"stringValue":"decode-3"}})") >= 1);
+    // The receiver refuses JSON that breaks OTLP's rules (ids in hex, 64-bit integers as
+    // strings, no unknown keys) with a 400: none here, and every span decoded.
+    CHECK(receiver.file("errors.txt").empty());
+    CHECK(receiver.span_ids() == ids_of(written));
+    CHECK(receiver.agents() == std::vector<std::string>(written.size(), "decode-3"));
+    const auto requests = receiver.file("requests.jsonl");
+    CHECK(count_of(requests, R"("encoding":"json")") ==
+          health(port, "xtel_exporter_otlp_traces_requests_sent_total"));
+    CHECK(count_of(requests, R"("encoding":"protobuf")") == 0);
 }
 
 TEST_CASE("spans pushed while the traces receiver is down arrive once it is up, none lost",
@@ -278,11 +293,47 @@ TEST_CASE("spans pushed while the traces receiver is down arrive once it is up, 
         [&] { return health(port, "xtel_exporter_otlp_traces_failed_attempts_total") >= 2; }));
     CHECK(health(port, "xtel_exporter_otlp_traces_requests_sent_total") == 0);
 
-    trace_receiver late(receiver_port);
+    temp_dir received;
+    otlp_receiver late(received.path(), receiver_port);
     REQUIRE(eventually([&] { return late.span_ids().size() >= expected.size(); }));
     REQUIRE(
         eventually([&] { return health(port, "xtel_exporter_otlp_traces_requests_queued") == 0; }));
     CHECK(late.span_ids() == expected);
+    CHECK(late.answered(200) == health(port, "xtel_exporter_otlp_traces_requests_sent_total"));
+    CHECK(health(port, "xtel_exporter_otlp_traces_requests_dropped_total") == 0);
+    CHECK(health(port, "xtel_exporter_otlp_traces_requests_rejected_total") == 0);
+}
+
+TEST_CASE("spans answered 503 are retried until the receiver takes them, none lost or sent twice",
+          "[exporter_traces]") {
+    temp_dir tmp;
+    constexpr int failures = 3;
+    temp_dir received;
+    otlp_receiver receiver(received.path(), 0,
+                           {"--fail", std::to_string(failures), "--retry-after", "1"});
+    ring::writer writer(tmp.path(), "prefill-2", 256);
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    std::vector<std::string> expected;
+    // Three batches, each its own poll, while the receiver answers 503: queued behind the first.
+    for (std::uint32_t batch = 0; batch < 3; ++batch) {
+        const auto s = spans("prefill-2", 100 * (batch + 1), 20);
+        REQUIRE(writer.write(s));
+        for (const auto& id : ids_of(s)) {
+            expected.push_back(id);
+        }
+        REQUIRE(eventually(
+            [&] { return health(port, "xtel_exporter_spans_queued_total") == expected.size(); }));
+    }
+    REQUIRE(eventually([&] { return receiver.span_ids().size() >= expected.size(); }));
+    REQUIRE(
+        eventually([&] { return health(port, "xtel_exporter_otlp_traces_requests_queued") == 0; }));
+    std::this_thread::sleep_for(1s);
+    CHECK(receiver.span_ids() == expected);
+    CHECK(receiver.answered(503) == failures);
+    CHECK(health(port, "xtel_exporter_otlp_traces_failed_attempts_total") == failures);
+    CHECK(receiver.answered(200) == health(port, "xtel_exporter_otlp_traces_requests_sent_total"));
     CHECK(health(port, "xtel_exporter_otlp_traces_requests_dropped_total") == 0);
     CHECK(health(port, "xtel_exporter_otlp_traces_requests_rejected_total") == 0);
 }
@@ -294,7 +345,8 @@ TEST_CASE("a span file of another owner is refused, counted, and none of its spa
         return;
     }
     temp_dir tmp;
-    trace_receiver receiver;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
     ring::writer foreign(tmp.path(), "foreign-0", 16);
     REQUIRE(foreign.write(spans("foreign-0", 1, 5)));
     REQUIRE(::chown(foreign.path().c_str(), 4242, 4242) == 0);
@@ -320,7 +372,8 @@ TEST_CASE("a span file of another owner is refused, counted, and none of its spa
 TEST_CASE("a ring made again under its name is read from its start, the old one's spans kept",
           "[exporter_traces]") {
     temp_dir tmp;
-    trace_receiver receiver;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
     auto exporter = start_traces_exporter(tmp.path(), receiver.url());
     const int port = prom_it::served_port(exporter);
     REQUIRE(port > 0);
@@ -343,7 +396,8 @@ TEST_CASE("a ring made again under its name is read from its start, the old one'
 TEST_CASE("spans overwritten before xtel-exporter read them are counted lost, the rest exported",
           "[exporter_traces]") {
     temp_dir tmp;
-    trace_receiver receiver;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
     ring::writer writer(tmp.path(), "fast-0", 8);
     auto exporter = start_traces_exporter(tmp.path(), receiver.url());
     const int port = prom_it::served_port(exporter);
@@ -368,7 +422,6 @@ TEST_CASE("xfer_demo's spans reach the traces receiver through xtel-exporter in 
     temp_dir tmp;
     constexpr std::uint64_t block = 16384;
     constexpr std::size_t transfers = 24;
-    const std::string caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     // Every transfer timed and over a threshold of 0: one span each, on the initiator's side.
     const auto demo = xtel_test::run({"env",
                                       "NIXL_TELEMETRY_ENABLE=y",
@@ -394,7 +447,8 @@ TEST_CASE("xfer_demo's spans reach the traces receiver through xtel-exporter in 
                                       caller});
     INFO(demo.out << demo.err);
     REQUIRE(demo.exit_code == 0);
-    trace_receiver receiver;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
     auto exporter = start_traces_exporter(tmp.path(), receiver.url());
     const int port = prom_it::served_port(exporter);
     REQUIRE(port > 0);
@@ -406,17 +460,180 @@ TEST_CASE("xfer_demo's spans reach the traces receiver through xtel-exporter in 
     const auto got = receiver.spans();
     REQUIRE(got.size() == transfers);
     std::set<std::string> ids;
-    for (const pb::Span& s : got) {
-        CHECK(trace_receiver::hex(s.trace_id()) == "0af7651916cd43dd8448eb211c80319c");
-        CHECK(trace_receiver::hex(s.parent_span_id()) == "b7ad6b7169203331");
-        CHECK(s.name() == "write e2e-target");
-        CHECK(s.kind() == pb::Span::SPAN_KIND_CLIENT);
-        CHECK(s.flags() == 0x301);
-        CHECK_FALSE(s.has_status());
-        CHECK(s.start_time_unix_nano() <= s.end_time_unix_nano());
-        ids.insert(trace_receiver::hex(s.span_id()));
+    for (const span_line& s : got) {
+        INFO(s.text());
+        CHECK(s.field("traceId") == caller_trace);
+        CHECK(s.field("parentSpanId") == caller_span);
+        CHECK(s.field("name") == "write e2e-target");
+        CHECK(s.field("kind") == "3");     // SPAN_KIND_CLIENT
+        CHECK(s.field("flags") == "769");  // 0x301: sampled, the parent remote and known so
+        CHECK(s.field("status") == "null");
+        CHECK(std::stoull(s.field("start")) <= std::stoull(s.field("end")));
+        CHECK(s.attribute("xtel.transfer.bytes") == std::to_string(block));
+        ids.insert(s.field("spanId"));
     }
     CHECK(ids.size() == transfers);
     CHECK(receiver.agents() == std::vector<std::string>(transfers, "e2e-initiator"));
+    CHECK(health(port, "xtel_exporter_spans_lost_total") == 0);
+}
+
+namespace {
+
+/// xfer_demo as one of two processes (`role` target or initiator) of the pair `name`, writing
+/// `transfers` blocks through the metadata file in `dir`, publishing node files and span rings
+/// into `dir`, with `env` on top; the initiator tags every transfer with `caller`.
+spawn_options pair_options(const temp_dir& dir,
+                           const std::string& name,
+                           const std::string& role,
+                           std::uint64_t transfers,
+                           std::vector<std::pair<std::string, std::string>> env) {
+    spawn_options o;
+    o.argv = {XTEL_XFER_DEMO,
+              "--role",
+              role,
+              "--metadata",
+              (dir.path() / "metadata").string(),
+              "--name",
+              name,
+              "--op",
+              "write",
+              "--total",
+              std::to_string(transfers * pair_block),
+              "--block",
+              std::to_string(pair_block),
+              "--depth",
+              "4",
+              "--timeout",
+              "30"};
+    if (role == "initiator") {
+        o.argv.insert(o.argv.end(), {"--traceparent", caller});
+    }
+    o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_EXPORTER", "node"},
+             {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()},
+             {"NIXL_TELEMETRY_RUN_INTERVAL", "50"},
+             {"UCX_MEM_MALLOC_HOOKS", "no"},
+             {"UCX_MEM_EVENTS", "no"}};
+    o.env.insert(o.env.end(), env.begin(), env.end());
+    o.unset = exporter_it::rank_variables;
+    o.output_path = dir.path() / (role + ".log");
+    return o;
+}
+
+/// The sum of the series of `family` in an exposition `body` whose labels contain every one of
+/// `parts` (agent_name="...", reason="...").
+std::uint64_t series_sum(const std::string& body,
+                         std::string_view family,
+                         const std::vector<std::string>& parts) {
+    std::uint64_t sum = 0;
+    std::istringstream in(body);
+    for (std::string line; std::getline(in, line);) {
+        if (!line.starts_with(fmt::format("{}{{", family))) {
+            continue;
+        }
+        bool all = true;
+        for (const auto& p : parts) {
+            all = all && line.find(p) != std::string::npos;
+        }
+        if (all) {
+            sum += std::stoull(line.substr(line.rfind(' ') + 1));
+        }
+    }
+    return sum;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "xfer_demo in two processes under a caller's traceparent has one span per transfer at the "
+    "receiver, each in the caller's trace, naming the peer and its bytes",
+    "[exporter_traces]") {
+    temp_dir tmp;
+    constexpr std::uint64_t transfers = 40;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    // The target first: it writes the metadata file the initiator waits for.
+    child_process target(pair_options(tmp, "pair", "target", transfers, {}));
+    child_process initiator(pair_options(tmp, "pair", "initiator", transfers,
+                                         {{"NIXL_TELEMETRY_TIMING_SAMPLE", "1"},
+                                          {"NIXL_TELEMETRY_TRACE_SLOW_US", "0"},
+                                          {"NIXL_TELEMETRY_TRACE_SAMPLE", "0"}}));
+    INFO("initiator:\n"
+         << xtel_test::read_file(tmp.path() / "initiator.log") << "target:\n"
+         << xtel_test::read_file(tmp.path() / "target.log"));
+    REQUIRE(initiator.wait(60s) == 0);
+    REQUIRE(target.wait(60s) == 0);
+    // Both agents have gone: their rings are read to their ends, then let go.
+    REQUIRE(eventually([&] {
+        return receiver.span_ids().size() >= transfers &&
+               health(port, "xtel_exporter_span_files") == 0;
+    }));
+    const auto got = receiver.spans();
+    REQUIRE(got.size() == transfers);
+    std::set<std::string> ids;
+    for (const span_line& s : got) {
+        INFO(s.text());
+        CHECK(s.resource("xtel.agent.name") == "pair-initiator");
+        CHECK(s.field("traceId") == caller_trace);
+        CHECK(s.field("parentSpanId") == caller_span);
+        CHECK(s.field("name") == "write pair-target");
+        CHECK(s.attribute("xtel.peer.agent") == "pair-target");
+        CHECK(s.attribute("xtel.transfer.bytes") == std::to_string(pair_block));
+        CHECK(s.field("kind") == "3");  // SPAN_KIND_CLIENT
+        ids.insert(s.field("spanId"));
+    }
+    CHECK(ids.size() == transfers);
+    CHECK(ids.count(caller_span) == 0);
+    CHECK(health(port, "xtel_exporter_spans_lost_total") == 0);
+}
+
+TEST_CASE(
+    "with a small trace budget the receiver holds exactly the spans the agent counts written, "
+    "and those with the ones it dropped add up to the transfers",
+    "[exporter_traces]") {
+    temp_dir tmp;
+    constexpr std::uint64_t transfers = 300;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    child_process target(pair_options(tmp, "bg", "target", transfers, {}));
+    child_process initiator(pair_options(tmp, "bg", "initiator", transfers,
+                                         {{"NIXL_TELEMETRY_TIMING_SAMPLE", "1"},
+                                          {"NIXL_TELEMETRY_TRACE_SLOW_US", "0"},
+                                          {"NIXL_TELEMETRY_TRACE_SAMPLE", "0"},
+                                          {"NIXL_TELEMETRY_TRACE_BUDGET", "10"}}));
+    INFO("initiator:\n"
+         << xtel_test::read_file(tmp.path() / "initiator.log") << "target:\n"
+         << xtel_test::read_file(tmp.path() / "target.log"));
+    REQUIRE(initiator.wait(60s) == 0);
+    REQUIRE(target.wait(60s) == 0);
+    const std::vector<std::string> agent{R"(agent_name="bg-initiator")"};
+    const std::vector<std::string> budget{R"(agent_name="bg-initiator")", R"(reason="budget")"};
+    std::uint64_t written = 0;
+    std::uint64_t dropped = 0;
+    const std::string body = prom_it::scrape_until(port, [&](const std::string& b) {
+        written = series_sum(b, "xtel_trace_spans_total", agent);
+        dropped = series_sum(b, "xtel_trace_spans_dropped_total", budget);
+        return written + dropped == transfers;
+    });
+    INFO(body);
+    CHECK(written + dropped == transfers);
+    CHECK(written >= 10);  // the bucket starts full
+    CHECK(dropped > 0);
+    REQUIRE(eventually([&] { return receiver.span_ids().size() >= written; }));
+    std::this_thread::sleep_for(1500ms);
+    const auto got = receiver.spans();
+    CHECK(got.size() == written);
+    std::set<std::string> ids;
+    for (const span_line& s : got) {
+        CHECK(s.field("traceId") == caller_trace);
+        ids.insert(s.field("spanId"));
+    }
+    CHECK(ids.size() == got.size());
     CHECK(health(port, "xtel_exporter_spans_lost_total") == 0);
 }

@@ -11,15 +11,15 @@
 //     first only for signed types, within the type's range, without leading zeros. Decoders also
 //     take JSON numbers, but a number past 2^53 has already lost digits in some JSON library.
 //   - Enums are JSON numbers (integers); OTLP forbids enum names.
-//   - traceId and spanId are hex strings of 16 and 8 bytes (either case, as the specification
-//     says), or "" for none. Other bytes fields are standard padded base64.
+//   - traceId is a hex string of 16 bytes, spanId and parentSpanId of 8 (either case, as the
+//     specification says), or "" for none. Other bytes fields are standard padded base64.
 //   - 32-bit integers are integral JSON numbers in range; doubles are numbers or "NaN",
 //     "Infinity", "-Infinity"; bools are true or false; strings are strings; a message is an
 //     object; a repeated field is an array. null stands for an absent field, as in proto3 JSON.
 //   - At most one member of a oneof is present.
 const { Long } = require('./otlp_root');
 
-const hexBytes = { traceId: 16, spanId: 8 };
+const hexBytes = { traceId: 16, spanId: 8, parentSpanId: 8 };
 const specialDoubles = new Set(['NaN', 'Infinity', '-Infinity']);
 const ranges = {
     int64: [-(2n ** 63n), 2n ** 63n - 1n],

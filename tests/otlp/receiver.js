@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 'use strict';
-// OTLP/HTTP metrics receiver for xtel's integration tests. It decodes what an exporter pushes with
-// OpenTelemetry JS's generated protobuf types (otlp_root.js), not with anything of xtel's, and
-// records it in files that a C++ test reads with plain string operations.
+// OTLP/HTTP metrics and traces receiver for xtel's integration tests. It decodes what an exporter
+// pushes with OpenTelemetry JS's generated protobuf types (otlp_root.js), not with anything of
+// xtel's, and records it in files that a C++ test reads with plain string operations.
 //
 // Usage: node tests/otlp/receiver.js --out DIR [--port N] [--fail N] [--retry-after S]
 //                                    [--partial-success N]
 // Once listening it prints one line, "listening on 127.0.0.1:PORT", and serves until SIGTERM or
-// SIGINT, when it exits 0. It answers POST /v1/metrics (other paths 404, other methods 405);
+// SIGINT, when it exits 0. It answers POST /v1/metrics and POST /v1/traces (other paths 404,
+// other methods 405);
 // Content-Type application/x-protobuf or application/json (else 415); Content-Encoding gzip or
 // none (else 415); a body that does not decode, or JSON that breaks a rule of otlp_json.js, 400.
 //
@@ -24,12 +25,25 @@
 //   (the 503s of --fail are in attempts.txt only)
 //
 // requests.jsonl, one JSON object per line, per POST answered 200:
-//   {"seq":N,"encoding":"protobuf"|"json","gzip":BOOL,"headers":{lowercased name: value},
-//    "request":ExportMetricsServiceRequest as protobufjs's toObject gives it: lowerCamelCase
-//    keys, fields left at their default omitted, 64-bit integers as decimal strings, enums as
-//    numbers, bytes as lowercase hex, NaN and infinities as "NaN", "Infinity", "-Infinity"}
+//   {"seq":N,"signal":"metrics"|"traces","encoding":"protobuf"|"json","gzip":BOOL,
+//    "headers":{lowercased name: value},
+//    "request":ExportMetricsServiceRequest or ExportTraceServiceRequest as protobufjs's toObject
+//    gives it: lowerCamelCase keys, fields left at their default omitted, 64-bit integers as
+//    decimal strings, enums as numbers, bytes as lowercase hex, NaN and infinities as "NaN",
+//    "Infinity", "-Infinity"}
 //
-// points.txt, one line per data point of each POST answered 200, in the request's order:
+// spans.jsonl, one JSON object per line, per span of each POST to /v1/traces answered 200, in the
+// request's order, its keys always present and in this order:
+//   {"seq":N,"resource":{ATTRS},"scope":SCOPE,"traceId":HEX,"spanId":HEX,"parentSpanId":HEX,
+//    "traceState":S,"flags":F,"name":S,"kind":K,"start":NANOS,"end":NANOS,
+//    "status":{"code":C,"message":S} or null when not sent,"attributes":{ATTRS},
+//    "events":[{"name":S,"time":NANOS,"attributes":{ATTRS}},...],"links":L}
+//   HEX        lower-case hex ("" when not sent); F, K, C, L numbers (L counts the links);
+//   NANOS      a string of decimal digits ("0" when not sent)
+//   ATTRS      "key":"value" sorted by key, each value a string written as for points.txt below
+//
+// points.txt, one line per data point of each POST to /v1/metrics answered 200, in the request's
+// order:
 //   seq  KIND  NAME  unit=U  temporality=T  monotonic=M  resource=ATTRS  scope=SCOPE  attrs=ATTRS
 //        start=NANOS  time=NANOS  then by KIND:
 //     sum, gauge:             value=V  type=int|double|none  exemplars=EXEMPLARS
@@ -64,15 +78,15 @@ const { makeJsonDecoder, JsonRuleError } = require('./otlp_json');
 
 const usage = `Usage: node receiver.js --out DIR [--port N] [--fail N] [--retry-after S]
                                [--partial-success N]
-  --out DIR              record what arrives in DIR (created if missing; its four files emptied)
+  --out DIR              record what arrives in DIR (created if missing; its five files emptied)
   --port N               listen on 127.0.0.1:N; 0, the default, takes any free port
-  --fail N               answer the first N POSTs to /v1/metrics with 503
+  --fail N               answer the first N POSTs to /v1/metrics or /v1/traces with 503
   --retry-after S        add "Retry-After: S" to those 503s
-  --partial-success N    answer each accepted request with partial_success rejecting N points`;
+  --partial-success N    answer each accepted request with partial_success rejecting N points
+                         (N spans, for traces)`;
 
 // The OTLP specification recommends this limit, before and after decompression.
 const maxBodyBytes = 20 * 1024 * 1024;
-const requestTypeName = 'opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest';
 
 // --- Options -------------------------------------------------------------------------------------
 
@@ -124,10 +138,10 @@ function escapeText(text) {
     return String(text).replace(/[\\\t\r\n]/g, (c) => escapes[c]);
 }
 
-// The decoded request as a plain object (see requests.jsonl above).
-function plainRequest(message) {
+// The decoded request of `signal` as a plain object (see requests.jsonl above).
+function plainRequest(signal, message) {
     const options = { longs: String, enums: Number, json: true };
-    const object = otlp.ExportMetricsServiceRequest.toObject(message, options);
+    const object = signal.Request.toObject(message, options);
     const hexify = (value) => {
         if (value instanceof Uint8Array) return Buffer.from(value).toString('hex');
         if (Array.isArray(value)) return value.map(hexify);
@@ -271,10 +285,63 @@ function pointLines(seq, request) {
     return lines;
 }
 
+// ATTRS of spans.jsonl: the attributes as one object, sorted by key.
+function attributesObject(attributes) {
+    return Object.fromEntries(
+        (attributes || [])
+            .map((kv) => [kv.key || '', anyValueText(kv.value)])
+            .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    );
+}
+
+// The spans.jsonl lines of one request (see the format above).
+function spanLines(seq, request) {
+    const lines = [];
+    for (const rs of request.resourceSpans || []) {
+        const resource = attributesObject(rs.resource && rs.resource.attributes);
+        for (const ss of rs.scopeSpans || []) {
+            const scope = (ss.scope && ss.scope.name) || '';
+            for (const s of ss.spans || []) {
+                const status = s.status
+                    ? { code: s.status.code || 0, message: s.status.message || '' }
+                    : null;
+                const events = (s.events || []).map((e) => ({
+                    name: e.name || '',
+                    time: e.timeUnixNano || '0',
+                    attributes: attributesObject(e.attributes),
+                }));
+                // toObject wrote the ids as hex already (plainRequest); lower-case, as Buffer
+                // writes it.
+                const span = {
+                    seq,
+                    resource,
+                    scope,
+                    traceId: s.traceId || '',
+                    spanId: s.spanId || '',
+                    parentSpanId: s.parentSpanId || '',
+                    traceState: s.traceState || '',
+                    flags: s.flags || 0,
+                    name: s.name || '',
+                    kind: s.kind || 0,
+                    start: s.startTimeUnixNano || '0',
+                    end: s.endTimeUnixNano || '0',
+                    status,
+                    attributes: attributesObject(s.attributes),
+                    events,
+                    links: (s.links || []).length,
+                };
+                lines.push(JSON.stringify(span));
+            }
+        }
+    }
+    return lines;
+}
+
 function makeRecorder(dir) {
     fs.mkdirSync(dir, { recursive: true });
     const file = (name) => path.join(dir, name);
-    for (const name of ['attempts.txt', 'errors.txt', 'requests.jsonl', 'points.txt']) {
+    const names = ['attempts.txt', 'errors.txt', 'requests.jsonl', 'points.txt', 'spans.jsonl'];
+    for (const name of names) {
         fs.writeFileSync(file(name), '');
     }
     const append = (name, lines) => {
@@ -282,10 +349,11 @@ function makeRecorder(dir) {
     };
     const line = (...fields) => fields.map(escapeText).join('\t');
     return {
-        accepted(seq, encoding, gzip, headers, message) {
-            const request = plainRequest(message);
-            append('requests.jsonl', [JSON.stringify({ seq, encoding, gzip, headers, request })]);
-            append('points.txt', pointLines(seq, request));
+        accepted(seq, signal, encoding, gzip, headers, message) {
+            const request = plainRequest(signal, message);
+            const record = { seq, signal: signal.name, encoding, gzip, headers, request };
+            append('requests.jsonl', [JSON.stringify(record)]);
+            append(signal.file, signal.lines(seq, request));
         },
         error(seq, status, reason) {
             append('errors.txt', [line(seq, status, reason)]);
@@ -306,12 +374,38 @@ const encodings = {
 };
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-// The response body for an accepted request, in the request's encoding.
-function successBody(encoding, rejected) {
-    const Response = otlp.ExportMetricsServiceResponse;
+// What differs between the two signals, by path.
+const signals = {
+    '/v1/metrics': {
+        name: 'metrics',
+        Request: otlp.ExportMetricsServiceRequest,
+        Response: otlp.ExportMetricsServiceResponse,
+        typeName: 'opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest',
+        root: otlp.root,
+        rejectedKey: 'rejectedDataPoints',
+        rejectedWhat: 'points',
+        file: 'points.txt',
+        lines: pointLines,
+    },
+    '/v1/traces': {
+        name: 'traces',
+        Request: otlp.ExportTraceServiceRequest,
+        Response: otlp.ExportTraceServiceResponse,
+        typeName: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest',
+        root: otlp.tracesRoot,
+        rejectedKey: 'rejectedSpans',
+        rejectedWhat: 'spans',
+        file: 'spans.jsonl',
+        lines: spanLines,
+    },
+};
+
+// The response body for an accepted request of `signal`, in the request's encoding.
+function successBody(signal, encoding, rejected) {
+    const Response = signal.Response;
     const partialSuccess = {
-        rejectedDataPoints: String(rejected),
-        errorMessage: `test rejects ${rejected} points`,
+        [signal.rejectedKey]: String(rejected),
+        errorMessage: `test rejects ${rejected} ${signal.rejectedWhat}`,
     };
     const response = Response.fromObject(rejected === null ? {} : { partialSuccess });
     if (encoding === 'protobuf') return Buffer.from(Response.encode(response).finish());
@@ -333,10 +427,10 @@ function refusal(status, reason) {
 }
 
 // The request's message, decoded from a body in either encoding, or a refusal.
-function decodeBody(encoding, payload, state) {
+function decodeBody(signal, encoding, payload, state) {
     try {
         if (encoding === 'protobuf') {
-            return { message: otlp.ExportMetricsServiceRequest.decode(payload) };
+            return { message: signal.Request.decode(payload) };
         }
         let text;
         try {
@@ -344,16 +438,16 @@ function decodeBody(encoding, payload, state) {
         } catch (e) {
             throw new JsonRuleError('the body is not UTF-8');
         }
-        return { message: state.decodeJson(text) };
+        return { message: state.decodeJson[signal.name](text) };
     } catch (e) {
         const what = e instanceof JsonRuleError ? 'OTLP JSON rule' : `${encoding} decode`;
         return { refused: refusal(400, `${what}: ${e.message}`) };
     }
 }
 
-// The answer to one POST to /v1/metrics, whose whole body has arrived:
+// The answer to one POST to `signal`'s path, whose whole body has arrived:
 // { status, headers, body, error? (the reason for errors.txt), accepted? (what to record) }.
-function judge(headers, body, state) {
+function judge(signal, headers, body, state) {
     if (state.failuresLeft > 0) {
         --state.failuresLeft;
         const after = state.options.retryAfter;
@@ -381,12 +475,12 @@ function judge(headers, body, state) {
             return refusal(413, `body is over ${maxBodyBytes} bytes after gunzip`);
         }
     }
-    const { message, refused } = decodeBody(encoding, payload, state);
+    const { message, refused } = decodeBody(signal, encoding, payload, state);
     if (refused) return refused;
     return {
         status: 200,
         headers: { 'content-type': mediaType },
-        body: successBody(encoding, state.options.partialSuccess),
+        body: successBody(signal, encoding, state.options.partialSuccess),
         accepted: { encoding, gzip, message },
     };
 }
@@ -398,9 +492,10 @@ function send(res, answer) {
 
 function handle(req, res, state) {
     const pathname = new URL(req.url, 'http://receiver').pathname;
+    const signal = Object.hasOwn(signals, pathname) ? signals[pathname] : null;
     if (req.method !== 'POST') {
         req.resume();
-        if (pathname !== '/v1/metrics') return send(res, textAnswer(404, 'not found'));
+        if (!signal) return send(res, textAnswer(404, 'not found'));
         return send(res, textAnswer(405, 'only POST', { allow: 'POST' }));
     }
     const seq = ++state.seq;
@@ -412,16 +507,17 @@ function handle(req, res, state) {
     });
     req.on('end', () => {
         let answer;
-        if (pathname !== '/v1/metrics') {
-            answer = refusal(404, `POST to ${pathname}; only /v1/metrics is served`);
+        if (!signal) {
+            const served = Object.keys(signals).join(' and ');
+            answer = refusal(404, `POST to ${pathname}; only ${served} are served`);
         } else if (bytes > maxBodyBytes) {
             answer = refusal(413, `body is over ${maxBodyBytes} bytes`);
         } else {
-            answer = judge(req.headers, Buffer.concat(chunks), state);
+            answer = judge(signal, req.headers, Buffer.concat(chunks), state);
         }
         if (answer.accepted) {
             const { encoding, gzip, message } = answer.accepted;
-            state.recorder.accepted(seq, encoding, gzip, req.headers, message);
+            state.recorder.accepted(seq, signal, encoding, gzip, req.headers, message);
         }
         if (answer.error) state.recorder.error(seq, answer.status, answer.error);
         state.recorder.attempt(seq, answer.status, req.headers, bytes);
@@ -431,13 +527,16 @@ function handle(req, res, state) {
 
 function main() {
     const options = parseOptions(process.argv.slice(2));
-    const Request = otlp.ExportMetricsServiceRequest;
+    const decodeJson = {};
+    for (const signal of Object.values(signals)) {
+        decodeJson[signal.name] = makeJsonDecoder(signal.root, signal.Request, signal.typeName);
+    }
     const state = {
         options,
         seq: 0,
         failuresLeft: options.fail,
         recorder: makeRecorder(options.out),
-        decodeJson: makeJsonDecoder(otlp.root, Request, requestTypeName),
+        decodeJson,
     };
     const server = http.createServer((req, res) => handle(req, res, state));
     // Every record is written synchronously before its answer, so nothing is lost by exiting at

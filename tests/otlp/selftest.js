@@ -219,6 +219,7 @@ function checkAccepted(receiver, response, encoding, gzip) {
     assert.equal(records.length, 1);
     const [record] = records;
     assert.equal(record.seq, 1);
+    assert.equal(record.signal, 'metrics');
     assert.equal(record.encoding, encoding);
     assert.equal(record.gzip, gzip);
     assert.equal(record.headers['content-type'], type);
@@ -228,6 +229,7 @@ function checkAccepted(receiver, response, encoding, gzip) {
     assert.equal(histogramPoint.count, '18446744073709551615');
     assert.equal(histogramPoint.exemplars[0].traceId, traceHex);
     assert.equal(receiver.read('errors.txt'), '');
+    assert.equal(receiver.read('spans.jsonl'), '');
 }
 
 // --- Accepted requests ---------------------------------------------------------------------------
@@ -314,6 +316,161 @@ test('exponential histograms, summaries and awkward attribute values have their 
         ]);
     });
 
+// --- Traces ------------------------------------------------------------------------------------
+
+const TraceRequest = otlp.ExportTraceServiceRequest;
+const TraceResponse = otlp.ExportTraceServiceResponse;
+const childHex = '00f067aa0ba902b7';
+const end = '1700000000000250000';
+
+// Two spans: a child of a remote parent with an error status, an event and 64-bit attributes,
+// and a root span with nothing but its ids and name.
+const sampleTraceProtobuf = Buffer.from(TraceRequest.encode(TraceRequest.fromObject({
+    resourceSpans: [{
+        resource: { attributes: [text('xtel.agent.name', 'prefill-0'), int('host.id', '7')] },
+        scopeSpans: [{
+            scope: { name: 'xtel', version: '1.0' },
+            spans: [
+                {
+                    traceId: Buffer.from(traceHex, 'hex'),
+                    spanId: Buffer.from(childHex, 'hex'),
+                    parentSpanId: Buffer.from(spanHex, 'hex'),
+                    flags: 0x301,
+                    name: 'write decode-0',
+                    kind: 3,
+                    startTimeUnixNano: start,
+                    endTimeUnixNano: end,
+                    attributes: [int('xtel.bytes', '9223372036854775807'), text('peer', 'd0')],
+                    events: [{ name: 'posted', timeUnixNano: start, attributes: [int('n', '2')] }],
+                    status: { code: 2, message: 'timeout' },
+                },
+                {
+                    traceId: Buffer.from(traceHex, 'hex'),
+                    spanId: Buffer.from(spanHex, 'hex'),
+                    name: 'root',
+                },
+            ],
+        }],
+    }],
+})).finish());
+
+// The same request, by hand, in OTLP JSON; the ids in capitals (hex is case-insensitive).
+const sampleTraceJson = `{"resourceSpans": [{
+  "resource": {"attributes": [
+    {"key": "xtel.agent.name", "value": {"stringValue": "prefill-0"}},
+    {"key": "host.id", "value": {"intValue": "7"}}]},
+  "scopeSpans": [{"scope": {"name": "xtel", "version": "1.0"}, "spans": [
+    {"traceId": "${traceHex.toUpperCase()}", "spanId": "${childHex.toUpperCase()}",
+     "parentSpanId": "${spanHex.toUpperCase()}", "flags": 769, "name": "write decode-0",
+     "kind": 3, "startTimeUnixNano": "${start}", "endTimeUnixNano": "${end}",
+     "attributes": [{"key": "xtel.bytes", "value": {"intValue": "9223372036854775807"}},
+                    {"key": "peer", "value": {"stringValue": "d0"}}],
+     "events": [{"name": "posted", "timeUnixNano": "${start}",
+                 "attributes": [{"key": "n", "value": {"intValue": "2"}}]}],
+     "status": {"code": 2, "message": "timeout"}},
+    {"traceId": "${traceHex}", "spanId": "${spanHex}", "parentSpanId": "", "name": "root"}
+  ]}]}]}`;
+
+const sampleSpans = (seq) => [
+    {
+        seq,
+        resource: { 'host.id': '7', 'xtel.agent.name': 'prefill-0' },
+        scope: 'xtel',
+        traceId: traceHex,
+        spanId: childHex,
+        parentSpanId: spanHex,
+        traceState: '',
+        flags: 0x301,
+        name: 'write decode-0',
+        kind: 3,
+        start,
+        end,
+        status: { code: 2, message: 'timeout' },
+        attributes: { peer: 'd0', 'xtel.bytes': '9223372036854775807' },
+        events: [{ name: 'posted', time: start, attributes: { n: '2' } }],
+        links: 0,
+    },
+    {
+        seq,
+        resource: { 'host.id': '7', 'xtel.agent.name': 'prefill-0' },
+        scope: 'xtel',
+        traceId: traceHex,
+        spanId: spanHex,
+        parentSpanId: '',
+        traceState: '',
+        flags: 0,
+        name: 'root',
+        kind: 0,
+        start: '0',
+        end: '0',
+        status: null,
+        attributes: {},
+        events: [],
+        links: 0,
+    },
+];
+
+const postTraces = (port, headers, body) => post(port, { path: '/v1/traces', headers, body });
+
+test('a protobuf traces request is recorded as one exact spans.jsonl line per span', async (t) => {
+    const receiver = await startReceiver(t);
+    const response = await postTraces(receiver.port, protobufHeaders, sampleTraceProtobuf);
+    assert.equal(response.status, 200, response.body.toString());
+    assert.equal(response.headers['content-type'], 'application/x-protobuf');
+    assert.deepEqual(TraceResponse.decode(response.body).toJSON(), {});
+    const lines = receiver.lines('spans.jsonl');
+    assert.deepEqual(lines.map((line) => JSON.parse(line)), sampleSpans(1));
+    // The keys in the documented order, so a test may look for "spanId":"…","parentSpanId":"…".
+    assert.ok(lines[0].startsWith('{"seq":1,"resource":{"host.id":"7","xtel.agent.name"'));
+    assert.ok(lines[0].includes(`"traceId":"${traceHex}","spanId":"${childHex}"`), lines[0]);
+    const [record] = receiver.lines('requests.jsonl').map((line) => JSON.parse(line));
+    assert.equal(record.signal, 'traces');
+    assert.equal(record.request.resourceSpans[0].scopeSpans[0].spans[0].parentSpanId, spanHex);
+    assert.equal(receiver.read('points.txt'), '');
+    assert.equal(receiver.read('errors.txt'), '');
+    const attempt = `1\t200\tapplication/x-protobuf\t-\t${sampleTraceProtobuf.length}`;
+    assert.deepEqual(receiver.lines('attempts.txt'), [attempt]);
+});
+
+test('a hand-written OTLP JSON traces request is recorded as the same spans lines', async (t) => {
+    const receiver = await startReceiver(t);
+    const response = await postTraces(receiver.port, jsonHeaders, sampleTraceJson);
+    assert.equal(response.status, 200, response.body.toString());
+    assert.equal(response.body.toString(), '{}');
+    const spans = receiver.lines('spans.jsonl').map((line) => JSON.parse(line));
+    assert.deepEqual(spans, sampleSpans(1));
+});
+
+test('a parent span id in base64 instead of hex is refused', async (t) => {
+    const receiver = await startReceiver(t);
+    const base64 = Buffer.from(spanHex, 'hex').toString('base64');
+    const body = sampleTraceJson.replace(`"${spanHex.toUpperCase()}"`, `"${base64}"`);
+    assert.notEqual(body, sampleTraceJson);
+    const response = await postTraces(receiver.port, jsonHeaders, body);
+    assert.equal(response.status, 400);
+    const errors = receiver.lines('errors.txt');
+    assert.equal(errors.length, 1);
+    assert.match(errors[0], /spans\[0\]\.parentSpanId: expected 8 bytes as 16 hex digits/);
+    assert.equal(receiver.read('spans.jsonl'), '');
+});
+
+test('--fail and --partial-success apply to traces: 503 first, then rejectedSpans',
+    async (t) => {
+        const receiver = await startReceiver(t, '--fail', '1', '--partial-success', '2');
+        const failed = await postTraces(receiver.port, protobufHeaders, sampleTraceProtobuf);
+        assert.equal(failed.status, 503);
+        const binary = await postTraces(receiver.port, protobufHeaders, sampleTraceProtobuf);
+        assert.equal(binary.status, 200);
+        const partialSuccess = { rejectedSpans: '2', errorMessage: 'test rejects 2 spans' };
+        assert.deepEqual(TraceResponse.decode(binary.body).toJSON(), { partialSuccess });
+        const json = await postTraces(receiver.port, jsonHeaders, sampleTraceJson);
+        assert.deepEqual(JSON.parse(json.body.toString()), { partialSuccess });
+        const attempts = firstFields(receiver.lines('attempts.txt'), 2);
+        assert.deepEqual(attempts, ['1 503', '2 200', '3 200']);
+        const seqs = receiver.lines('spans.jsonl').map((line) => JSON.parse(line).seq);
+        assert.deepEqual(seqs, [2, 2, 3, 3]);
+    });
+
 // --- Refused requests ----------------------------------------------------------------------------
 
 // Sends the sample JSON with one edit and expects a 400 whose reason matches `expected`, in the
@@ -367,7 +524,7 @@ test('wrong path, method, content type, encoding and undecodable bodies get 404,
     async (t) => {
         const receiver = await startReceiver(t);
         const cases = [
-            [{ path: '/v1/traces', headers: protobufHeaders, body: sampleProtobuf }, 404],
+            [{ path: '/v1/logs', headers: protobufHeaders, body: sampleProtobuf }, 404],
             [{ headers: { 'content-type': 'text/plain' }, body: sampleProtobuf }, 415],
             [{ headers: { ...gzipHeaders, 'content-encoding': 'br' }, body: sampleProtobuf }, 415],
             [{ headers: protobufHeaders, body: Buffer.from([0x0a, 0xff]) }, 400],
