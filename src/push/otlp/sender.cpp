@@ -32,8 +32,9 @@ push_options sender_options(const sender_settings& s,
             rejected->fetch_add(static_cast<std::uint64_t>(
                                     std::max<std::int64_t>(0, partial->rejected_data_points)),
                                 std::memory_order_relaxed);
-            detail::log(log_level::warning, "{} to {}: the receiver rejected {} {} ({})", what, url,
-                        partial->rejected_data_points, items, partial->error_message);
+            xtel::detail::log(log_level::warning, "{} to {}: the receiver rejected {} {} ({})",
+                              what, url, partial->rejected_data_points, items,
+                              partial->error_message);
         }
     };
     return p;
