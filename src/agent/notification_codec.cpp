@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+
+#include "xtel/trace/context.hpp"
 
 namespace xtel::detail {
 
@@ -40,34 +43,6 @@ T get(std::span<const std::byte> in, std::size_t at) noexcept {
 template <std::size_t N>
 bool all_zero(const std::array<std::uint8_t, N>& a) noexcept {
     return std::all_of(a.begin(), a.end(), [](std::uint8_t b) { return b == 0; });
-}
-
-int hex_digit(char c) noexcept {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;  // W3C trace context: lower-case hex only
-}
-
-template <std::size_t N>
-bool parse_hex(std::string_view s, std::array<std::uint8_t, N>& out) noexcept {
-    if (s.size() != 2 * N) {
-        return false;
-    }
-    std::array<std::uint8_t, N> v{};
-    for (std::size_t i = 0; i < N; ++i) {
-        const int hi = hex_digit(s[2 * i]);
-        const int lo = hex_digit(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return false;
-        }
-        v[i] = static_cast<std::uint8_t>(hi * 16 + lo);
-    }
-    out = v;
-    return true;
 }
 
 }  // namespace
@@ -161,24 +136,11 @@ std::string_view decode_notification(std::span<const std::byte> in, notification
     return {};
 }
 
-bool parse_trace_context(std::string_view id,
-                         std::array<std::uint8_t, 16>& trace_id,
-                         std::array<std::uint8_t, 8>& span_id) noexcept {
-    std::array<std::uint8_t, 16> t{};
-    std::array<std::uint8_t, 8> s{};
-    if (id.size() == 55 && id[2] == '-' && id[35] == '-' && id[52] == '-') {
-        if (!parse_hex(id.substr(3, 32), t) || !parse_hex(id.substr(36, 16), s)) {
-            return false;
-        }
-    } else if (!parse_hex(id, t)) {
-        return false;
-    }
-    if (all_zero(t)) {
-        return false;  // W3C: an all-zero trace id is invalid
-    }
-    trace_id = t;
-    span_id = s;
-    return true;
+void set_trace(notification& n, std::string_view request_id) noexcept {
+    const std::optional<trace::context> ctx = trace::context_of(request_id);
+    n.traced = ctx.has_value();
+    n.trace_id = ctx ? ctx->trace : trace::trace_id{};
+    n.span_id = ctx ? ctx->parent : trace::span_id{};
 }
 
 }  // namespace xtel::detail

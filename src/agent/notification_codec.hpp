@@ -32,11 +32,10 @@ void encode_notification(const notification& n, std::vector<std::byte>& out);
 /// std::bad_alloc, and reads no byte outside `in`.
 std::string_view decode_notification(std::span<const std::byte> in, notification& out);
 
-/// The trace id and span id of a W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>"), or of a bare
-/// trace id (32 hex digits; span id zero); false, and both untouched, for anything else or an
-/// all-zero trace id.
-bool parse_trace_context(std::string_view id,
-                         std::array<std::uint8_t, 16>& trace_id,
-                         std::array<std::uint8_t, 8>& span_id) noexcept;
+/// Sets `n`'s trace from the request id its transfer was tagged with, by the spans' rules
+/// (trace::context_of, docs/trace-format.md): a traceparent's trace and span, a trace id, or
+/// the trace derived from any other id, so that the target joins the trace its initiator's
+/// span is in. An untagged transfer (empty id) leaves `n` untraced.
+void set_trace(notification& n, std::string_view request_id) noexcept;
 
 }  // namespace xtel::detail

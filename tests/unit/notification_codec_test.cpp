@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "agent/notification_codec.hpp"
+#include "xtel/trace/context.hpp"
 
 using xtel::notification;
 using xtel::detail::decode_notification;
 using xtel::detail::encode_notification;
-using xtel::detail::parse_trace_context;
+using xtel::detail::set_trace;
 
 namespace {
 
@@ -24,9 +25,8 @@ notification transfer_notification() {
     n.op = xtel::transfer_op::read;
     n.descriptors = 2;
     n.bytes = 0x0102030405060708ull;
-    REQUIRE(parse_trace_context("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-                                n.trace_id, n.span_id));
-    n.traced = true;
+    set_trace(n, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    REQUIRE(n.traced);
     return n;
 }
 
@@ -141,15 +141,25 @@ TEST_CASE("a longer header from a later minor revision is skipped, not refused",
     CHECK(out.message == "blocks 3,4");
 }
 
-TEST_CASE("a trace context is read from a traceparent or a bare trace id only", "[notification]") {
-    std::array<std::uint8_t, 16> t{};
-    std::array<std::uint8_t, 8> s{};
-    CHECK(parse_trace_context("4bf92f3577b34da6a3ce929d0e0e4736", t, s));
-    CHECK(t[15] == 0x36);
-    CHECK(s == std::array<std::uint8_t, 8>{});
-    CHECK_FALSE(parse_trace_context("req-17", t, s));
-    CHECK_FALSE(parse_trace_context("00000000000000000000000000000000", t, s));
-    CHECK_FALSE(parse_trace_context("4BF92F3577B34DA6A3CE929D0E0E4736", t, s));
-    CHECK_FALSE(
-        parse_trace_context("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bx-01", t, s));
+TEST_CASE("a notification carries the trace its transfer's spans are in, by the spans' rules",
+          "[notification]") {
+    notification n;
+    set_trace(n, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    CHECK(n.traced);
+    CHECK(xtel::trace::to_hex(n.trace_id) == "4bf92f3577b34da6a3ce929d0e0e4736");
+    CHECK(xtel::trace::to_hex(n.span_id) == "00f067aa0ba902b7");
+    // A bare trace id, in either case, as the spans and exemplars read it: no parent span.
+    set_trace(n, "4BF92F3577B34DA6A3CE929D0E0E4736");
+    CHECK(n.traced);
+    CHECK(xtel::trace::to_hex(n.trace_id) == "4bf92f3577b34da6a3ce929d0e0e4736");
+    CHECK(n.span_id == std::array<std::uint8_t, 8>{});
+    // A plain request id: the trace derived from it, the one its initiator's spans are in.
+    set_trace(n, "req-42");
+    CHECK(n.traced);
+    CHECK(xtel::trace::to_hex(n.trace_id) == "fd1180d9f0c0819f00056b7b9de19fce");
+    CHECK(n.span_id == std::array<std::uint8_t, 8>{});
+    // Untagged: no trace.
+    set_trace(n, "");
+    CHECK_FALSE(n.traced);
+    CHECK(n.trace_id == std::array<std::uint8_t, 16>{});
 }

@@ -37,7 +37,7 @@ status ucx_backend::impl::encode_transfer_notification(
     n.op = op;
     n.descriptors = static_cast<std::uint32_t>(std::min<std::size_t>(descriptors, 0xffffffffu));
     n.bytes = bytes;
-    n.traced = parse_trace_context(tags.request_id, n.trace_id, n.span_id);
+    set_trace(n, tags.request_id);
     auto wire = std::make_shared<std::vector<std::byte>>();
     encode_notification(n, *wire);
     out = std::move(wire);
