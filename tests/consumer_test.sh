@@ -22,8 +22,8 @@ if readelf -d "$work/fetch/consumer" | grep -i "NEEDED.*cudart"; then
     exit 1
 fi
 mkdir "$work/out1"
-"$work/fetch/consumer" "$work/out1" | tee "$work/fetch.log"
-grep -q "consumer: 20 events, 20480 tx bytes" "$work/fetch.log"
+expect "the vendored consumer runs" "$("$work/fetch/consumer" "$work/out1")" \
+    "consumer: 20 events, 20480 tx bytes"
 
 echo "--- the Debian packages, installed into a scratch root"
 step "make the Debian packages (cpack)" sh -c "cd '$build' && cpack -G DEB -B '$work/debs'"
@@ -31,23 +31,30 @@ root=$work/root
 for deb in "$work"/debs/libxtel-dev_*.deb "$work"/debs/xtel-tools_*.deb; do
     step "unpack $(basename "$deb")" dpkg-deb -x "$deb" "$root"
 done
-dpkg-deb -f "$work"/debs/libxtel-dev_*.deb Depends | grep -q "libucx-dev"
-dpkg-deb -f "$work"/debs/xtel-tools_*.deb Depends | grep -q "libucx0"
+expect "libxtel-dev depends on libucx-dev" \
+    "$(dpkg-deb -f "$work"/debs/libxtel-dev_*.deb Depends)" "libucx-dev"
+expect "xtel-tools depends on libucx0" "$(dpkg-deb -f "$work"/debs/xtel-tools_*.deb Depends)" \
+    "libucx0"
 version=$(sed -n 's/^project(xtel VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
-test "$("$root/usr/bin/xtel-exporter" --version)" = "xtel-exporter $version"
-test "$("$root/usr/bin/xtel" --version)" = "xtel $version"
-"$root/usr/bin/xtel-exporter" --help | grep -q "^Usage: xtel-exporter"
-test -f "$root/usr/share/doc/xtel/docs/deployment.md"
+expect "xtel-exporter --version" "$("$root/usr/bin/xtel-exporter" --version)" \
+    "xtel-exporter $version" -x
+expect "xtel --version" "$("$root/usr/bin/xtel" --version)" "xtel $version" -x
+expect "xtel-exporter --help" "$("$root/usr/bin/xtel-exporter" --help)" "^Usage: xtel-exporter"
+require "the docs are installed" test -f "$root/usr/share/doc/xtel/docs/deployment.md"
 # The node's files: the unit (naming the installed program), its account and defaults (a
 # conffile), the monitoring files (promtool accepts the installed rules), the manifests.
-grep -q "^ExecStart=/usr/bin/xtel-exporter " "$root/lib/systemd/system/xtel-exporter.service" ||
-    grep -q "^ExecStart=/usr/bin/xtel-exporter " "$root/usr/lib/systemd/system/xtel-exporter.service"
-test -f "$root/etc/default/xtel-exporter"
-find "$root" -path '*/sysusers.d/xtel-exporter.conf' | grep -q .
-dpkg-deb -I "$work"/debs/xtel-tools_*.deb conffiles | grep -qx "/etc/default/xtel-exporter"
-dpkg-deb -I "$work"/debs/xtel-tools_*.deb postinst | grep -q "systemd-sysusers xtel-exporter.conf"
-test -f "$root/usr/share/xtel/monitoring/dashboards/xtel-node.json"
-test -f "$root/usr/share/xtel/kubernetes/daemonset.yaml"
+unit=$(cat "$root/lib/systemd/system/xtel-exporter.service" \
+    "$root/usr/lib/systemd/system/xtel-exporter.service" 2>/dev/null || true)
+expect "the unit runs the installed program" "$unit" "^ExecStart=/usr/bin/xtel-exporter "
+require "the defaults file is installed" test -f "$root/etc/default/xtel-exporter"
+expect "the sysusers file is installed" "$(find "$root" -path '*/sysusers.d/xtel-exporter.conf')" .
+expect "the defaults are a conffile" \
+    "$(dpkg-deb -I "$work"/debs/xtel-tools_*.deb conffiles)" "/etc/default/xtel-exporter" -x
+expect "postinst creates the account" "$(dpkg-deb -I "$work"/debs/xtel-tools_*.deb postinst)" \
+    "systemd-sysusers xtel-exporter.conf"
+require "the dashboards are installed" \
+    test -f "$root/usr/share/xtel/monitoring/dashboards/xtel-node.json"
+require "the manifests are installed" test -f "$root/usr/share/xtel/kubernetes/daemonset.yaml"
 if command -v promtool >/dev/null; then
     step "promtool checks the installed rules" \
         promtool check rules "$root"/usr/share/xtel/monitoring/rules/*.rules.yaml
@@ -59,6 +66,6 @@ step "configure the consumer with find_package" \
     -DXTEL_CONSUMER_USE_FIND_PACKAGE=ON -DCMAKE_PREFIX_PATH="$root/usr"
 step "build the consumer with find_package" cmake --build "$work/installed" -j "$(nproc)"
 mkdir "$work/out2"
-"$work/installed/consumer" "$work/out2" | tee "$work/installed.log"
-grep -q "consumer: 20 events, 20480 tx bytes" "$work/installed.log"
+expect "the packaged consumer runs" "$("$work/installed/consumer" "$work/out2")" \
+    "consumer: 20 events, 20480 tx bytes"
 echo "consumer builds: ok"

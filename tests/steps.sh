@@ -15,3 +15,27 @@ step() {
         exit 1
     fi
 }
+
+# `expect NAME TEXT PATTERN [GREP OPTION...]`: TEXT (a program's output, captured whole first)
+# must match PATTERN. Captured, not piped: under pipefail, `program | grep -q` fails whenever
+# grep has its match and exits before the program has written the rest (SIGPIPE), which a help
+# text longer than one stdio buffer did one time in three.
+expect() {
+    local name=$1 text=$2 pattern=$3
+    shift 3
+    if ! grep -q "$@" -e "$pattern" <<<"$text"; then
+        echo "FAILED: $name: no line matches '$pattern' in:" >&2
+        printf '%s\n' "$text" >&2
+        exit 1
+    fi
+}
+
+# `require NAME COMMAND...`: the check COMMAND must succeed, or the test fails naming it.
+require() {
+    local name=$1
+    shift
+    if ! "$@"; then
+        echo "FAILED: $name: $*" >&2
+        exit 1
+    fi
+}
