@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "exporter_support.hpp"
+#include "otlp_receiver.hpp"
 #include "prometheus_support.hpp"
 #include "xtel/trace/context.hpp"
 #include "xtel/trace/span_ring.hpp"
@@ -86,33 +87,13 @@ class span_line {
     std::string line_;
 };
 
-/// The OTLP receiver of tests/otlp on `port` (0: any), recording into `dir`, with `args`
-/// (--fail N, --partial-success N).
-class otlp_receiver {
+/// The OTLP receiver of tests/otlp, with the spans it recorded.
+class otlp_receiver : public otlp_it::receiver_process {
   public:
-    explicit otlp_receiver(const std::filesystem::path& dir,
-                           int port = 0,
-                           std::vector<std::string> args = {})
-        : dir_(dir) {
-        REQUIRE(std::string_view(XTEL_NODE) != "");
-        spawn_options o;
-        o.argv = {XTEL_NODE,    XTEL_OTLP_RECEIVER, "--out",
-                  dir.string(), "--port",           std::to_string(port)};
-        o.argv.insert(o.argv.end(), args.begin(), args.end());
-        process_.emplace(o);
-        const auto line = process_->read_line("listening on", 30s);
-        INFO(
-            "receiver output: " << process_->output()
-                                << "\n(its npm packages: scripts/deps xtel_install_npm_test_deps)");
-        REQUIRE(line);
-        port_ = std::stoi(line->substr(line->rfind(':') + 1));
-    }
+    using receiver_process::receiver_process;
 
-    std::string url() const { return fmt::format("http://127.0.0.1:{}/v1/traces", port_); }
+    std::string url() const { return endpoint() + "/v1/traces"; }
 
-    std::string file(std::string_view name) const {
-        return xtel_test::read_file(dir_ / std::string(name));
-    }
     /// The spans of every request answered 200, in arrival order.
     std::vector<span_line> spans() const {
         std::vector<span_line> out;
@@ -141,11 +122,6 @@ class otlp_receiver {
     std::size_t answered(int status) const {
         return count_of(file("attempts.txt"), fmt::format("\t{}\t", status));
     }
-
-  private:
-    std::filesystem::path dir_;
-    int port_ = 0;
-    std::optional<child_process> process_;
 };
 
 /// `count` spans of `agent` numbered from `first`: span ids distinct, never zero.

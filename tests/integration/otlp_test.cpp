@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "otlp_receiver.hpp"
 #include "prometheus_support.hpp"
 
 using prom_it::child_process;
@@ -56,32 +57,14 @@ std::vector<std::string> split(std::string_view s, char by) {
     return out;
 }
 
-/// The OTLP receiver of tests/otlp, on `port` (0: any), recording into `dir`.
-class otlp_receiver {
+/// The OTLP receiver of tests/otlp, with the metric points it recorded.
+class otlp_receiver : public otlp_it::receiver_process {
   public:
-    otlp_receiver(const std::filesystem::path& dir,
-                  int port = 0,
-                  std::vector<std::string> args = {})
-        : dir_(dir) {
-        REQUIRE(std::string_view(XTEL_NODE) != "");
-        spawn_options o;
-        o.argv = {XTEL_NODE,    XTEL_OTLP_RECEIVER, "--out",
-                  dir.string(), "--port",           std::to_string(port)};
-        o.argv.insert(o.argv.end(), args.begin(), args.end());
-        process_.emplace(o);
-        const auto line = process_->read_line("listening on", 30s);
-        INFO(
-            "receiver output: " << process_->output()
-                                << "\n(its npm packages: scripts/deps xtel_install_npm_test_deps)");
-        REQUIRE(line);
-        port_ = std::stoi(line->substr(line->rfind(':') + 1));
-    }
-
-    std::string endpoint() const { return fmt::format("http://127.0.0.1:{}", port_); }
+    using receiver_process::receiver_process;
 
     std::vector<point> points() const {
         std::vector<point> out;
-        std::istringstream in(xtel_test::read_file(dir_ / "points.txt"));
+        std::istringstream in(file("points.txt"));
         for (std::string line; std::getline(in, line);) {
             const auto cells = split(line, '\t');
             if (cells.size() < 3) {
@@ -97,15 +80,6 @@ class otlp_receiver {
         }
         return out;
     }
-
-    std::string file(std::string_view name) const {
-        return xtel_test::read_file(dir_ / std::string(name));
-    }
-
-  private:
-    std::filesystem::path dir_;
-    int port_ = 0;
-    std::optional<child_process> process_;
 };
 
 /// `name`'s points of `metric` for the agent whose xtel.agent.name is `agent`.
