@@ -13,15 +13,8 @@ otlp_pusher::otlp_pusher(otlp_options o)
       encoder_(options_.resource, options_.temporality),
       rejected_points_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
     sender_ = std::make_unique<http_pusher>(
-        options_.url, detail::sender_options({.what = "OTLP",
-                                              .url = options_.url,
-                                              .encoding = options_.encoding,
-                                              .gzip = options_.gzip,
-                                              .headers = options_.headers,
-                                              .queue_capacity = options_.queue_capacity,
-                                              .timeout = options_.timeout,
-                                              .items = "points"},
-                                             rejected_points_));
+        options_.url,
+        detail::sender_options(detail::settings_of(options_, "OTLP", "points"), rejected_points_));
 }
 
 void otlp_pusher::push(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,

@@ -33,6 +33,19 @@ struct sender_settings {
     std::string_view items;
 };
 
+/// What `o` (otlp_options, otlp_trace_options) says of its sending, as `what` in the log.
+template <class Options>
+sender_settings settings_of(const Options& o, std::string what, std::string_view items) {
+    return {.what = std::move(what),
+            .url = o.url,
+            .encoding = o.encoding,
+            .gzip = o.gzip,
+            .headers = o.headers,
+            .queue_capacity = o.queue_capacity,
+            .timeout = o.timeout,
+            .items = items};
+}
+
 /// The http_pusher's options for `s`; a partial success adds its rejected items to `rejected`.
 push_options sender_options(const sender_settings& s,
                             std::shared_ptr<std::atomic<std::uint64_t>> rejected);

@@ -11,14 +11,7 @@ namespace xtel::push {
 otlp_trace_pusher::otlp_trace_pusher(otlp_trace_options o)
     : options_(std::move(o)), rejected_spans_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
     sender_ = std::make_unique<http_pusher>(
-        options_.url, detail::sender_options({.what = "OTLP traces",
-                                              .url = options_.url,
-                                              .encoding = options_.encoding,
-                                              .gzip = options_.gzip,
-                                              .headers = options_.headers,
-                                              .queue_capacity = options_.queue_capacity,
-                                              .timeout = options_.timeout,
-                                              .items = "spans"},
+        options_.url, detail::sender_options(detail::settings_of(options_, "OTLP traces", "spans"),
                                              rejected_spans_));
 }
 
