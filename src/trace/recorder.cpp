@@ -33,11 +33,12 @@ span_recorder::span_recorder(const std::filesystem::path& dir,
 
 span_record span_recorder::make_span(const transfer_record& r,
                                      span_reason reason,
+                                     const trace_id& trace,
                                      const std::optional<context>& ctx,
                                      const label_table& labels) {
     span_record s;
+    s.trace = trace;
     if (ctx) {
-        s.trace = ctx->trace;
         s.parent = ctx->parent;
         s.trace_flags = ctx->flags;
         s.origin = static_cast<std::uint8_t>(ctx->from);
@@ -102,8 +103,7 @@ void span_recorder::record(std::span<const transfer_record> transfers,
                 ++counts_.dropped_ring;  // kept, but the ring is gone: counted, not written
                 continue;
             }
-            batch_.push_back(make_span(r, why, ctx, labels));
-            batch_.back().trace = trace;
+            batch_.push_back(make_span(r, why, trace, ctx, labels));
         }
     } catch (...) {
         // No memory for the batch: this round's remaining candidates are lost, and counted.

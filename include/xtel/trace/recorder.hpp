@@ -63,9 +63,11 @@ class span_recorder {
     bool failed() const noexcept { return writer_.failed(); }
 
   private:
-    /// The span of one record, kept for `reason` (its trace id is the caller's to set).
+    /// The span of one record, kept for `reason`, in `trace` (ctx's, or the untagged
+    /// transfer's own).
     span_ring::span_record make_span(const transfer_record& r,
                                      span_reason reason,
+                                     const trace_id& trace,
                                      const std::optional<context>& ctx,
                                      const label_table& labels);
 
