@@ -109,8 +109,12 @@ int open_listener(const host_port& address) {
 
 }  // namespace
 
-server::server(
-    const host_port& address, std::string path, std::string vary, body_fn body, limits options)
+server::server(const host_port& address,
+               std::string path,
+               std::string vary,
+               body_fn body,
+               limits options,
+               start when)
     : path_(std::move(path)),
       vary_(std::move(vary)),
       body_(std::move(body)),
@@ -119,7 +123,15 @@ server::server(
     listen_fd_ = open_listener(address);
     read_bound_port(address);
     open_event_loop(address);
-    thread_ = std::thread([this] { run(); });
+    if (when == start::listening) {
+        serve();
+    }
+}
+
+void server::serve() {
+    if (!thread_.joinable()) {
+        thread_ = std::thread([this] { run(); });
+    }
 }
 
 void server::give_up(const host_port& address, std::string_view what) {
@@ -176,7 +188,9 @@ void server::open_event_loop(const host_port& address) {
 server::~server() {
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
-    thread_.join();
+    if (thread_.joinable()) {
+        thread_.join();
+    }
     for (auto& c : connections_) {
         close_connection(*c);
     }

@@ -21,7 +21,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -549,4 +551,58 @@ TEST_CASE("requests pipelined behind an answer the client does not read stay in 
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     CHECK(in_kernel() >= expected);
+}
+
+TEST_CASE("a server started on serve() answers a client that came before with what serve() found",
+          "[prometheus][hostile]") {
+    // xtel-exporter opens its port, then finds its agents, then serves: a scrape that came in
+    // between got a body with no agent (CI saw xtel_exporter_agents 0 on the quickstart).
+    std::atomic<int> agents{0};
+    xtel::http::server server(
+        xtel::host_port::parse("test", "127.0.0.1:0"), "/metrics", "",
+        [&agents](const xtel::http::request_head&) {
+            return xtel::http::entity{
+                std::make_shared<const std::string>("agents " + std::to_string(agents.load())),
+                "text/plain; charset=utf-8", false};
+        },
+        {}, xtel::http::server::start::on_serve);
+    const client_socket early(server.bound().port);
+    REQUIRE(early.connected());  // the kernel completes it: the port listens
+    REQUIRE(early.send(plain_get));
+    pollfd p{early.fd(), POLLIN, 0};
+    CHECK(::poll(&p, 1, 300) == 0);  // no answer before serve()
+
+    agents = 8;
+    server.serve();
+    std::string answer;
+    char buf[4096];
+    while (answer.find("agents ") == std::string::npos || !answer.ends_with("8")) {
+        const auto n = ::recv(early.fd(), buf, sizeof buf, 0);
+        if (n <= 0) {
+            break;
+        }
+        answer.append(buf, static_cast<std::size_t>(n));
+    }
+    CHECK(status_line(answer) == "HTTP/1.1 200 OK");
+    CHECK(answer.ends_with("\r\n\r\nagents 8"));
+}
+
+TEST_CASE("a server that never served closes its port and lets its clients go",
+          "[prometheus][hostile]") {
+    std::uint16_t port = 0;
+    std::optional<client_socket> early;
+    {
+        xtel::http::server server(
+            xtel::host_port::parse("test", "127.0.0.1:0"), "/metrics", "",
+            [](const xtel::http::request_head&) -> xtel::http::entity {
+                throw std::logic_error("never asked");
+            },
+            {}, xtel::http::server::start::on_serve);
+        port = server.bound().port;
+        early.emplace(port);
+        REQUIRE(early->connected());
+    }
+    CHECK(early->closed_by_server());
+    const client_socket late(port);
+    CHECK_FALSE(late.connected());
 }

@@ -86,11 +86,13 @@ int serve(const options& o,
                        .families = o.metrics},
                       push.health(), push.span_health());
     http::server server(
-        o.listen, "/metrics", "Accept, Accept-Encoding", [&node](const http::request_head& head) {
+        o.listen, "/metrics", "Accept, Accept-Encoding",
+        [&node](const http::request_head& head) {
             const metrics::representation r =
                 metrics::negotiate(head.accept.values(), head.accept_encoding.values());
             return http::entity{node.render(r), metrics::content_type(r.format), r.gzip};
-        });
+        },
+        {}, http::server::start::on_serve);
     node.count_endpoint([&server] { return server.stats(); });
     // glibc switches every thread, the server's and the writer's included.
     if (user) {
@@ -98,6 +100,8 @@ int serve(const options& o,
     }
     push.label(o, server.bound());
     node.start();
+    // Only now: a scrape that came the moment the port opened would have found no agent yet.
+    server.serve();
     dir_watch watch(o.dir);
     std::fprintf(stderr, "xtel-exporter: serving http://%s/metrics\n",
                  server.bound().to_string().c_str());

@@ -89,14 +89,20 @@ class server {
     /// server's thread. An exception becomes a 500 answer.
     using body_fn = std::function<entity(const request_head& head)>;
 
-    /// Listens on `address` (port 0: a free one) and starts serving `path`, whose 200 answers
-    /// carry `Vary: <vary>` (the request headers body_fn picks by; empty: none). Throws
+    /// When a server starts answering: as soon as it listens, or at serve(). Connections made
+    /// before serve() wait in the kernel's accept queue, so that a client that connects the
+    /// moment the port opens gets what serve()'s caller made ready, not an empty answer.
+    enum class start { listening, on_serve };
+
+    /// Listens on `address` (port 0: a free one) and serves `path` (from `when`), whose 200
+    /// answers carry `Vary: <vary>` (the request headers body_fn picks by; empty: none). Throws
     /// exporter_error naming the address and the reason when it cannot listen.
     server(const host_port& address,
            std::string path,
            std::string vary,
            body_fn body,
-           limits options = {});
+           limits options = {},
+           start when = start::listening);
     /// Stops: closes every connection and the listening socket; the port is free on return.
     ~server();
 
@@ -105,6 +111,9 @@ class server {
 
     /// The address it listens on, with the port the system chose when 0 was asked.
     const host_port& bound() const noexcept { return bound_; }
+
+    /// Starts answering a server made with start::on_serve; nothing otherwise.
+    void serve();
 
     /// Read from any thread.
     server_stats stats() const noexcept;
