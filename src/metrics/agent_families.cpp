@@ -158,6 +158,18 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .decimals = 6,
      .latency = true,
      .family = &agent_metrics::post_duration_},
+    {.name = "xtel_notified_transfers_total",
+     .help = "Transfers other agents made into (or from) this agent's memory and notified it "
+             "of, by operation and the remote agent that initiated them; not counted in this "
+             "agent's own transfer families.",
+     .labels = {"operation", "remote_agent"},
+     .family = &agent_metrics::notified_transfers_},
+    {.name = "xtel_notified_bytes_total",
+     .help = "Bytes of the transfers other agents notified this agent of, by operation and the "
+             "remote agent that initiated them.",
+     .labels = {"operation", "remote_agent"},
+     .unit = "bytes",
+     .family = &agent_metrics::notified_bytes_},
     {.name = "xtel_errors_total",
      .help = "Operations the agent answered with an error, by the error's kind "
              "(xtel::status_code).",

@@ -200,11 +200,34 @@ void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
         return;
     }
     const std::lock_guard lock(state_mutex_);
-    processor_->process(transfers, labels);
+    auto& store = processor_->store();
+    // The split is here, not in the pipeline: the span recorder needs the notified records in
+    // the same round as the rest, and every family and builder of transfers is fed from here.
+    // A round without notified records (an initiator's) is passed on as it came, uncopied.
+    std::span<const transfer_record> own = transfers;
+    const bool mixed = std::any_of(transfers.begin(), transfers.end(),
+                                   [](const transfer_record& r) { return r.notified; });
+    if (mixed) {
+        own_transfers_.clear();
+        for (const transfer_record& r : transfers) {
+            if (!r.notified) {
+                own_transfers_.push_back(r);
+                continue;
+            }
+            const std::string_view op = to_string(r.attrs.op);
+            const std::string_view peer = peer_name(r.attrs.remote_agent, labels);
+            store.add(store.series_of(notified_transfers_, {op, peer}), r.requests);
+            store.add(store.series_of(notified_bytes_, {op, peer}), r.bytes);
+        }
+        own = own_transfers_;
+        if (own.empty()) {
+            return;
+        }
+    }
+    processor_->process(own, labels);
     // The histograms need each value, which the processor's groups sum away: one observation
     // per completed transfer whose times were measured (config::timing_sample).
-    auto& store = processor_->store();
-    for (const transfer_record& r : transfers) {
+    for (const transfer_record& r : own) {
         if (r.attrs.status != transfer_status::success) {
             continue;
         }

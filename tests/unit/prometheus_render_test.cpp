@@ -155,6 +155,8 @@ xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_bytes_tot
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_requests_total"} 0
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_duration_seconds"} 0
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_post_duration_seconds"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_notified_transfers_total"} 0
+xtel_metrics_series_folded_total{agent_name="a1",family="xtel_notified_bytes_total"} 0
 # HELP xtel_prometheus_ignored_events_total Events the Prometheus exporter did not fold into a family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
 # TYPE xtel_prometheus_ignored_events_total counter
 xtel_prometheus_ignored_events_total{agent_name="a1"} 0

@@ -208,7 +208,8 @@ class basic_agent final : public agent {
 
     detail::event_sink sink() noexcept {
         if constexpr (Telemetry::enabled) {
-            return {this, &basic_agent::record_from_backend, &basic_agent::outcome_from_backend};
+            return {this, &basic_agent::record_from_backend, &basic_agent::outcome_from_backend,
+                    Telemetry::takes_transfers ? &basic_agent::notified_from_backend : nullptr};
         } else {
             return {};
         }
@@ -219,6 +220,60 @@ class basic_agent final : public agent {
                                      const status& st,
                                      transfer_handle h) noexcept {
         static_cast<basic_agent*>(self)->note_outcome(outcome, st, h);
+    }
+
+    static void notified_from_backend(void* self, const notification& n) noexcept {
+        static_cast<basic_agent*>(self)->note_notified(n);
+    }
+
+    /// A transfer another agent made into (or from) this one's memory, from its notification:
+    /// staged as a record of its own, marked notified, with the initiator as its remote agent
+    /// and the initiator's trace as a request id ("00-<trace>-<span>-01", or the trace id
+    /// alone when the initiator's id named no span), so that the flusher rebuilds the context
+    /// the initiator's span has and the target's span joins its trace. Off the per-transfer
+    /// path: the target's progress, once per notification.
+    void note_notified(const notification& n) noexcept {
+        if constexpr (Telemetry::takes_transfers) {
+            transfer_attributes attrs = base_attrs_;
+            attrs.op = n.op;
+            attrs.local_memory = memory_kind::unknown;  // the notification does not say
+            attrs.remote_memory = memory_kind::unknown;
+            try {
+                attrs.remote_agent = telemetry_.labels().intern(n.remote_agent);
+            } catch (...) {
+                attrs.remote_agent = 0;  // no memory for the name: counted under "not known"
+            }
+            char id[max_request_id];
+            std::size_t length = 0;
+            if (n.traced) {
+                constexpr char hex[] = "0123456789abcdef";
+                const auto put = [&](std::span<const std::uint8_t> bytes) {
+                    for (const std::uint8_t b : bytes) {
+                        id[length++] = hex[b >> 4];
+                        id[length++] = hex[b & 15];
+                    }
+                };
+                bool parent = false;
+                for (const std::uint8_t b : n.span_id) {
+                    parent = parent || b != 0;
+                }
+                if (parent) {
+                    id[length++] = '0';
+                    id[length++] = '0';
+                    id[length++] = '-';
+                }
+                put(n.trace_id);
+                if (parent) {
+                    id[length++] = '-';
+                    put(n.span_id);
+                    for (const char c : {'-', '0', '1'}) {
+                        id[length++] = c;
+                    }
+                }
+            }
+            telemetry_.record_notified(clock_.wall_us(clock_.now()), n.bytes, attrs,
+                                       std::string_view(id, length));
+        }
     }
 
     static void record_from_backend(void* self,

@@ -66,8 +66,9 @@ struct transfer_outcome {
 };
 
 /// Where the backend reports its rare events (start, connections, transports, endpoint
-/// failures) and the transfers that need the agent's attention (a failure, an error found
-/// first, completions that start to wait for recording: transfer_outcome's flags). Function
+/// failures), the transfers that need the agent's attention (a failure, an error found
+/// first, completions that start to wait for recording: transfer_outcome's flags), and the
+/// transfers other agents notified it of. Function
 /// pointers, called only off the per-transfer path, so a post that completes as the ones
 /// before it returns straight to the caller.
 struct event_sink {
@@ -80,10 +81,14 @@ struct event_sink {
                                 const transfer_outcome& outcome,
                                 const status& st,
                                 transfer_handle h) noexcept;
+    /// A transfer another agent made into (or from) this one's memory, told by its
+    /// notification; called on the owner's thread, inside progress (or get_notifications).
+    using notified_fn = void (*)(void* context, const notification& n) noexcept;
 
     void* context = nullptr;
     record_fn record = nullptr;
     outcome_fn outcome = nullptr;
+    notified_fn notified = nullptr;
 
     void operator()(category cat,
                     const event_name& name,

@@ -64,6 +64,11 @@ struct first_metric_state<M, Rest...> {
 
 /// What a pipeline without metric state holds in its place.
 struct no_metric_state {};
+
+/// The `vkind` byte of a staged transfer record that another agent's notification reported
+/// (transfer_record::notified): a value no event's kind takes. Transfer records leave vkind
+/// otherwise unused; every transfer writes it, so a reused slot never reads as notified.
+inline constexpr auto notified_mark = static_cast<value_kind>(0xff);
 }  // namespace detail
 
 /// The exporters of a pipeline, in the order the pipeline calls them.
@@ -228,6 +233,40 @@ class basic_telemetry<exporter_list<Exporters...>> {
         }
     }
 
+    /// Records a transfer another agent made into (or from) this agent's memory, told by its
+    /// notification: `attrs.remote_agent` is the initiator. It reaches exporters of transfer
+    /// records with `notified` set, one completion, not timed, and makes no event: events and
+    /// the transfer families count the transfers this agent initiated. A non-empty
+    /// `request_id` (the initiator's trace as a traceparent or trace id) is staged beside it.
+    /// Nothing when no exporter takes transfer records. Slow path (the target's progress).
+    [[gnu::noinline]] void record_notified(std::uint64_t timestamp_us,
+                                           std::uint64_t bytes,
+                                           const transfer_attributes& attrs,
+                                           std::string_view request_id = {}) noexcept {
+        if constexpr (takes_transfers) {
+            // As the target sees the bytes: a write came in, a read went out.
+            const direction dir = attrs.op == transfer_op::read ? direction::tx : direction::rx;
+            detail::staging_ring* ring = registry_.local_ring();
+            if (ring == nullptr) [[unlikely]] {
+                registry_.note_unstaged_drop();
+                return;
+            }
+            detail::staged_record* r = request_id.empty() ? nullptr : ring->try_claim_pair();
+            if (r != nullptr) {
+                fill_transfer(*r, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, true);
+                r->vkind = detail::notified_mark;
+                detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
+                ring->publish_pair();
+                return;
+            }
+            // Untagged, or no room for two: the transfer alone, if one slot is left.
+            stage([&](detail::staged_record& one) {
+                fill_transfer(one, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, false);
+                one.vkind = detail::notified_mark;
+            });
+        }
+    }
+
     /// How many flushes have run, timer or manual: it changes once per run interval, so a
     /// recorder can tell, with one load of a line that rarely changes, that an interval
     /// passed. Zero for `telemetry<>`.
@@ -304,6 +343,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
                                       : detail::record_kind::transfer_rx;
         r.timed = timed;
         r.continued = continued;
+        r.vkind = value_kind::counter;  // not notified_mark: a slot is reused
         // Field by field: a struct built on the stack and copied as one block costs a
         // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
         std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
@@ -535,10 +575,15 @@ class basic_telemetry<exporter_list<Exporters...>> {
         detail::transfer_fields f;
         std::memcpy(&f, r.payload, sizeof f);
         const bool tx = r.kind == detail::record_kind::transfer_tx;
+        const bool notified = r.vkind == detail::notified_mark;
         if constexpr (takes_transfers) {
-            transfers_.push_back(transfer_record{r.timestamp_us, r.value, f.requests, f.post_us,
-                                                 f.xfer_us, tx ? direction::tx : direction::rx,
-                                                 f.attrs, r.timed});
+            transfer_record& t = transfers_.emplace_back(
+                transfer_record{r.timestamp_us, r.value, f.requests, f.post_us, f.xfer_us,
+                                tx ? direction::tx : direction::rx, f.attrs, r.timed});
+            t.notified = notified;
+        }
+        if (notified) {
+            return;  // another agent's transfer: no agent_*_bytes event counts it here
         }
         if constexpr (!expands_transfers) {
             // Every exporter takes the record itself: its events are only counted.

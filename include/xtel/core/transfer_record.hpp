@@ -71,6 +71,12 @@ struct transfer_record {
     /// that samples transfer times (config::timing_sample) reports the transfers it did not
     /// time as records with requests and bytes only: times 0, timed false.
     bool timed = true;
+    /// Whether another agent initiated it and told this one by a notification (this agent is
+    /// its target): remote_agent is the initiator, requests 1, not timed. Such a record is not
+    /// a transfer this agent made: the agent's transfer families and metrics builders never see
+    /// it (xtel_notified_transfers_total counts it), and the span recorder writes it as the
+    /// target's span.
+    bool notified = false;
     /// The request or trace id the caller gave the transfer, for exemplars; empty when none.
     /// Valid for the exporter call it is handed to. Filled on timed and on failed records
     /// only: the agent passes the id given to create_transfer (transfer_tags, at most

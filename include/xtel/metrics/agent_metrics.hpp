@@ -57,7 +57,9 @@ class agent_metrics {
     /// the dropped-events counter...) into their families.
     void apply(std::span<const event> batch);
     /// Transfer records, each once: the processor's builders, and the latency histograms and
-    /// last-request gauges from the completed ones.
+    /// last-request gauges from the completed ones. Records marked notified (transfers other
+    /// agents made into this one) go to xtel_notified_transfers_total and
+    /// xtel_notified_bytes_total only.
     void apply_transfers(std::span<const transfer_record> transfers, const label_table& labels);
     /// The pipeline's exporters: up or disabled, and the events each lost.
     void apply_health(std::span<const exporter_health> rows);
@@ -182,6 +184,9 @@ class agent_metrics {
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
     family_id build_family_ = 0, info_family_ = 0;
+    family_id notified_transfers_ = 0, notified_bytes_ = 0;  // {op, peer} counters
+    /// apply_transfers' records less the notified ones, when a round has both.
+    std::vector<transfer_record> own_transfers_;
     /// xtel_trace_spans_total's failed, slow, sampled; xtel_trace_spans_dropped_total's
     /// budget, ring: made by the first apply_spans.
     std::vector<series_ref> spans_;

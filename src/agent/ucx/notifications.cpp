@@ -158,6 +158,11 @@ void ucx_backend::impl::receive(std::span<const std::byte> wire, bool rendezvous
             }
             return;
         }
+        // The transfer landed whether or not its notification finds room in the inbox: the
+        // agent records it first.
+        if (n.transfer && sink.notified != nullptr) {
+            sink.notified(sink.context, n);
+        }
         if (inbox.size() >= max_queued_notifications) {
             ++notified.overflowed;
             if (!overflow_logged) {
