@@ -15,6 +15,18 @@ std::int32_t rank_field(const std::optional<std::uint64_t>& r) {
     return r && *r <= 0x7fffffffu ? static_cast<std::int32_t>(*r) : -1;
 }
 
+/// Whether a record may become a span. A transfer that was neither timed nor failed has no
+/// times to show; a notified one (this agent is its target) has none either, and becomes the
+/// target's span only in the trace its notification named: on its own it would be a root span
+/// of a trace no other span shares. Its sampler decision is by that trace id, never failed or
+/// slow, so the target keeps the traces the initiator keeps.
+bool candidate(const transfer_record& r) noexcept {
+    if (r.notified) {
+        return !r.request_id.empty();
+    }
+    return r.timed || r.attrs.status != transfer_status::success;
+}
+
 }  // namespace
 
 span_recorder::span_recorder(const std::filesystem::path& dir,
@@ -51,7 +63,7 @@ span_record span_recorder::make_span(const transfer_record& r,
         r.timed && r.xfer_us <= r.timestamp_us ? r.timestamp_us - r.xfer_us : r.timestamp_us;
     s.bytes = r.requests > 1 ? r.bytes / r.requests : r.bytes;
     s.operation = static_cast<std::uint8_t>(r.attrs.op);
-    s.kind = static_cast<std::uint8_t>(side::initiator);
+    s.kind = static_cast<std::uint8_t>(r.notified ? side::target : side::initiator);
     s.status = static_cast<std::uint8_t>(r.attrs.status);
     s.reason = static_cast<std::uint8_t>(reason);
     s.rank = rank_;
@@ -85,11 +97,10 @@ void span_recorder::record(std::span<const transfer_record> transfers,
     try {
         for (; next < transfers.size(); ++next) {
             const transfer_record& r = transfers[next];
-            const bool failed = r.attrs.status != transfer_status::success;
-            // A transfer that was neither timed nor failed has no times to show.
-            if (!failed && !r.timed) {
+            if (!candidate(r)) {
                 continue;
             }
+            const bool failed = r.attrs.status != transfer_status::success;
             const std::optional<context>& ctx = context_for(r.request_id);
             // An untagged transfer is decided on a trace id of its own, so that the sampled
             // fraction holds for it too.
@@ -108,8 +119,7 @@ void span_recorder::record(std::span<const transfer_record> transfers,
     } catch (...) {
         // No memory for the batch: this round's remaining candidates are lost, and counted.
         for (; next < transfers.size(); ++next) {
-            const transfer_record& r = transfers[next];
-            counts_.dropped_ring += r.timed || r.attrs.status != transfer_status::success ? 1 : 0;
+            counts_.dropped_ring += candidate(transfers[next]) ? 1 : 0;
         }
     }
     counts_.dropped_budget = sampler_.dropped();

@@ -51,7 +51,9 @@ class span_recorder {
 
     /// Decides, for each record, whether it becomes a span (failed; timed and at least the slow
     /// threshold; its trace head-sampled; all within the budget), and writes the spans kept, in
-    /// one write. `now_us` (wall clock, µs since the epoch) feeds the budget. A record stands
+    /// one write. A notified record (this agent is the transfer's target) becomes a span of
+    /// kind target when it carries a trace and that trace is head-sampled, never as failed or
+    /// slow. `now_us` (wall clock, µs since the epoch) feeds the budget. A record stands
     /// for one transfer of `requests` completions: its span carries one completion's bytes.
     void record(std::span<const transfer_record> transfers,
                 const label_table& labels,
