@@ -138,7 +138,8 @@ void node_exporter::export_transfers(std::span<const transfer_record> transfers,
     if (disabled()) {
         std::uint64_t events = 0;
         for (const transfer_record& r : transfers) {
-            events += detail::events_of_transfer(r.attrs.status, r.timed);
+            // A notified record (another agent's transfer) makes no event.
+            events += r.notified ? 0 : detail::events_of_transfer(r.attrs.status, r.timed);
         }
         lost_.fetch_add(events, std::memory_order_relaxed);
         return;

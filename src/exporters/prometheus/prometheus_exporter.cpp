@@ -82,7 +82,8 @@ void prometheus_exporter::export_transfers(std::span<const transfer_record> tran
         // events_lost() reads the same whichever way the transfers came.
         std::uint64_t events = 0;
         for (const transfer_record& r : transfers) {
-            events += detail::events_of_transfer(r.attrs.status, r.timed);
+            // A notified record (another agent's transfer) makes no event.
+            events += r.notified ? 0 : detail::events_of_transfer(r.attrs.status, r.timed);
         }
         ignored_.fetch_add(events, std::memory_order_relaxed);
         return;
