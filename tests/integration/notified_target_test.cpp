@@ -129,8 +129,12 @@ TEST_CASE(
 
 TEST_CASE(
     "two xfer_demo processes with --notify: the target's node file counts the initiator's writes "
-    "and its ring spans each in the caller's trace",
+    "or reads and its ring spans each in the caller's trace",
     "[notification][spans]") {
+    // read: the prefill/decode pattern, the decode side reading the blocks the prefill side
+    // registered and announced in its metadata, then notifying it of each read.
+    const std::string op = GENERATE("write", "read");
+    INFO("--op " << op);
     const temp_dir dir;
     const std::vector<std::string> env{"env",
                                        "NIXL_TELEMETRY_ENABLE=y",
@@ -141,7 +145,7 @@ TEST_CASE(
                                        "UCX_MEM_EVENTS=no",
                                        XTEL_XFER_DEMO};
     const std::vector<std::string> common{"--metadata", (dir.path() / "md").string(),
-                                          "--op",       "write",
+                                          "--op",       op,
                                           "--total",    "1M",
                                           "--block",    "64K",
                                           "--notify",   "--timeout",
@@ -164,16 +168,15 @@ TEST_CASE(
     REQUIRE(initiator.exit_code == 0);
     REQUIRE(WIFEXITED(status));
     REQUIRE(WEXITSTATUS(status) == 0);
-    // 16 writes of 64 KiB.
+    // 16 transfers of 64 KiB.
     constexpr std::uint64_t transfers = 16;
     constexpr std::uint64_t block = 65536;
     REQUIRE(initiator.out.find("notified 'xfer_target' of 16 transfers, 1048576 bytes") !=
             std::string::npos);
 
     const auto node = dir.path() / "xfer_target.metrics";
-    CHECK(node_value(node, "xtel_notified_transfers_total", {"write", "xfer_initiator"}) ==
-          transfers);
-    CHECK(node_value(node, "xtel_notified_bytes_total", {"write", "xfer_initiator"}) ==
+    CHECK(node_value(node, "xtel_notified_transfers_total", {op, "xfer_initiator"}) == transfers);
+    CHECK(node_value(node, "xtel_notified_bytes_total", {op, "xfer_initiator"}) ==
           transfers * block);
     sr::reader reader(dir.path() / "xfer_target.spans");
     std::vector<sr::span_record> spans;
@@ -185,6 +188,8 @@ TEST_CASE(
         CHECK(tr::to_hex(s.trace) == "0af7651916cd43dd8448eb211c80319c");
         CHECK(tr::to_hex(s.parent) == "b7ad6b7169203331");
         CHECK(s.bytes == block);
+        CHECK(s.operation == static_cast<std::uint8_t>(op == "read" ? xtel::transfer_op::read
+                                                                    : xtel::transfer_op::write));
         CHECK(sr::text(s.remote_agent) == "xfer_initiator");
     }
 }
