@@ -199,9 +199,14 @@ def decode(data):
             for i in range(p.u32()):
                 ex_name, ex_value = p.string(), p.string()
                 ex_observed, ex_us = p.u64(), p.u64()
+                # Version 2: the transfer's trace and span ids, all zero for none.
+                ids = (p.take(16), p.take(8)) if version >= 2 else (bytes(16), bytes(8))
                 if ex_value:
+                    shown = "".join(f" {n}={i.hex()}" for n, i in zip(("trace_id", "span_id"), ids)
+                                    if any(i))
                     lines.append(f"    exemplar {i} {ex_name.decode()}={quoted(ex_value)} "
-                                 f"value={scaled(ex_observed, decimals)} timestamp_us={ex_us}")
+                                 f"value={scaled(ex_observed, decimals)} timestamp_us={ex_us}"
+                                 + shown)
     if p.at != len(data):
         raise Damaged(f"{len(data) - p.at} bytes after the last family")
     return lines
@@ -283,6 +288,19 @@ def check(source_dir):
         " value=1048576 sum=0 count=0 buckets=\n",
     ]:
         expect(f"the listing holds {want!r}", want in text)
+    # One agent's payload written as version 1 and as version 2 (tests/golden): the same
+    # listing but for the version.
+    golden = os.path.join(source_dir, "tests", "golden")
+    listed = []
+    for name in ("node_payload_v1.bin", "node_payload.bin"):
+        with open(os.path.join(golden, name), "rb") as f:
+            listed.append(decode(f.read()))
+    expect("tests/golden/node_payload_v1.bin is version 1", listed[0][0].startswith(
+        "snapshot version=1 "))
+    expect("tests/golden/node_payload.bin is version 2", listed[1][0].startswith(
+        "snapshot version=2 "))
+    expect("versions 1 and 2 of one payload list the same", listed[0][1:] == listed[1][1:]
+           and len(listed[0]) > 10)
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0

@@ -47,7 +47,8 @@ constexpr std::size_t min_string = 4;
 constexpr std::size_t min_label = 2 * min_string;
 constexpr std::size_t min_family = 3 * min_string + 3 + 3 * 4;  // 3 strings, 3 bytes, 3 counts
 constexpr std::size_t min_series = 4 + 3 * 8 + 2 * 4;           // label count, 3 values, 2 counts
-constexpr std::size_t min_exemplar = 2 * min_string + 2 * 8;
+constexpr std::size_t min_exemplar_v1 = 2 * min_string + 2 * 8;
+constexpr std::size_t min_exemplar = min_exemplar_v1 + 16 + 8;  // and the trace and span ids
 
 // Little-endian, byte by byte: the same bytes on every host.
 class writer {
@@ -63,6 +64,13 @@ class writer {
         count(s.size());
         const auto* p = reinterpret_cast<const std::byte*>(s.data());
         out_.insert(out_.end(), p, p + s.size());
+    }
+    /// Bytes as they are (ids: no byte order).
+    template <std::size_t N>
+    void raw(const std::array<std::uint8_t, N>& bytes) {
+        for (const std::uint8_t b : bytes) {
+            out_.push_back(std::byte{b});
+        }
     }
 
   private:
@@ -103,6 +111,8 @@ void encode_series(writer& w, const series& s, const std::vector<bool>& kept) {
         w.string(e.label_value);
         w.u64(e.value);
         w.u64(e.timestamp_us);
+        w.raw(e.trace_id);
+        w.raw(e.span_id);
     }
 }
 
@@ -205,6 +215,13 @@ class reader {
     std::uint8_t u8(std::string_view field) {
         return std::to_integer<std::uint8_t>(bytes(1, field)[0]);
     }
+    template <std::size_t N>
+    void raw(std::array<std::uint8_t, N>& out, std::string_view field) {
+        const auto b = bytes(N, field);
+        for (std::size_t i = 0; i < N; ++i) {
+            out[i] = std::to_integer<std::uint8_t>(b[i]);
+        }
+    }
     std::uint32_t u32(std::string_view field) {
         return static_cast<std::uint32_t>(le(bytes(4, field)));
     }
@@ -267,19 +284,22 @@ class reader {
     std::size_t series_ = none;
 };
 
-void decode_header(reader& r) {
+/// The payload's version, one this reader knows.
+std::uint32_t decode_header(reader& r) {
     const auto m = r.bytes(sizeof magic, "the magic");
     if (!std::equal(m.begin(), m.end(), std::begin(magic))) {
         r.fail(0, "the magic is not \"XSNP\": not an encoded snapshot");
     }
     const std::uint32_t version = r.u32("the version");
-    if (version != snapshot_codec_version) {
-        r.fail(sizeof magic, fmt::format("version {} is unknown: this reader knows version {}",
-                                         version, snapshot_codec_version));
+    if (version < snapshot_codec_oldest_version || version > snapshot_codec_version) {
+        r.fail(sizeof magic,
+               fmt::format("version {} is unknown: this reader knows versions {} to {}", version,
+                           snapshot_codec_oldest_version, snapshot_codec_version));
     }
+    return version;
 }
 
-series decode_series(reader& r, const family_spec& spec) {
+series decode_series(reader& r, const family_spec& spec, std::uint32_t version) {
     series s;
     const bool histogram = spec.type == metric_type::histogram;
     const std::uint32_t labels = r.exact_count("the label value count", spec.label_names.size(),
@@ -301,8 +321,8 @@ series decode_series(reader& r, const family_spec& spec) {
     }
 
     const std::size_t at = r.offset();
-    const std::uint32_t exemplars =
-        r.count("the exemplar count", limits::max_bounds + 1, min_exemplar);
+    const std::uint32_t exemplars = r.count("the exemplar count", limits::max_bounds + 1,
+                                            version == 1 ? min_exemplar_v1 : min_exemplar);
     if (exemplars != 0 && (!histogram || exemplars != spec.bounds.size() + 1)) {
         r.fail(at, histogram ? fmt::format("the exemplar count is {}: expected 0 or {} (one per "
                                            "bound and one for +Inf)",
@@ -325,6 +345,10 @@ series decode_series(reader& r, const family_spec& spec) {
         }
         e.value = r.u64("an exemplar's value");
         e.timestamp_us = r.u64("an exemplar's timestamp");
+        if (version >= 2) {
+            r.raw(e.trace_id, "an exemplar's trace id");
+            r.raw(e.span_id, "an exemplar's span id");
+        }
     }
     return s;
 }
@@ -573,7 +597,7 @@ void check_unique_series(reader& r,
     }
 }
 
-void decode_families(reader& r, std::vector<family_snapshot>& out) {
+void decode_families(reader& r, std::vector<family_snapshot>& out, std::uint32_t version) {
     const std::uint32_t n = r.count("the family count", limits::max_families, min_family);
     out.reserve(n);  // so that the reader may point at a family's name while reading it
     // Every line name written so far (name, name_bucket, ...) -> its family: two families may
@@ -604,7 +628,7 @@ void decode_families(reader& r, std::vector<family_snapshot>& out) {
         for (std::uint32_t j = 0; j < series_n; ++j) {
             r.at_series(j);
             starts[j] = r.offset();
-            f.series.push_back(decode_series(r, f.spec));
+            f.series.push_back(decode_series(r, f.spec, version));
             keys[j] = series_key(f.series.back(), j);
         }
         check_unique_series(r, f, keys, scratch, starts);
@@ -663,10 +687,10 @@ void encode_snapshot(const snapshot& s,
 
 snapshot decode_snapshot(std::span<const std::byte> bytes) {
     reader r(bytes);
-    decode_header(r);
+    const std::uint32_t version = decode_header(r);
     snapshot s;
     decode_labels(r, s.labels);
-    decode_families(r, s.families);
+    decode_families(r, s.families, version);
     if (r.left() != 0) {
         r.fail(r.offset(),
                fmt::format("{} bytes after the last family: expected the end", r.left()));

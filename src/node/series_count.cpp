@@ -66,7 +66,7 @@ constexpr std::size_t min_series = 4 + 3 * 8 + 2 * 4;
 
 /// Skips one series of a family with `label_names` label names; false when the bytes end
 /// first or it has another number of label values.
-bool skip_series(cursor& c, std::uint32_t label_names) {
+bool skip_series(cursor& c, std::uint32_t label_names, std::uint32_t version) {
     std::uint32_t n = 0;
     if (!c.u32(n) || n != label_names || !c.strings(n) || !c.skip(3 * 8)) {
         return false;
@@ -74,11 +74,14 @@ bool skip_series(cursor& c, std::uint32_t label_names) {
     if (!c.u32(n) || !c.skip(std::uint64_t{n} * 8)) {  // buckets
         return false;
     }
-    if (!c.u32(n)) {  // exemplars: two strings, a value and a timestamp each
+    // Exemplars: two strings, a value and a timestamp each; from version 2 the trace and span
+    // ids too.
+    if (!c.u32(n)) {
         return false;
     }
+    const std::uint64_t fixed = version == 1 ? 2 * 8 : 2 * 8 + 16 + 8;
     for (std::uint32_t i = 0; i < n; ++i) {
-        if (!c.strings(2) || !c.skip(2 * 8)) {
+        if (!c.strings(2) || !c.skip(fixed)) {
             return false;
         }
     }
@@ -98,8 +101,10 @@ std::optional<std::uint64_t> count_time_series(std::span<const std::byte> payloa
     std::uint32_t version = 0;
     std::uint32_t labels = 0;
     std::uint32_t families = 0;
-    if (!c.skip(sizeof magic) || !c.u32(version) || version != metrics::snapshot_codec_version ||
-        !c.u32(labels) || !c.strings(2 * std::uint64_t{labels}) || !c.u32(families)) {
+    if (!c.skip(sizeof magic) || !c.u32(version) ||
+        version < metrics::snapshot_codec_oldest_version ||
+        version > metrics::snapshot_codec_version || !c.u32(labels) ||
+        !c.strings(2 * std::uint64_t{labels}) || !c.u32(families)) {
         return std::nullopt;
     }
     std::uint64_t total = 0;
@@ -125,7 +130,7 @@ std::optional<std::uint64_t> count_time_series(std::span<const std::byte> payloa
             return total;
         }
         for (std::uint32_t s = 0; s < series; ++s) {
-            if (!skip_series(c, label_names)) {
+            if (!skip_series(c, label_names, version)) {
                 return std::nullopt;
             }
         }

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -278,8 +279,29 @@ TEST_CASE("a series count is refused for every truncation and for bytes after th
     payload.push_back(std::byte{0});
     CHECK_FALSE(count_time_series(payload, 1000));
     payload.pop_back();
-    payload[4] = std::byte{2};  // version 2
+    payload[4] = std::byte{3};  // version 3, which this reader does not know
     CHECK_FALSE(count_time_series(payload, 1000));
+}
+
+TEST_CASE("a version 1 payload is counted as its version 2 encoding is", "[node_file][collector]") {
+    // The same agent's payload before and after exemplars had ids (tests/golden): the same
+    // series, whatever each exemplar takes.
+    const auto read = [](std::string_view name) {
+        const auto text = xtel_test::read_file(std::filesystem::path(XTEL_SOURCE_DIR) / "tests" /
+                                               "golden" / std::string(name));
+        std::vector<std::byte> out(text.size());
+        std::memcpy(out.data(), text.data(), text.size());
+        return out;
+    };
+    const auto v1 = read("node_payload_v1.bin");
+    const auto v2 = read("node_payload.bin");
+    REQUIRE(v1.size() > 8);
+    REQUIRE(v1[4] == std::byte{1});
+    REQUIRE(v2[4] == std::byte{2});
+    const auto counted = count_time_series(v1, 1'000'000);
+    REQUIRE(counted);
+    CHECK(*counted > 0);
+    CHECK(counted == count_time_series(v2, 1'000'000));
 }
 
 TEST_CASE("the collector serves a live file whose lock its header's writer holds",

@@ -1,18 +1,23 @@
 // The snapshot codec: every snapshot comes back exactly, and anything but an encoding is refused
 // with a message that says what is wrong and where.
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "test_util.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
 using namespace xtel::metrics;
@@ -53,6 +58,12 @@ snapshot rich_snapshot() {
                                 {"trace_id", "✓", max_u64, max_u64},
                                 {"", "", 0, 1},
                                 {"request_id", "inf", 1ull << 40, 5}};
+    // The span the agent wrote for the first: its ids' bytes come back in order.
+    for (std::uint8_t i = 0; i < 16; ++i) {
+        with_exemplars.exemplars[0].trace_id[i] = static_cast<std::uint8_t>(0xf0 + i);
+    }
+    with_exemplars.exemplars[0].span_id = {1, 2, 3, 4, 5, 6, 7, 0xff};
+    with_exemplars.exemplars[4].trace_id[15] = 1;  // a trace, no span
     with_exemplars.sum = 0x0102030405060708;
     with_exemplars.count = max_u64;
     series without_exemplars;
@@ -226,9 +237,41 @@ TEST_CASE("another magic is refused", "[snapshot_codec]") {
 
 TEST_CASE("an unknown version is refused naming the version", "[snapshot_codec]") {
     auto bytes = encoded(rich_snapshot());
-    bytes[4] = std::byte{2};
-    CHECK_THAT(refusal(bytes),
-               Contains("byte 4: version 2 is unknown: this reader knows version 1"));
+    for (const std::uint8_t v : {0, 3}) {
+        bytes[4] = std::byte{v};
+        CHECK_THAT(refusal(bytes),
+                   Contains(fmt::format("byte 4: version {} is unknown: this reader knows "
+                                        "versions 1 to 2",
+                                        v)));
+    }
+}
+
+TEST_CASE("a version 1 encoding decodes with no trace or span ids on its exemplars",
+          "[snapshot_codec]") {
+    // An agent's payload as version 1 wrote it, before exemplars had ids: what an agent built
+    // before version 2 publishes to a newer xtel-exporter.
+    const auto golden = xtel_test::read_file(std::filesystem::path(XTEL_SOURCE_DIR) / "tests" /
+                                             "golden" / "node_payload_v1.bin");
+    std::vector<std::byte> bytes(golden.size());
+    std::memcpy(bytes.data(), golden.data(), golden.size());
+    REQUIRE(bytes.size() > 8);
+    CHECK(bytes[4] == std::byte{1});
+    const snapshot back = decode_snapshot(bytes);
+    std::size_t exemplars = 0;
+    for (const auto& f : back.families) {
+        for (const auto& x : f.series) {
+            for (const auto& e : x.exemplars) {
+                exemplars += e.label_value.empty() ? 0 : 1;
+                CHECK(e.trace_id == std::array<std::uint8_t, 16>{});
+                CHECK(e.span_id == std::array<std::uint8_t, 8>{});
+            }
+        }
+    }
+    CHECK(exemplars > 0);
+    // Written again, it is version 2 and decodes to the same snapshot.
+    const auto again = encoded(back);
+    CHECK(again[4] == std::byte{2});
+    CHECK(decode_snapshot(again) == back);
 }
 
 TEST_CASE("a type byte past summary is refused naming the family", "[snapshot_codec]") {

@@ -13,6 +13,7 @@
 ///
 /// Not thread-safe: one thread updates (the flusher); readers take turns with it.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -78,12 +79,16 @@ using family_id = std::uint32_t;
 
 /// A histogram bucket's example observation: which transfer (a request or trace id the caller
 /// gave), its value (in the family's units, as kept: 10^-decimals), and when (µs since the
-/// epoch). An empty `label_value` means none.
+/// epoch). An empty `label_value` means none. `trace_id` and `span_id`, when not all zero, are
+/// those of the span the agent wrote for that transfer (docs/trace-format.md): renderers show
+/// them, so that a bucket links to its span.
 struct exemplar {
     std::string label_name;
     std::string label_value;
     std::uint64_t value = 0;
     std::uint64_t timestamp_us = 0;
+    std::array<std::uint8_t, 16> trace_id{};
+    std::array<std::uint8_t, 8> span_id{};
 
     friend bool operator==(const exemplar&, const exemplar&) = default;
 };

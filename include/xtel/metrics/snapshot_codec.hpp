@@ -19,8 +19,12 @@
 
 namespace xtel::metrics {
 
-/// The version written after the magic; a reader refuses every version it does not know.
-inline constexpr std::uint32_t snapshot_codec_version = 1;
+/// The version written after the magic. Version 2 added an exemplar's trace and span ids; the
+/// reader decodes versions 1 and 2 (an agent built before 2 publishes to a newer xtel-exporter)
+/// and refuses every other.
+inline constexpr std::uint32_t snapshot_codec_version = 2;
+/// The oldest version decode_snapshot still reads.
+inline constexpr std::uint32_t snapshot_codec_oldest_version = 1;
 
 /// What decode_snapshot accepts at most; a payload past them is refused, not truncated.
 struct snapshot_codec_limits {
