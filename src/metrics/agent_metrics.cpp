@@ -195,11 +195,20 @@ const std::string& agent_metrics::peer_name(label_id id, const label_table& labe
 }
 
 void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
-                                    const label_table& labels) {
+                                    const label_table& labels,
+                                    std::span<const transfer_trace> traces) {
+    const std::lock_guard lock(state_mutex_);
+    if (traces.empty()) {
+        traces = attached_traces_;
+    }
+    // Kept for the call only: a later round's records have other indices.
+    const struct forget {
+        std::vector<transfer_trace>& v;
+        ~forget() { v.clear(); }
+    } forget_attached{attached_traces_};
     if (transfers.empty()) {
         return;
     }
-    const std::lock_guard lock(state_mutex_);
     auto& store = processor_->store();
     // The split is here, not in the pipeline: the span recorder needs the notified records in
     // the same round as the rest, and every family and builder of transfers is fed from here.
@@ -226,9 +235,12 @@ void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
     }
     processor_->process(own, labels);
     // The histograms need each value, which the processor's groups sum away: one observation
-    // per completed transfer whose times were measured (config::timing_sample).
-    for (const transfer_record& r : own) {
-        if (r.attrs.status != transfer_status::success) {
+    // per completed transfer whose times were measured (config::timing_sample). By index into
+    // `transfers`, which `traces` refer to.
+    auto trace = traces.begin();
+    for (std::size_t i = 0; i < transfers.size(); ++i) {
+        const transfer_record& r = transfers[i];
+        if (r.notified || r.attrs.status != transfer_status::success) {
             continue;
         }
         if (r.requests > 0) {
@@ -250,12 +262,28 @@ void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
             store.observe(xfer_time_us_, r.xfer_us);
             store.observe(duration, r.xfer_us);
         } else {
-            const metrics::exemplar ex{"request_id", std::string(r.request_id), 0, r.timestamp_us};
+            metrics::exemplar ex{"request_id", std::string(r.request_id), 0, r.timestamp_us};
+            while (trace != traces.end() && trace->index < i) {
+                ++trace;
+            }
+            if (trace != traces.end() && trace->index == i) {
+                ex.trace_id = trace->trace_id;
+                ex.span_id = trace->span_id;
+            }
             store.observe(xfer_time_us_, r.xfer_us, ex);
             store.observe(duration, r.xfer_us, ex);
         }
         store.observe(post_time_us_, r.post_us);
         store.observe(post, r.post_us);
+    }
+}
+
+void agent_metrics::attach_traces(std::span<const transfer_trace> traces) {
+    const std::lock_guard lock(state_mutex_);
+    try {
+        attached_traces_.assign(traces.begin(), traces.end());
+    } catch (...) {
+        attached_traces_.clear();  // no memory: the exemplars go without ids this round
     }
 }
 

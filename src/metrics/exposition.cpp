@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <unordered_set>
@@ -206,8 +207,28 @@ std::size_t shown_characters(std::string_view s) {
 /// The characters an exemplar's labels may hold together, names and values (OpenMetrics 1.0).
 constexpr std::size_t max_exemplar_characters = 128;
 
-/// Appends ` # {name="value"} value timestamp` for bucket `i`'s exemplar, when it has one that
-/// OpenMetrics can carry.
+/// Appends `name="<id as lower-case hex>"`.
+template <std::size_t N>
+void append_id(std::string& out, std::string_view name, const std::array<std::uint8_t, N>& id) {
+    constexpr char digits[] = "0123456789abcdef";
+    out += name;
+    out += "=\"";
+    for (const std::uint8_t b : id) {
+        out += digits[b >> 4];
+        out += digits[b & 0xF];
+    }
+    out += '"';
+}
+
+template <std::size_t N>
+bool all_zero(const std::array<std::uint8_t, N>& id) {
+    return std::all_of(id.begin(), id.end(), [](std::uint8_t b) { return b == 0; });
+}
+
+/// Appends ` # {labels} value timestamp` for bucket `i`'s exemplar, when it has one that
+/// OpenMetrics can carry. Its labels: `trace_id` and `span_id` when the agent found the
+/// transfer's trace (and wrote its span), then its own label (`request_id`) when the whole set
+/// stays within OpenMetrics' 128 characters; without a trace, its own label alone.
 void append_exemplar(std::string& out,
                      const metrics::series& s,
                      std::size_t i,
@@ -216,15 +237,35 @@ void append_exemplar(std::string& out,
         return;
     }
     const metrics::exemplar& e = s.exemplars[i];
-    if (e.label_value.empty() || !is_label_name(e.label_name) ||
-        e.label_name.size() + shown_characters(e.label_value) > max_exemplar_characters) {
+    if (e.label_value.empty() || !is_label_name(e.label_name)) {
+        return;
+    }
+    const bool traced = !all_zero(e.trace_id);
+    const bool spanned = traced && !all_zero(e.span_id);
+    const std::size_t ids = (traced ? 8 + 32 : 0) + (spanned ? 7 + 16 : 0);
+    const bool own =
+        e.label_name.size() + shown_characters(e.label_value) + ids <= max_exemplar_characters;
+    if (!own && !traced) {
         return;
     }
     out += " # {";
-    out += e.label_name;
-    out += "=\"";
-    append_escaped(out, e.label_value, true);
-    out += "\"} ";
+    if (traced) {
+        append_id(out, "trace_id", e.trace_id);
+        if (spanned) {
+            out += ',';
+            append_id(out, "span_id", e.span_id);
+        }
+    }
+    if (own) {
+        if (traced) {
+            out += ',';
+        }
+        out += e.label_name;
+        out += "=\"";
+        append_escaped(out, e.label_value, true);
+        out += '"';
+    }
+    out += "} ";
     append_scaled(out, e.value, decimals);
     if (e.timestamp_us != 0) {
         out += ' ';

@@ -1,5 +1,6 @@
 #include "xtel/trace/recorder.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -93,6 +94,8 @@ void span_recorder::record(std::span<const transfer_record> transfers,
                            const label_table& labels,
                            std::uint64_t now_us) noexcept {
     batch_.clear();
+    traces_.clear();
+    batch_traces_.clear();
     std::size_t next = 0;
     try {
         for (; next < transfers.size(); ++next) {
@@ -105,6 +108,9 @@ void span_recorder::record(std::span<const transfer_record> transfers,
             // An untagged transfer is decided on a trace id of its own, so that the sampled
             // fraction holds for it too.
             const trace_id trace = ctx ? ctx->trace : ids_.next_trace_id();
+            if (ctx) {
+                traces_.push_back({.index = next, .trace_id = trace, .span_id = {}});
+            }
             const span_reason why = sampler_.decide(
                 failed, r.timed ? std::optional(r.xfer_us) : std::nullopt, trace, now_us);
             if (why == span_reason::none) {
@@ -115,12 +121,16 @@ void span_recorder::record(std::span<const transfer_record> transfers,
                 continue;
             }
             batch_.push_back(make_span(r, why, trace, ctx, labels));
+            batch_traces_.push_back(ctx ? traces_.size() - 1 : traces_.size());
         }
     } catch (...) {
         // No memory for the batch: this round's remaining candidates are lost, and counted.
         for (; next < transfers.size(); ++next) {
             counts_.dropped_ring += candidate(transfers[next]) ? 1 : 0;
         }
+        // A span whose entry could not be kept beside it is this record's: counted above, and
+        // left out of the write (shrinking allocates nothing).
+        batch_.resize(std::min(batch_.size(), batch_traces_.size()));
     }
     counts_.dropped_budget = sampler_.dropped();
     if (batch_.empty()) {
@@ -130,8 +140,11 @@ void span_recorder::record(std::span<const transfer_record> transfers,
         counts_.dropped_ring += batch_.size();  // the writer logged why, once
         return;
     }
-    for (const span_record& s : batch_) {
-        ++counts_.kept[s.reason & 3];
+    for (std::size_t i = 0; i < batch_.size(); ++i) {
+        ++counts_.kept[batch_[i].reason & 3];
+        if (batch_traces_[i] < traces_.size()) {
+            traces_[batch_traces_[i]].span_id = batch_[i].span;  // written: an exemplar may name it
+        }
     }
 }
 

@@ -457,12 +457,14 @@ namespace {
 
 /// xfer_demo as one of two processes (`role` target or initiator) of the pair `name`, writing
 /// `transfers` blocks through the metadata file in `dir`, publishing node files and span rings
-/// into `dir`, with `env` on top; the initiator tags every transfer with `caller`.
+/// into `dir`, with `env` on top; the initiator tags every transfer with `caller`, and with
+/// `notify` notifies the target of each.
 spawn_options pair_options(const temp_dir& dir,
                            const std::string& name,
                            const std::string& role,
                            std::uint64_t transfers,
-                           std::vector<std::pair<std::string, std::string>> env) {
+                           std::vector<std::pair<std::string, std::string>> env,
+                           bool notify = false) {
     spawn_options o;
     o.argv = {XTEL_XFER_DEMO,
               "--role",
@@ -483,6 +485,9 @@ spawn_options pair_options(const temp_dir& dir,
               "30"};
     if (role == "initiator") {
         o.argv.insert(o.argv.end(), {"--traceparent", caller});
+    }
+    if (notify) {
+        o.argv.emplace_back("--notify");
     }
     o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
              {"NIXL_TELEMETRY_EXPORTER", "node"},
@@ -522,7 +527,7 @@ std::uint64_t series_sum(const std::string& body,
 
 TEST_CASE(
     "xfer_demo in two processes under a caller's traceparent has one span per transfer at the "
-    "receiver, each in the caller's trace, naming the peer and its bytes",
+    "receiver on each side, each in the caller's trace, naming the peer and its bytes",
     "[exporter_traces]") {
     temp_dir tmp;
     constexpr std::uint64_t transfers = 40;
@@ -531,12 +536,15 @@ TEST_CASE(
     auto exporter = start_traces_exporter(tmp.path(), receiver.url());
     const int port = prom_it::served_port(exporter);
     REQUIRE(port > 0);
-    // The target first: it writes the metadata file the initiator waits for.
-    child_process target(pair_options(tmp, "pair", "target", transfers, {}));
+    // The target first: it writes the metadata file the initiator waits for. Notified of each
+    // write, it keeps the span of every one whose trace is head-sampled: all, at 1.
+    child_process target(pair_options(tmp, "pair", "target", transfers,
+                                      {{"NIXL_TELEMETRY_TRACE_SAMPLE", "1"}}, true));
     child_process initiator(pair_options(tmp, "pair", "initiator", transfers,
                                          {{"NIXL_TELEMETRY_TIMING_SAMPLE", "1"},
                                           {"NIXL_TELEMETRY_TRACE_SLOW_US", "0"},
-                                          {"NIXL_TELEMETRY_TRACE_SAMPLE", "0"}}));
+                                          {"NIXL_TELEMETRY_TRACE_SAMPLE", "0"}},
+                                         true));
     INFO("initiator:\n"
          << xtel_test::read_file(tmp.path() / "initiator.log") << "target:\n"
          << xtel_test::read_file(tmp.path() / "target.log"));
@@ -544,24 +552,37 @@ TEST_CASE(
     REQUIRE(target.wait(60s) == 0);
     // Both agents have gone: their rings are read to their ends, then let go.
     REQUIRE(eventually([&] {
-        return receiver.span_ids().size() >= transfers &&
+        return receiver.span_ids().size() >= 2 * transfers &&
                health(port, "xtel_exporter_span_files") == 0;
     }));
     const auto got = receiver.spans();
-    REQUIRE(got.size() == transfers);
+    REQUIRE(got.size() == 2 * transfers);
     std::set<std::string> ids;
+    std::size_t initiator_spans = 0;
+    std::size_t target_spans = 0;
     for (const span_line& s : got) {
         INFO(s.text());
-        CHECK(s.resource("xtel.agent.name") == "pair-initiator");
+        // Both sides in the caller's trace, under the caller's span: the target learnt it from
+        // the notification, without talking to the caller.
         CHECK(s.field("traceId") == caller_trace);
         CHECK(s.field("parentSpanId") == caller_span);
-        CHECK(s.field("name") == "write pair-target");
-        CHECK(s.attribute("xtel.peer.agent") == "pair-target");
         CHECK(s.attribute("xtel.transfer.bytes") == std::to_string(pair_block));
-        CHECK(s.field("kind") == "3");  // SPAN_KIND_CLIENT
+        if (s.resource("xtel.agent.name") == "pair-initiator") {
+            ++initiator_spans;
+            CHECK(s.field("name") == "write pair-target");
+            CHECK(s.attribute("xtel.peer.agent") == "pair-target");
+            CHECK(s.field("kind") == "3");  // SPAN_KIND_CLIENT
+        } else {
+            ++target_spans;
+            CHECK(s.resource("xtel.agent.name") == "pair-target");
+            CHECK(s.attribute("xtel.peer.agent") == "pair-initiator");
+            CHECK(s.field("kind") == "2");  // SPAN_KIND_SERVER
+        }
         ids.insert(s.field("spanId"));
     }
-    CHECK(ids.size() == transfers);
+    CHECK(initiator_spans == transfers);
+    CHECK(target_spans == transfers);
+    CHECK(ids.size() == 2 * transfers);
     CHECK(ids.count(caller_span) == 0);
     CHECK(health(port, "xtel_exporter_spans_lost_total") == 0);
 }

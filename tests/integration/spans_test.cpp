@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,6 +16,7 @@
 
 #include "test_util.hpp"
 #include "xtel/agent/agent.hpp"
+#include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/trace/context.hpp"
@@ -119,6 +122,61 @@ TEST_CASE(
     CHECK(span_counter(node, "xtel_trace_spans_total", "sampled") == 0);
     CHECK(span_counter(node, "xtel_trace_spans_dropped_total", "budget") == 0);
     CHECK(span_counter(node, "xtel_trace_spans_dropped_total", "ring") == 0);
+}
+
+TEST_CASE("each latency exemplar of xfer_demo's initiator names the span it wrote for its transfer",
+          "[spans]") {
+    const temp_dir dir;
+    run_demo(dir, "ex", 32, {"NIXL_TELEMETRY_TRACE_SLOW_US=0", "NIXL_TELEMETRY_TRACE_SAMPLE=0"},
+             {"--traceparent", caller});
+    std::map<std::string, sr::span_record> by_id;
+    for (const auto& s : read_spans(dir.path() / "ex-initiator.spans")) {
+        by_id.emplace(tr::to_hex(s.span), s);
+    }
+    REQUIRE(by_id.size() == 32);
+
+    xtel::node::file::reader r(dir.path() / "ex-initiator.metrics");
+    const auto p = r.read_latest();
+    REQUIRE(p);
+    auto snap =
+        std::make_shared<const xtel::metrics::snapshot>(xtel::metrics::decode_snapshot(p->payload));
+    std::size_t checked = 0;
+    for (const auto& f : snap->families) {
+        if (f.spec.name != "xtel_transfer_duration_seconds" &&
+            f.spec.name != "agent_xfer_time_us") {
+            continue;
+        }
+        for (const auto& s : f.series) {
+            for (const auto& e : s.exemplars) {
+                if (e.label_value.empty()) {
+                    continue;
+                }
+                INFO(f.spec.name << " exemplar " << e.label_value << " at " << e.timestamp_us);
+                CHECK(e.label_value == caller);
+                CHECK(tr::to_hex(e.trace_id) == "0af7651916cd43dd8448eb211c80319c");
+                const auto span = by_id.find(tr::to_hex(e.span_id));
+                REQUIRE(span != by_id.end());
+                // The span of that very transfer: it ended when the exemplar was observed, and
+                // lasted what the exemplar's value says.
+                CHECK(span->second.end_us == e.timestamp_us);
+                CHECK(span->second.end_us - span->second.start_us == e.value);
+                ++checked;
+            }
+        }
+    }
+    CHECK(checked >= 1);
+
+    // As Prometheus reads it: both ids, then the request id (65 + 63 characters, the limit).
+    std::string om;
+    const std::shared_ptr<const xtel::metrics::snapshot> snaps[] = {snap};
+    xtel::metrics::render(snaps, om, xtel::metrics::exposition::openmetrics);
+    const std::string labels = R"( # {trace_id="0af7651916cd43dd8448eb211c80319c",span_id=")";
+    const auto at = om.find(labels);
+    REQUIRE(at != std::string::npos);
+    const auto span_hex = om.substr(at + labels.size(), 16);
+    CHECK(by_id.count(span_hex) == 1);
+    CHECK(om.substr(at + labels.size() + 16, 16 + caller.size()) ==
+          "\",request_id=\"" + caller + "\"}");
 }
 
 TEST_CASE("fast transfers become spans exactly when their request id's trace is head-sampled",

@@ -29,6 +29,11 @@
 ///                 before any on_flush_end, so with two such exporters the events are folded
 ///                 once. Such an exporter still gets export_batch and export_transfers (to
 ///                 count what it loses while off) and must not fold them again.
+///   OPTIONAL:     `void before_fold(std::span<const transfer_record>, const label_table&)`:
+///                 each round's transfer records, before the pipeline folds them into its
+///                 metric state, for an exporter whose work on them the fold uses (the node
+///                 exporter writes their spans, whose ids the latency exemplars carry). Only
+///                 with export_transfers, which the same records reach after the fold.
 ///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
 ///   OPTIONAL:     `void on_health(std::span<const exporter_health>)`: after each flush round,
 ///                 before on_flush_end: one row per exporter of the pipeline (itself included),
@@ -105,6 +110,7 @@ struct exporter_traits {
   private:
     static constexpr bool declares_export_transfers = requires { &E::export_transfers; };
     static constexpr bool declares_on_flush_end = requires { &E::on_flush_end; };
+    static constexpr bool declares_before_fold = requires { &E::before_fold; };
     static constexpr bool declares_on_stop = requires { &E::on_stop; };
     static constexpr bool declares_on_health = requires { &E::on_health; };
     static constexpr bool declares_disabled = requires { &E::disabled; };
@@ -115,6 +121,10 @@ struct exporter_traits {
     static constexpr bool export_transfers_ok =
         requires(E & e, std::span<const transfer_record> t, const label_table& l) {
         { e.export_transfers(t, l) } -> std::same_as<void>;
+    };
+    static constexpr bool before_fold_ok =
+        requires(E & e, std::span<const transfer_record> t, const label_table& l) {
+        { e.before_fold(t, l) } -> std::same_as<void>;
     };
     static constexpr bool on_flush_end_ok = requires(E & e) {
         { e.on_flush_end() } -> std::same_as<void>;
@@ -152,6 +162,9 @@ struct exporter_traits {
     static_assert(!declares_export_transfers || export_transfers_ok,
                   "exporter hook export_transfers must be callable as `void "
                   "export_transfers(std::span<const transfer_record>, const label_table&)`");
+    static_assert(!declares_before_fold || (before_fold_ok && export_transfers_ok),
+                  "exporter hook before_fold must be callable as `void before_fold(std::span<const "
+                  "transfer_record>, const label_table&)`, beside export_transfers");
     static_assert(!declares_on_flush_end || on_flush_end_ok,
                   "exporter hook on_flush_end must be callable as `void on_flush_end()`");
     static_assert(!declares_on_health || on_health_ok,
@@ -185,6 +198,12 @@ struct exporter_traits {
 
     /// E::metric_state when it serves metric state, else void.
     using metric_state_t = typename detail::metric_state_of<E, metric_state_ok>::type;
+
+    static void before_fold(E& e, std::span<const transfer_record> t, const label_table& l) {
+        if constexpr (before_fold_ok) {
+            e.before_fold(t, l);
+        }
+    }
 
     static void on_flush_end(E& e) {
         if constexpr (on_flush_end_ok) {

@@ -619,6 +619,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
                         std::string_view(tag_text_).substr(tag.offset, tag.length);
                 }
                 const std::span<const transfer_record> t(transfers_.data(), transfers_.size());
+                before_fold_each(t, std::index_sequence_for<Exporters...>{});
                 fold_metric_state([&](auto& m) { m.apply_transfers(t, labels_); });
                 export_transfers_each(t, std::index_sequence_for<Exporters...>{});
                 transfers_.clear();
@@ -654,6 +655,24 @@ class basic_telemetry<exporter_list<Exporters...>> {
     void export_transfers_each([[maybe_unused]] std::span<const transfer_record> t,
                                std::index_sequence<I...>) {
         (export_transfers_one<I>(t), ...);
+    }
+
+    template <std::size_t... I>
+    void before_fold_each([[maybe_unused]] std::span<const transfer_record> t,
+                          std::index_sequence<I...>) {
+        (before_fold_one<I>(t), ...);
+    }
+
+    template <std::size_t I>
+    void before_fold_one(std::span<const transfer_record> t) noexcept {
+        using E = std::tuple_element_t<I, exporter_tuple>;
+        try {
+            exporter_traits<E>::before_fold(std::get<I>(exporters_), t, labels_);
+        } catch (const std::exception& ex) {
+            note_failure(exporter_traits<E>::name, ex.what(), I);
+        } catch (...) {
+            note_failure(exporter_traits<E>::name, "unknown exception", I);
+        }
     }
 
     template <std::size_t I>

@@ -3,6 +3,8 @@
 /// metrics by. Strings (backend, peer, GPU) travel as ids of the pipeline's label table, so a
 /// transfer record stays one cache line and the hot path copies no string.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -83,6 +85,17 @@ struct transfer_record {
     /// max_request_id bytes) with the timed completion or the failure, and the pipeline stages
     /// it beside the record.
     std::string_view request_id{};
+};
+
+/// The trace of one of a round's tagged transfer records, as the agent's span recorder read it
+/// from the request id (xtel/trace/recorder.hpp), and the span it wrote for the record, if any:
+/// what the latency histograms' exemplars carry so that a bucket links to its span.
+struct transfer_trace {
+    /// The record's index in the round.
+    std::size_t index = 0;
+    std::array<std::uint8_t, 16> trace_id{};
+    /// All zero: no span was written for the record (not sampled, over the budget, lost).
+    std::array<std::uint8_t, 8> span_id{};
 };
 
 }  // namespace xtel

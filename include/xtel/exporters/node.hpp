@@ -88,6 +88,9 @@ class node_exporter {
     /// into its own model only (the pipeline folds its model itself).
     void export_batch(std::span<const event> batch);
     void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
+    /// Writes the round's spans before the pipeline folds the records, handing the model the
+    /// traces and span ids its exemplars carry.
+    void before_fold(std::span<const transfer_record> transfers, const label_table& labels);
     void on_health(std::span<const exporter_health> rows);
     /// Flusher thread only: writes the snapshot when the metrics changed since the last one.
     void on_flush_end();
@@ -114,6 +117,8 @@ class node_exporter {
                   std::shared_ptr<metric_state> model,
                   bool folds);
     void publish();
+    /// Writes the spans of `transfers` (when it keeps spans) and updates the span families.
+    void record_spans(std::span<const transfer_record> transfers, const label_table& labels);
     /// Leaves `<agent>.<pid>.unpublished` beside the node file, so that the node shows this
     /// agent and why its metrics are missing (xtel/node/notice.hpp); held until on_stop().
     void leave_notice(node::unpublished_reason reason, std::string_view why) noexcept;
@@ -128,6 +133,8 @@ class node_exporter {
     std::unique_ptr<node::notice_writer> notice_;
     /// The transfers' spans, written after each round into `<agent>.spans` (null: none).
     std::unique_ptr<trace::span_recorder> spans_;
+    /// Whether before_fold wrote this round's spans (export_transfers writes them otherwise).
+    bool spans_recorded_ = false;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
     std::vector<std::byte> encoded_;
     std::atomic<bool> disabled_{false};

@@ -59,8 +59,15 @@ class agent_metrics {
     /// Transfer records, each once: the processor's builders, and the latency histograms and
     /// last-request gauges from the completed ones. Records marked notified (transfers other
     /// agents made into this one) go to xtel_notified_transfers_total and
-    /// xtel_notified_bytes_total only.
-    void apply_transfers(std::span<const transfer_record> transfers, const label_table& labels);
+    /// xtel_notified_bytes_total only. `traces` (by index into `transfers`, ascending) are the
+    /// traces and spans the agent's span recorder found for them: the latency exemplars carry
+    /// their ids.
+    void apply_transfers(std::span<const transfer_record> transfers,
+                         const label_table& labels,
+                         std::span<const transfer_trace> traces = {});
+    /// The traces the next apply_transfers takes when it is given none: for a pipeline that
+    /// folds the records itself, handed over by the exporter that wrote their spans.
+    void attach_traces(std::span<const transfer_trace> traces);
     /// The pipeline's exporters: up or disabled, and the events each lost.
     void apply_health(std::span<const exporter_health> rows);
     /// What the agent's span recorder has done (xtel/trace/recorder.hpp), as totals: served as
@@ -187,6 +194,8 @@ class agent_metrics {
     family_id notified_transfers_ = 0, notified_bytes_ = 0;  // {op, peer} counters
     /// apply_transfers' records less the notified ones, when a round has both.
     std::vector<transfer_record> own_transfers_;
+    /// attach_traces' traces, for the next apply_transfers.
+    std::vector<transfer_trace> attached_traces_;
     /// xtel_trace_spans_total's failed, slow, sampled; xtel_trace_spans_dropped_total's
     /// budget, ring: made by the first apply_spans.
     std::vector<series_ref> spans_;

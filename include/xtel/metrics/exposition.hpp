@@ -44,9 +44,11 @@ std::string to_valid_utf8(std::string_view in);
 /// another type is left out of that family.
 ///
 /// Values, sums, exemplar values and histogram bounds are shown divided by 10^decimals.
-/// OpenMetrics only: an exemplar is shown when its label name is a valid label name and its
-/// name and value hold at most 128 characters together (the format's limit; a longer one
-/// would make the whole exposition invalid), with its timestamp unless that is 0. Families take
+/// OpenMetrics only: an exemplar is shown when its label name is a valid label name, with its
+/// timestamp unless that is 0. Its labels are `trace_id` and `span_id` when it has them (the
+/// span the agent wrote for the transfer), then its own label when all of them hold at most
+/// 128 characters together (the format's limit; a longer set would make the whole exposition
+/// invalid): one without ids whose own label is longer is not shown. Families take
 /// their OpenMetrics names by openmetrics_claims' rule (openmetrics_names.hpp): a counter whose
 /// typed names an earlier family holds (gauge `x` and counter `x_total` are both family `x`
 /// there) is shown as type unknown under its full name, its samples named as in the text

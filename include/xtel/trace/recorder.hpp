@@ -59,6 +59,10 @@ class span_recorder {
                 const label_table& labels,
                 std::uint64_t now_us) noexcept;
 
+    /// The traces of the last record() call's tagged candidates (timed or failed), in order of
+    /// index, with the ids of the spans written for them: for the histograms' exemplars.
+    std::span<const transfer_trace> traces() const noexcept { return traces_; }
+
     const span_counts& counts() const noexcept { return counts_; }
     const std::filesystem::path& path() const noexcept { return writer_.path(); }
     /// True once the ring's file was lost or a write failed (the writer logged why).
@@ -83,6 +87,9 @@ class span_recorder {
     id_generator ids_;
     span_ring::writer writer_;
     std::vector<span_ring::span_record> batch_;
+    std::vector<transfer_trace> traces_;
+    /// For each span of batch_, its entry in traces_ (none: an untagged record's).
+    std::vector<std::size_t> batch_traces_;
     std::string last_id_;
     std::optional<context> last_context_;
     span_counts counts_;

@@ -144,19 +144,43 @@ void node_exporter::export_transfers(std::span<const transfer_record> transfers,
         lost_.fetch_add(events, std::memory_order_relaxed);
         return;
     }
+    // The spans before the fold, so that the histograms' exemplars carry the ids of the spans
+    // written: done in before_fold already when in a pipeline.
+    if (!spans_recorded_) {
+        record_spans(transfers, labels);
+    }
+    spans_recorded_ = false;
     if (folds_) {
-        model_->apply_transfers(transfers, labels);
+        model_->apply_transfers(transfers, labels,
+                                spans_ ? spans_->traces() : std::span<const transfer_trace>{});
     }
-    if (spans_) {
-        spans_->record(transfers, labels, clock::now_us());
-        const trace::span_counts& c = spans_->counts();
-        using trace::span_reason;
-        model_->apply_spans({.failed = c.kept[static_cast<std::size_t>(span_reason::failed)],
-                             .slow = c.kept[static_cast<std::size_t>(span_reason::slow)],
-                             .sampled = c.kept[static_cast<std::size_t>(span_reason::sampled)],
-                             .dropped_budget = c.dropped_budget,
-                             .dropped_ring = c.dropped_ring});
+}
+
+void node_exporter::before_fold(std::span<const transfer_record> transfers,
+                                const label_table& labels) {
+    if (disabled()) {
+        return;
     }
+    record_spans(transfers, labels);
+    spans_recorded_ = true;
+    if (spans_ && !folds_) {
+        model_->attach_traces(spans_->traces());  // the pipeline's fold, next, takes them
+    }
+}
+
+void node_exporter::record_spans(std::span<const transfer_record> transfers,
+                                 const label_table& labels) {
+    if (!spans_) {
+        return;
+    }
+    spans_->record(transfers, labels, clock::now_us());
+    const trace::span_counts& c = spans_->counts();
+    using trace::span_reason;
+    model_->apply_spans({.failed = c.kept[static_cast<std::size_t>(span_reason::failed)],
+                         .slow = c.kept[static_cast<std::size_t>(span_reason::slow)],
+                         .sampled = c.kept[static_cast<std::size_t>(span_reason::sampled)],
+                         .dropped_budget = c.dropped_budget,
+                         .dropped_ring = c.dropped_ring});
 }
 
 void node_exporter::on_health(std::span<const exporter_health> rows) {

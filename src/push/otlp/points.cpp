@@ -50,7 +50,8 @@ void add_exemplar(pb::HistogramDataPoint& p, const metrics::exemplar& e, std::ui
     set_value(x, e.value, decimals);
     // The trace the transfer's span is in, by the span's own rules (xtel/trace/context.hpp,
     // docs/trace-format.md): a traceparent gives the caller's trace and span, 32 hex digits a
-    // trace, any other request id the trace derived from it, which the id stays beside.
+    // trace, any other request id the trace derived from it, which the id stays beside. The
+    // span is the transfer's own when the agent wrote one, else the caller's.
     const std::optional<trace::context> ctx = trace::context_of(e.label_value);
     if (!ctx) {
         put(*x.mutable_filtered_attributes(), e.label_name, e.label_value);
@@ -58,13 +59,15 @@ void add_exemplar(pb::HistogramDataPoint& p, const metrics::exemplar& e, std::ui
     }
     x.set_trace_id(
         std::string(reinterpret_cast<const char*>(ctx->trace.data()), ctx->trace.size()));
-    if (ctx->from == trace::origin::traceparent) {
+    if (!trace::is_zero(e.span_id)) {
+        x.set_span_id(
+            std::string(reinterpret_cast<const char*>(e.span_id.data()), e.span_id.size()));
+    } else if (ctx->from == trace::origin::traceparent) {
         x.set_span_id(
             std::string(reinterpret_cast<const char*>(ctx->parent.data()), ctx->parent.size()));
-        return;
     }
-    if (ctx->from == trace::origin::trace_id) {
-        return;
+    if (ctx->from != trace::origin::derived) {
+        return;  // the request id is the trace context itself
     }
     put(*x.mutable_filtered_attributes(), e.label_name, e.label_value);
 }
