@@ -3,9 +3,9 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
-#include <string>
-
+#include <array>
 #include <memory>
+#include <string>
 
 #include "prometheus_fixtures.hpp"
 #include "xtel/metrics/exposition.hpp"
@@ -610,6 +610,31 @@ TEST_CASE("openmetrics leaves out exemplars it cannot carry") {
         rendered({agent_snapshot("a1", {read_seconds(ex)})}, exposition::openmetrics);
     CHECK(at_limit.find("le=\"0.01\"} 20 # {request_id=\"" + std::string(118, 'x') +
                         "\"} 0.002000\n") != std::string::npos);
+}
+
+TEST_CASE(
+    "openmetrics exemplars show the transfer's trace and span ids, then its own label if it fits") {
+    constexpr std::array<std::uint8_t, 16> trace = {0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd,
+                                                    0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c};
+    constexpr std::array<std::uint8_t, 8> span = {0xe4, 0xa1, 0xf0, 0x6c, 0x52, 0xb3, 0x9d, 0x87};
+    const std::string tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    std::vector<xtel::metrics::exemplar> ex(3);
+    ex[0] = {"request_id", tp, 450, 0, trace, span};                     // 63 + 65: exactly 128
+    ex[1] = {"request_id", std::string(56, 'r'), 2000, 0, trace, span};  // 129: ids only
+    ex[2] = {"request_id", "req-7", 20000, 0, trace, {}};                // a trace, no span written
+    const auto text = rendered({agent_snapshot("a1", {read_seconds(ex)})}, exposition::openmetrics);
+    CHECK(text.find("le=\"0.001\"} 17 # {trace_id=\"0af7651916cd43dd8448eb211c80319c\","
+                    "span_id=\"e4a1f06c52b39d87\",request_id=\"" +
+                    tp + "\"} 0.000450\n") != std::string::npos);
+    CHECK(text.find("le=\"0.01\"} 20 # {trace_id=\"0af7651916cd43dd8448eb211c80319c\","
+                    "span_id=\"e4a1f06c52b39d87\"} 0.002000\n") != std::string::npos);
+    CHECK(text.find("le=\"+Inf\"} 21 # {trace_id=\"0af7651916cd43dd8448eb211c80319c\","
+                    "request_id=\"req-7\"} 0.020000\n") != std::string::npos);
+    // One character less and the request id fits beside the ids.
+    ex[1].label_value.pop_back();
+    const auto fits = rendered({agent_snapshot("a1", {read_seconds(ex)})}, exposition::openmetrics);
+    CHECK(fits.find("span_id=\"e4a1f06c52b39d87\",request_id=\"" + std::string(55, 'r') +
+                    "\"} 0.002000\n") != std::string::npos);
 }
 
 TEST_CASE("openmetrics escapes label values, exemplar values and HELP text") {
