@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "exporter_support.hpp"
+#include "prometheus_support.hpp"
 #include "test_util.hpp"
 #include "xtel/agent/agent.hpp"
 #include "xtel/metrics/exposition.hpp"
@@ -177,6 +179,57 @@ TEST_CASE("each latency exemplar of xfer_demo's initiator names the span it wrot
     CHECK(by_id.count(span_hex) == 1);
     CHECK(om.substr(at + labels.size() + 16, 16 + caller.size()) ==
           "\",request_id=\"" + caller + "\"}");
+}
+
+TEST_CASE(
+    "a real Prometheus scraping xtel-exporter stores latency exemplars that name the caller's "
+    "trace and the span of their transfer",
+    "[spans][exporter]") {
+    if (std::string_view(XTEL_PROMETHEUS).empty()) {
+        WARN("SKIPPED: prometheus was not found when configuring (Debian package prometheus)");
+        return;
+    }
+    const temp_dir dir;
+    run_demo(dir, "pe", 64, {"NIXL_TELEMETRY_TRACE_SLOW_US=0", "NIXL_TELEMETRY_TRACE_SAMPLE=0"},
+             {"--traceparent", caller});
+    std::set<std::string> span_ids;
+    for (const auto& s : read_spans(dir.path() / "pe-initiator.spans")) {
+        span_ids.insert(tr::to_hex(s.span));
+    }
+    REQUIRE(span_ids.size() == 64);
+    // The demo has closed its files: xtel-exporter serves them for its --stale-ttl.
+    auto exporter = exporter_it::start_exporter(dir.path(), {"--stale-ttl", "600"});
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    prom_it::prometheus_server prom(dir.path() / "prometheus", fmt::format("127.0.0.1:{}", port),
+                                    {"--enable-feature=exemplar-storage"});
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    const auto path =
+        fmt::format("/api/v1/query_exemplars?query={}&start={}&end={}",
+                    prom_it::percent_encode(
+                        R"(xtel_transfer_duration_seconds_bucket{agent_name="pe-initiator"})"),
+                    now - 600, now + 600);
+    const auto answer = prom.poll(path, [](const std::string& body) {
+        return body.find("\"span_id\":\"") != std::string::npos;
+    });
+    INFO("last answer: " << answer);
+    INFO("prometheus log:\n" << prom_it::read_file(prom.log));
+    // Each exemplar's labels, as Prometheus's JSON lists them: {"trace_id":..,"span_id":..,
+    // "request_id":..}.
+    std::size_t seen = 0;
+    for (std::size_t at = 0; (at = answer.find("\"span_id\":\"", at)) != std::string::npos;) {
+        const auto id = answer.substr(at + 11, 16);
+        CHECK(span_ids.count(id) == 1);
+        const auto labels_start = answer.rfind('{', at);
+        const auto labels = answer.substr(labels_start, answer.find('}', at) - labels_start);
+        CHECK(labels.find(R"("trace_id":"0af7651916cd43dd8448eb211c80319c")") != std::string::npos);
+        CHECK(labels.find(R"("request_id":")" + caller + "\"") != std::string::npos);
+        ++seen;
+        at += 11;
+    }
+    CHECK(seen >= 1);
 }
 
 TEST_CASE("fast transfers become spans exactly when their request id's trace is head-sampled",
