@@ -25,7 +25,9 @@
 #include "exporter_support.hpp"
 #include "otlp_receiver.hpp"
 #include "prometheus_support.hpp"
+#include "xtel/agent/agent.hpp"
 #include "xtel/trace/context.hpp"
+#include "xtel/trace/sampler.hpp"
 #include "xtel/trace/span_ring.hpp"
 
 using prom_it::child_process;
@@ -633,4 +635,140 @@ TEST_CASE(
     }
     CHECK(ids.size() == got.size());
     CHECK(health(port, "xtel_exporter_spans_lost_total") == 0);
+}
+
+TEST_CASE(
+    "fast transfers reach the receiver exactly when their request id's trace is head-sampled, "
+    "about the sampled fraction of them",
+    "[exporter_traces]") {
+    temp_dir tmp;
+    constexpr std::uint64_t transfers = 400;
+    constexpr std::uint64_t block = 16384;
+    const auto demo = xtel_test::run({"env",
+                                      "NIXL_TELEMETRY_ENABLE=y",
+                                      "NIXL_TELEMETRY_EXPORTER=node",
+                                      "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=" + tmp.path().string(),
+                                      "NIXL_TELEMETRY_TIMING_SAMPLE=1",
+                                      "NIXL_TELEMETRY_TRACE_SLOW_US=3600000000",
+                                      "NIXL_TELEMETRY_TRACE_SAMPLE=0.25",
+                                      "UCX_MEM_MALLOC_HOOKS=no",
+                                      "UCX_MEM_EVENTS=no",
+                                      XTEL_XFER_DEMO,
+                                      "--name",
+                                      "rate",
+                                      "--op",
+                                      "write",
+                                      "--total",
+                                      std::to_string(transfers * block),
+                                      "--block",
+                                      std::to_string(block),
+                                      "--request-id-prefix",
+                                      "rate-req-"});
+    INFO(demo.out << demo.err);
+    REQUIRE(demo.exit_code == 0);
+    // The decision is the trace id's alone, so the test predicts it transfer by transfer.
+    const std::uint64_t threshold = xtel::trace::sample_threshold(0.25);
+    std::set<std::string> expected;
+    for (std::uint64_t n = 0; n < transfers; ++n) {
+        const std::string id = fmt::format("rate-req-{}", n);
+        if (xtel::trace::head_sampled(xtel::trace::derive_trace_id(id), threshold)) {
+            expected.insert(id);
+        }
+    }
+    // A quarter, give or take three standard deviations of 400 draws (26).
+    CHECK(expected.size() >= 74);
+    CHECK(expected.size() <= 126);
+
+    temp_dir received;
+    otlp_receiver receiver(received.path());
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    REQUIRE(eventually([&] {
+        return receiver.span_ids().size() >= expected.size() &&
+               health(port, "xtel_exporter_span_files") == 0;
+    }));
+    std::set<std::string> got;
+    const auto spans = receiver.spans();
+    for (const span_line& s : spans) {
+        INFO(s.text());
+        CHECK(s.attribute("xtel.span.reason") == "sampled");
+        const auto id = s.attribute("xtel.request_id");
+        CHECK(s.field("traceId") == xtel::trace::to_hex(xtel::trace::derive_trace_id(id)));
+        got.insert(id);
+    }
+    CHECK(spans.size() == got.size());
+    CHECK(got == expected);
+}
+
+TEST_CASE("every failed transfer reaches the receiver as an error span in its caller's trace",
+          "[exporter_traces]") {
+    temp_dir tmp;
+    constexpr int failures = 3;
+    {
+        // Sampling off: only the failures become spans.
+        const xtel_test::scoped_env sample("NIXL_TELEMETRY_TRACE_SAMPLE", "0");
+        xtel::config cfg;
+        cfg.enabled = true;
+        cfg.exporters = {"node"};
+        cfg.output_path = tmp.path().string();
+        cfg.run_interval = std::chrono::milliseconds(20);
+        xtel::agent_options opts;
+        opts.transfer_timeout = std::chrono::milliseconds(50);
+        auto initiator = xtel::make_agent("failing", cfg, opts);
+        std::vector<std::byte> local(1 << 20);
+        REQUIRE(
+            initiator->register_memory(xtel::descriptor::dram(local.data(), local.size())).ok());
+        const auto l = xtel::descriptor::dram(local.data(), local.size());
+        // A target of its own for each: a timed-out write leaves its peer's endpoint failed.
+        for (int i = 0; i < failures; ++i) {
+            const std::string peer = fmt::format("quiet-{}", i);
+            auto target = xtel::make_agent(peer, xtel::config{}, opts);
+            std::vector<std::byte> remote(1 << 20);
+            REQUIRE(
+                target->register_memory(xtel::descriptor::dram(remote.data(), remote.size())).ok());
+            std::vector<std::byte> blob;
+            REQUIRE(target->export_metadata(blob).ok());
+            std::string name;
+            REQUIRE(initiator->load_remote_metadata(blob, name).ok());
+            const auto r = xtel::descriptor::dram(remote.data(), remote.size());
+            xtel::transfer_handle h;
+            REQUIRE(initiator
+                        ->create_transfer(xtel::transfer_op::write, std::span(&l, 1),
+                                          std::span(&r, 1), peer, h, {caller})
+                        .ok());
+            // The target never progresses: the write outlives the 50 ms deadline.
+            REQUIRE(initiator->post(h).code() == xtel::status_code::in_progress);
+            xtel::status st = initiator->poll(h);
+            const auto give_up = std::chrono::steady_clock::now() + 10s;
+            while (st.code() == xtel::status_code::in_progress &&
+                   std::chrono::steady_clock::now() < give_up) {
+                st = initiator->poll(h);
+            }
+            REQUIRE(st.code() == xtel::status_code::timed_out);
+            CHECK(initiator->release(h).ok());
+        }
+    }
+    temp_dir received;
+    otlp_receiver receiver(received.path());
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    REQUIRE(eventually([&] {
+        return receiver.span_ids().size() >= failures &&
+               health(port, "xtel_exporter_span_files") == 0;
+    }));
+    const auto spans = receiver.spans();
+    REQUIRE(spans.size() == failures);
+    for (const span_line& s : spans) {
+        INFO(s.text());
+        CHECK(s.resource("xtel.agent.name") == "failing");
+        CHECK(s.field("traceId") == caller_trace);
+        CHECK(s.field("parentSpanId") == caller_span);
+        CHECK(s.attribute("xtel.span.reason") == "failed");
+        CHECK(s.attribute("xtel.transfer.status") == "timed_out");
+        CHECK(s.attribute("error.type") == "timed_out");
+        CHECK(s.attribute("xtel.transfer.descriptors").empty());  // not recorded: left out
+        CHECK(s.field("status") == R"({"code":2)");  // STATUS_CODE_ERROR, then its message
+    }
 }

@@ -119,7 +119,9 @@ void add_span(pb::ScopeSpans& scope, const span_record& r) {
         put(attrs, "xtel.peer.agent", remote);
     }
     put(attrs, "xtel.transfer.bytes", static_cast<std::int64_t>(r.bytes));
-    put(attrs, "xtel.transfer.descriptors", static_cast<std::int64_t>(r.descriptors));
+    if (r.descriptors != 0) {  // 0: the agent did not record it
+        put(attrs, "xtel.transfer.descriptors", static_cast<std::int64_t>(r.descriptors));
+    }
     if (r.lanes != 0) {
         put(attrs, "xtel.transfer.lanes", static_cast<std::int64_t>(r.lanes));
     }
