@@ -26,6 +26,10 @@ enum class record_kind : std::uint8_t {
     /// The request id of the transfer record before it (whose `continued` is set): the bytes
     /// of the id in tag_bytes, their number in tag_length.
     transfer_tag = 3,
+    /// A transfer another agent made and notified this one of (transfer_record::notified),
+    /// as this agent sees it: sent (a read of its memory) or received (a write into it).
+    transfer_notified_tx = 4,
+    transfer_notified_rx = 5,
 };
 
 /// What a transfer record carries besides its timestamp and byte count.

@@ -65,10 +65,6 @@ struct first_metric_state<M, Rest...> {
 /// What a pipeline without metric state holds in its place.
 struct no_metric_state {};
 
-/// The `vkind` byte of a staged transfer record that another agent's notification reported
-/// (transfer_record::notified): a value no event's kind takes. Transfer records leave vkind
-/// otherwise unused; every transfer writes it, so a reused slot never reads as notified.
-inline constexpr auto notified_mark = static_cast<value_kind>(0xff);
 }  // namespace detail
 
 /// The exporters of a pipeline, in the order the pipeline calls them.
@@ -254,7 +250,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
             detail::staged_record* r = request_id.empty() ? nullptr : ring->try_claim_pair();
             if (r != nullptr) {
                 fill_transfer(*r, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, true);
-                r->vkind = detail::notified_mark;
+                r->kind = notified_kind(dir);
                 detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
                 ring->publish_pair();
                 return;
@@ -262,7 +258,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
             // Untagged, or no room for two: the transfer alone, if one slot is left.
             stage([&](detail::staged_record& one) {
                 fill_transfer(one, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, false);
-                one.vkind = detail::notified_mark;
+                one.kind = notified_kind(dir);
             });
         }
     }
@@ -327,6 +323,13 @@ class basic_telemetry<exporter_list<Exporters...>> {
     using exporter_tuple = std::tuple<Exporters...>;
 
     /// Writes a transfer's record into `r` (the body of stage_transfer's fill).
+    /// The record kind of a notified transfer: its own kind, so that telling it from the
+    /// agent's own transfers costs the hot path no store (fill_transfer writes the kind anyway).
+    static constexpr detail::record_kind notified_kind(direction dir) noexcept {
+        return dir == direction::tx ? detail::record_kind::transfer_notified_tx
+                                    : detail::record_kind::transfer_notified_rx;
+    }
+
     static void fill_transfer(detail::staged_record& r,
                               direction dir,
                               std::uint64_t timestamp_us,
@@ -343,7 +346,6 @@ class basic_telemetry<exporter_list<Exporters...>> {
                                       : detail::record_kind::transfer_rx;
         r.timed = timed;
         r.continued = continued;
-        r.vkind = value_kind::counter;  // not notified_mark: a slot is reused
         // Field by field: a struct built on the stack and copied as one block costs a
         // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
         std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
@@ -574,8 +576,10 @@ class basic_telemetry<exporter_list<Exporters...>> {
         }
         detail::transfer_fields f;
         std::memcpy(&f, r.payload, sizeof f);
-        const bool tx = r.kind == detail::record_kind::transfer_tx;
-        const bool notified = r.vkind == detail::notified_mark;
+        const bool tx = r.kind == detail::record_kind::transfer_tx ||
+                        r.kind == detail::record_kind::transfer_notified_tx;
+        const bool notified = r.kind == detail::record_kind::transfer_notified_tx ||
+                              r.kind == detail::record_kind::transfer_notified_rx;
         if constexpr (takes_transfers) {
             transfer_record& t = transfers_.emplace_back(
                 transfer_record{r.timestamp_us, r.value, f.requests, f.post_us, f.xfer_us,
