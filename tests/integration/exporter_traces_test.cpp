@@ -772,3 +772,23 @@ TEST_CASE("every failed transfer reaches the receiver as an error span in its ca
         CHECK(s.field("status") == R"({"code":2)");  // STATUS_CODE_ERROR, then its message
     }
 }
+
+TEST_CASE("a file named like a span ring that is not one is refused in one line naming it once",
+          "[exporter_traces]") {
+    temp_dir tmp;
+    temp_dir received;
+    otlp_receiver receiver(received.path());
+    const auto garbage = tmp.path() / "garbage-0.spans";
+    prom_it::write_file(garbage, std::string(4096, 'x'));
+    auto exporter = start_traces_exporter(tmp.path(), receiver.url());
+    const int port = prom_it::served_port(exporter);
+    REQUIRE(port > 0);
+    REQUIRE(eventually([&] {
+        return health(port, R"(xtel_exporter_span_files_refused_total{reason="not_span_file"})") ==
+               1;
+    }));
+    exporter.read_line("no such line", 300ms);
+    INFO(exporter.output());
+    CHECK(count_of(exporter.output(), garbage.string()) == 1);
+    CHECK(count_of(exporter.output(), "span file " + garbage.string() + ": ") == 1);
+}

@@ -86,12 +86,16 @@ span_export::span_export(settings s, push::otlp_trace_options o)
 
 span_export::~span_export() = default;
 
-void span_export::refuse(const std::string& name, span_refusal r, const std::string& why) {
+void span_export::refuse(const std::string& name, span_refusal r, std::string_view why) {
     refused_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+    // The reader's messages start with the path this line names already.
+    const std::string path = (settings_.dir / name).string();
+    if (why.starts_with(path + ": ")) {
+        why.remove_prefix(path.size() + 2);
+    }
     log(log_level::warning, fmt::format("xtel-exporter: span file {}: {} ({}; its spans are not "
                                         "exported until the file is replaced)",
-                                        (settings_.dir / name).string(), why,
-                                        refusal_names[static_cast<std::size_t>(r)]));
+                                        path, why, refusal_names[static_cast<std::size_t>(r)]));
 }
 
 void span_export::scan() {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xtel/metrics/snapshot.hpp"
@@ -70,7 +71,7 @@ class span_export {
     void scan();
     /// Reads `f` (at most `budget` spans) into `out`; false when it is to be forgotten.
     bool read(file& f, std::size_t budget, std::vector<push::otlp_agent_spans>& out);
-    void refuse(const std::string& name, span_refusal r, const std::string& why);
+    void refuse(const std::string& name, span_refusal r, std::string_view why);
 
     settings settings_;
     push::otlp_trace_pusher pusher_;
