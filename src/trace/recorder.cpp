@@ -63,6 +63,8 @@ span_record span_recorder::make_span(const transfer_record& r,
     s.start_us =
         r.timed && r.xfer_us <= r.timestamp_us ? r.timestamp_us - r.xfer_us : r.timestamp_us;
     s.bytes = r.requests > 1 ? r.bytes / r.requests : r.bytes;
+    s.descriptors = r.shape.descriptors;
+    s.lanes = r.shape.lanes;
     s.operation = static_cast<std::uint8_t>(r.attrs.op);
     s.kind = static_cast<std::uint8_t>(r.notified ? side::target : side::initiator);
     s.status = static_cast<std::uint8_t>(r.attrs.status);

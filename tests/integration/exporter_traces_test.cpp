@@ -768,7 +768,10 @@ TEST_CASE("every failed transfer reaches the receiver as an error span in its ca
         CHECK(s.attribute("xtel.span.reason") == "failed");
         CHECK(s.attribute("xtel.transfer.status") == "timed_out");
         CHECK(s.attribute("error.type") == "timed_out");
-        CHECK(s.attribute("xtel.transfer.descriptors").empty());  // not recorded: left out
+        // One local and one remote descriptor: one RMA operation; over the lanes its
+        // connection had.
+        CHECK(s.attribute("xtel.transfer.descriptors") == "1");
+        CHECK_FALSE(s.attribute("xtel.transfer.lanes").empty());
         CHECK(s.field("status") == R"({"code":2)");  // STATUS_CODE_ERROR, then its message
     }
 }

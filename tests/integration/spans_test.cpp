@@ -109,6 +109,8 @@ TEST_CASE(
         CHECK(s.operation == static_cast<std::uint8_t>(xtel::transfer_op::write));
         CHECK(s.status == 0);
         CHECK(s.bytes == block);
+        CHECK(s.descriptors == 1);  // one block, one descriptor each side
+        CHECK(s.lanes >= 1);        // the lanes of the connection, as UCX reports them
         CHECK(s.start_us <= s.end_us);
         CHECK(sr::text(s.agent) == "tp-initiator");
         CHECK(sr::text(s.remote_agent) == "tp-target");

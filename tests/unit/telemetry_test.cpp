@@ -329,6 +329,31 @@ TEST_CASE("exporters that ask for transfers get each one whole, with its attribu
     CHECK(transfer_collecting_exporter::events == 0);
 }
 
+TEST_CASE(
+    "a transfer's descriptors and lanes reach transfer exporters, tagged or not, timed or not") {
+    transfer_collecting_exporter::transfers.clear();
+    {
+        xtel::telemetry<transfer_collecting_exporter> t(enabled_config(), "shape", manual);
+        t.record_transfer(xtel::direction::tx, 1, 4096, 1, 2, 3, {}, {}, {65535, 4});
+        t.record_transfer(xtel::direction::tx, 2, 4096, 1, 2, 3, {}, "req-1", {7, 1});
+        t.record_transfer_counts(xtel::direction::rx, 3, 4096, 2, {}, {}, {300, 255});
+        t.record_transfer(xtel::direction::tx, 4, 4096, 1, 2, 3);  // none given
+        t.flush();
+    }
+    const auto& r = transfer_collecting_exporter::transfers;
+    REQUIRE(r.size() == 4);
+    CHECK(r[0].shape == xtel::transfer_shape{65535, 4});
+    CHECK(r[1].shape == xtel::transfer_shape{7, 1});
+    CHECK(r[2].shape == xtel::transfer_shape{300, 255});
+    CHECK_FALSE(r[2].timed);
+    CHECK(r[3].shape == xtel::transfer_shape{});
+    // The rest of each record is as it was: the shape shares a store with kind and flags.
+    CHECK(r[0].dir == xtel::direction::tx);
+    CHECK(r[0].timed);
+    CHECK(r[2].dir == xtel::direction::rx);
+    CHECK(r[2].requests == 2);
+}
+
 TEST_CASE("the label table stops growing at its capacity and answers 'other'") {
     xtel::label_table l(3);
     const auto a = l.intern("a");

@@ -365,7 +365,7 @@ class basic_agent final : public agent {
         telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes * n, n,
                                    clock_.micros(r.post_start, r.post_end),
                                    clock_.micros(r.post_start, done), r.attrs,
-                                   r.tagged ? backend_.request_id(h) : std::string_view{});
+                                   r.tagged ? backend_.request_id(h) : std::string_view{}, r.shape);
     }
 
     /// Puts a transfer whose completions wait for recording on the list report_unreported
@@ -385,7 +385,7 @@ class basic_agent final : public agent {
     /// Records a transfer's untimed completions as counts.
     void report_counts(detail::transfer_state& r, std::uint64_t wall_us) noexcept {
         telemetry_.record_transfer_counts(r.dir, wall_us, r.bytes * r.unreported, r.unreported,
-                                          r.attrs);
+                                          r.attrs, {}, r.shape);
         r.unreported = 0;
     }
 
@@ -425,10 +425,10 @@ class basic_agent final : public agent {
             if (r.timed) {
                 telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes, 1,
                                            clock_.micros(r.post_start, r.post_end),
-                                           clock_.micros(r.post_start, done), attrs, id);
+                                           clock_.micros(r.post_start, done), attrs, id, r.shape);
             } else {
                 telemetry_.record_transfer_counts(r.dir, clock_.wall_us(done), r.bytes, 1, attrs,
-                                                  id);
+                                                  id, r.shape);
             }
         }
     }

@@ -42,6 +42,8 @@ struct transfer_state {
     bool listed = false;
     /// Whether the caller gave the transfer a request id (ucx_backend::request_id).
     bool tagged = false;
+    /// Its descriptors and its connection's lanes, for its span.
+    transfer_shape shape{};
 };
 // With the slot's state after it, one cache line: a post that is not timed touches nothing
 // else of the record (src/agent/ucx lays the slot out so).

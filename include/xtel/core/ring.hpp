@@ -53,7 +53,8 @@ struct alignas(cache_line) staged_record {
     bool timed;
     /// Transfers: the next record is this one's transfer_tag; the two are drained together.
     bool continued;
-    std::uint8_t reserved[3];
+    /// Transfers: the transfer_shape, descriptors (16 bits, little-endian) then lanes.
+    std::uint8_t shape[3];
     alignas(8) unsigned char payload[40];  ///< event_name, or transfer_fields
 };
 static_assert(sizeof(staged_record) == cache_line);

@@ -60,6 +60,15 @@ struct transfer_attributes {
 };
 static_assert(sizeof(transfer_attributes) == 16);
 
+/// What a transfer is made of, for its span: its descriptors (counted up to 65535: more reads
+/// 65535) and the UCX lanes of the connection it went over (0: not known).
+struct transfer_shape {
+    std::uint16_t descriptors = 0;
+    std::uint8_t lanes = 0;
+
+    friend bool operator==(const transfer_shape&, const transfer_shape&) = default;
+};
+
 /// A transfer as the flusher hands it to exporters that ask for transfers (see exporter.hpp).
 struct transfer_record {
     std::uint64_t timestamp_us = 0;
@@ -79,6 +88,8 @@ struct transfer_record {
     /// it (xtel_notified_transfers_total counts it), and the span recorder writes it as the
     /// target's span.
     bool notified = false;
+    /// Its descriptors and lanes, as the agent gave them (zero: not given).
+    transfer_shape shape{};
     /// The request or trace id the caller gave the transfer, for exemplars; empty when none.
     /// Valid for the exporter call it is handed to. Filled on timed and on failed records
     /// only: the agent passes the id given to create_transfer (transfer_tags, at most

@@ -103,6 +103,8 @@ struct ucx_backend::impl {
         std::shared_ptr<const std::atomic<bool>> alive;
         bool failed = false;
         bool closed = false;
+        /// The UCX lanes of its endpoint, all transports together (at most 255 counted).
+        std::uint8_t lanes = 0;
         status failure;
 
         bool usable() const noexcept {
@@ -198,7 +200,8 @@ struct ucx_backend::impl {
     status connect(agent_metadata& md,
                    std::shared_ptr<const std::atomic<bool>> remote_alive,
                    std::shared_ptr<remote_agent>& out);
-    void announce(const remote_agent& r);
+    /// Also keeps the endpoint's lane count in `r`.
+    void announce(remote_agent& r);
     status disconnect(std::string_view remote_name);
     status regions_of(std::string_view remote_name, std::vector<descriptor>& out) const;
 

@@ -288,13 +288,16 @@ status ucx_backend::impl::connect(agent_metadata& md,
 }
 
 /// The events of a new connection: the connect, the count, and its transports.
-void ucx_backend::impl::announce(const remote_agent& r) {
+void ucx_backend::impl::announce(remote_agent& r) {
     sink(category::connection, names::agent_connect, 1, value_kind::counter);
     sink(category::connection, names::agent_connections, usable_connections(), value_kind::gauge);
+    std::uint64_t all = 0;
     for (const auto& [tl, lanes] : transports_of(r.ep)) {
         const std::string event = fmt::format("{}{}", names::ucx_transport_prefix, tl);
         sink(category::backend, event_name(event), lanes, value_kind::gauge);
+        all += lanes;
     }
+    r.lanes = static_cast<std::uint8_t>(std::min<std::uint64_t>(all, 255));
 }
 
 status ucx_backend::impl::disconnect(std::string_view remote_name) {

@@ -3,6 +3,7 @@
 // backend_impl.hpp).
 
 #include <algorithm>
+#include <limits>
 
 #include "agent/ucx/backend_impl.hpp"
 #include "xtel/core/clock.hpp"
@@ -85,6 +86,9 @@ status ucx_backend::impl::create(transfer_op op,
     t.info.bytes = bytes;
     t.info.attrs = attrs;
     t.info.tagged = !request_id.empty();
+    t.info.shape = {.descriptors = static_cast<std::uint16_t>(std::min<std::size_t>(
+                        t.ops.size(), std::numeric_limits<std::uint16_t>::max())),
+                    .lanes = remote->lanes};
     t.request_id.assign(clip_request_id(request_id));
     t.failure = {};
     t.notify = wire ? transfer_outcome::notify : 0;
