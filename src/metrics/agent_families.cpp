@@ -259,11 +259,11 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .health = true},
 };
 
-void agent_metrics::add_nixl_set(const std::vector<double>& bounds) {
+void agent_metrics::add_nixl_set(const latency_shape& latency) {
     // Every family of the set is labelled by the one host name (fixed labels).
     constexpr std::string_view set_labels[] = {"hostname"};
     const std::string_view host = hostname_;
-    add_family_set(nixl_rows_, family_group::nixl, set_labels, std::span(&host, 1), true, bounds);
+    add_family_set(nixl_rows_, family_group::nixl, set_labels, std::span(&host, 1), true, latency);
     // The legacy builder's counters are NIXL's too: at 0 from the start, as NIXL shows them.
     auto& store = processor_->store();
     for (const auto& c : legacy_counters) {
@@ -286,8 +286,8 @@ void agent_metrics::add_nixl_set(const std::vector<double>& bounds) {
     }
 }
 
-void agent_metrics::add_xtel_set(const std::vector<double>& bounds) {
-    add_family_set(xtel_rows_, family_group::xtel, {}, {}, false, bounds);
+void agent_metrics::add_xtel_set(const latency_shape& latency) {
+    add_family_set(xtel_rows_, family_group::xtel, {}, {}, false, latency);
     auto& store = processor_->store();
     errors_.resize(status_code_count);
     for (std::size_t c = static_cast<std::size_t>(status_code::in_progress) + 1;
@@ -305,7 +305,7 @@ void agent_metrics::add_family_set(std::span<const family_row> rows,
                                    std::span<const std::string_view> set_labels,
                                    std::span<const std::string_view> set_values,
                                    bool fixed_labels,
-                                   const std::vector<double>& bounds) {
+                                   const latency_shape& latency) {
     for (const family_row& row : rows) {
         origins_.insert_or_assign(
             std::string(row.name),
@@ -322,7 +322,9 @@ void agent_metrics::add_family_set(std::span<const family_row> rows,
         }
         spec.decimals = row.decimals;
         if (row.latency) {
-            spec.bounds = bounds;
+            spec.bounds = latency.bounds;
+            spec.native = latency.native;
+            spec.native_schema = latency.native_schema;
         }
         spec.unit = row.unit;
         spec.fixed_labels = fixed_labels || row.fixed_labels;

@@ -71,8 +71,8 @@ agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_setting
     opts.builders = settings.builders.value_or(agent_metrics_settings::default_builders(sets_));
     processor_ = std::make_unique<transfer_processor>(metrics::context{agent_name_, hostname_},
                                                       metrics::default_attributes(), opts);
-    add_nixl_set(settings.buckets);
-    add_xtel_set(settings.buckets);
+    add_nixl_set(settings.latency());
+    add_xtel_set(settings.latency());
     report_unmatched_allowlist();
     publish();
 }

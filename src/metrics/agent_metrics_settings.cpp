@@ -13,6 +13,7 @@
 
 #include "core/suggest.hpp"
 #include "xtel/core/parse.hpp"
+#include "xtel/metrics/native_histogram.hpp"
 
 namespace xtel::metrics {
 
@@ -80,6 +81,42 @@ std::string_view to_string(family_sets s) noexcept {
             return "both";
     }
     return "xtel";
+}
+
+std::string_view to_string(histogram_kind k) noexcept {
+    switch (k) {
+        case histogram_kind::classic:
+            return "classic";
+        case histogram_kind::native:
+            return "native";
+        case histogram_kind::both:
+            return "both";
+    }
+    return "classic";
+}
+
+histogram_kind agent_metrics_settings::parse_histogram_kind(std::string_view var,
+                                                            std::string_view value) {
+    for (const histogram_kind k :
+         {histogram_kind::classic, histogram_kind::native, histogram_kind::both}) {
+        if (detail::same_keyword(parse::trim(value), to_string(k))) {
+            return k;
+        }
+    }
+    parse::fail(var, value,
+                "expected classic (the bucket bounds of NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US), "
+                "native (exponential buckets: Prometheus native histograms, OTLP exponential "
+                "histograms) or both");
+}
+
+latency_shape agent_metrics_settings::latency() const {
+    latency_shape out;
+    if (histograms != histogram_kind::native) {
+        out.bounds = buckets;
+    }
+    out.native = histograms != histogram_kind::classic;
+    out.native_schema = static_cast<std::int8_t>(histogram_schema);
+    return out;
 }
 
 std::vector<std::string> agent_metrics_settings::default_builders(family_sets s) {
@@ -161,6 +198,22 @@ agent_metrics_settings agent_metrics_settings::from_env(const env_lookup& lookup
         s.buckets = parse_buckets(env::histogram_buckets_us, *v);
     } else if (const auto v = lookup(env::prometheus_buckets)) {
         s.buckets = parse_buckets(env::prometheus_buckets, *v);
+    }
+    if (const auto v = lookup(env::histogram_kind)) {
+        s.histograms = parse_histogram_kind(env::histogram_kind, *v);
+    }
+    if (const auto v = lookup(env::histogram_schema)) {
+        const std::string_view t = parse::trim(*v);
+        int schema = 0;
+        const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), schema);
+        if (t.empty() || ec != std::errc{} || ptr != t.data() + t.size() ||
+            schema < native::min_schema || schema > native::max_schema) {
+            parse::fail(env::histogram_schema, *v,
+                        fmt::format("expected an integer from {} to {} (2^schema native buckets "
+                                    "per power of two; 3 is 8 buckets, at most 4.3% off)",
+                                    native::min_schema, native::max_schema));
+        }
+        s.histogram_schema = schema;
     }
     if (const auto v = lookup(env::enabled_metrics)) {
         s.enabled_metrics = parse_enabled_metrics(env::enabled_metrics, *v);

@@ -7,6 +7,7 @@
 
 #include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/metric_store.hpp"
+#include "xtel/metrics/native_histogram.hpp"
 #include "xtel/metrics/openmetrics_names.hpp"
 
 namespace xtel::metrics {
@@ -25,6 +26,55 @@ void encode(std::string& out, std::span<const std::string_view> values) {
 
 bool takes_values(metric_type t) noexcept {
     return t == metric_type::counter || t == metric_type::gauge;
+}
+
+/// Halves `s`'s native resolution: each pair of buckets becomes one.
+void downscale(series& s) {
+    const std::int32_t first = native::downscaled(s.native_first);
+    const std::int32_t last =
+        native::downscaled(s.native_first + static_cast<std::int32_t>(s.native_buckets.size()) - 1);
+    std::vector<std::uint64_t> merged(static_cast<std::size_t>(last - first + 1), 0);
+    for (std::size_t k = 0; k < s.native_buckets.size(); ++k) {
+        const std::int32_t i = native::downscaled(s.native_first + static_cast<std::int32_t>(k));
+        merged[static_cast<std::size_t>(i - first)] += s.native_buckets[k];
+    }
+    s.native_buckets = std::move(merged);
+    s.native_first = first;
+    --s.native_schema;
+}
+
+/// Counts `value` (as kept) in `s`'s native buckets.
+void observe_native(series& s, std::uint64_t value, std::uint8_t decimals) {
+    if (value == 0) {
+        ++s.zero_count;
+        return;
+    }
+    const double shown = shown_bound(static_cast<double>(value), decimals);
+    std::int32_t index = native::bucket_index(shown, s.native_schema);
+    if (s.native_buckets.empty()) {
+        s.native_first = index;
+        s.native_buckets.push_back(1);
+        return;
+    }
+    const auto width = [&] {
+        const std::int32_t last =
+            s.native_first + static_cast<std::int32_t>(s.native_buckets.size()) - 1;
+        return static_cast<std::size_t>(std::max(last, index) - std::min(s.native_first, index)) +
+               1;
+    };
+    while (width() > native::max_buckets && s.native_schema > native::min_schema) {
+        downscale(s);
+        index = native::bucket_index(shown, s.native_schema);
+    }
+    if (index < s.native_first) {
+        s.native_buckets.insert(s.native_buckets.begin(),
+                                static_cast<std::size_t>(s.native_first - index), 0);
+        s.native_first = index;
+    } else if (const auto k = static_cast<std::size_t>(index - s.native_first);
+               k >= s.native_buckets.size()) {
+        s.native_buckets.resize(k + 1, 0);
+    }
+    ++s.native_buckets[static_cast<std::size_t>(index - s.native_first)];
 }
 
 }  // namespace
@@ -79,6 +129,15 @@ void metric_store::check_new(const family_spec& spec) const {
         throw metrics_error(fmt::format(
             "metric family '{}' is a {} with bucket bounds: expected bounds only for a histogram",
             spec.name, to_string(spec.type)));
+    }
+    if (spec.native && (spec.type != metric_type::histogram ||
+                        spec.native_schema < native::min_schema ||
+                        spec.native_schema > native::max_schema)) {
+        throw metrics_error(fmt::format(
+            "metric family '{}' is a {} with native buckets of schema {}: expected native "
+            "buckets only for a histogram, of a schema from {} to {}",
+            spec.name, to_string(spec.type), spec.native_schema, native::min_schema,
+            native::max_schema));
     }
     for (std::size_t i = 0; i < spec.bounds.size(); ++i) {
         // Readers show each bound divided by 10^decimals, and add +Inf themselves.
@@ -216,6 +275,7 @@ series_ref metric_store::series_of(family_id id, std::span<const std::string_vie
         series& s = f.series_.emplace_back();
         s.label_values.assign(label_values.begin(), label_values.end());
         s.buckets.assign(f.spec_.bounds.size(), 0);
+        s.native_schema = f.spec_.native ? f.spec_.native_schema : 0;
         return static_cast<std::uint32_t>(f.series_.size() - 1);
     };
     ++changes_;
@@ -277,6 +337,9 @@ void metric_store::observe(series_ref s, std::uint64_t value) {
     const auto it = std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(value));
     if (it != bounds.end()) {
         ++x.buckets[static_cast<std::size_t>(it - bounds.begin())];
+    }
+    if (spec.native) {
+        observe_native(x, value, spec.decimals);
     }
     x.sum += value;
     ++x.count;

@@ -124,10 +124,10 @@ class agent_metrics {
     static const family_row nixl_rows_[];
     static const family_row xtel_rows_[];
 
-    /// The NIXL set and the xtel set, each from its table; `bounds` those of the latency
-    /// histograms.
-    void add_nixl_set(const std::vector<double>& bounds);
-    void add_xtel_set(const std::vector<double>& bounds);
+    /// The NIXL set and the xtel set, each from its table; `latency` the latency histograms'
+    /// shape.
+    void add_nixl_set(const latency_shape& latency);
+    void add_xtel_set(const latency_shape& latency);
     /// Adds the families of `rows`, each labelled by `set_labels` before its own, and, where a
     /// row names a member, keeps the family or its series of `set_values` (made now, at 0).
     void add_family_set(std::span<const family_row> rows,
@@ -135,7 +135,7 @@ class agent_metrics {
                         std::span<const std::string_view> set_labels,
                         std::span<const std::string_view> set_values,
                         bool fixed_labels,
-                        const std::vector<double>& bounds);
+                        const latency_shape& latency);
 
     /// Whether the family is served: of a set chosen (or of none), and allowed by the
     /// allowlist.

@@ -26,6 +26,11 @@ inline constexpr const char* histogram_buckets_us = "NIXL_TELEMETRY_HISTOGRAM_BU
 inline constexpr const char* prometheus_buckets = "NIXL_TELEMETRY_PROMETHEUS_BUCKETS";
 /// The metrics builders that make transfer series: comma-separated legacy, comprehensive, time.
 inline constexpr const char* prometheus_builders = "NIXL_TELEMETRY_PROMETHEUS_BUILDERS";
+/// Which form the latency histograms keep: classic (the bucket bounds above, as NIXL), native
+/// (exponential buckets: Prometheus's native histograms, OTLP's exponential histograms) or both.
+inline constexpr const char* histogram_kind = "NIXL_TELEMETRY_HISTOGRAM_KIND";
+/// The native histograms' starting resolution, -4 to 8: 2^schema buckets per power of two.
+inline constexpr const char* histogram_schema = "NIXL_TELEMETRY_HISTOGRAM_SCHEMA";
 /// Series per family before new label sets fold into the family's "other" series.
 inline constexpr const char* prometheus_max_series = "NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES";
 /// Which family sets the agent serves: xtel (the default), nixl or both (docs/metrics.md).
@@ -45,6 +50,18 @@ std::string_view to_string(family_sets s) noexcept;
 constexpr bool has(family_sets s, family_sets one) noexcept {
     return (static_cast<unsigned>(s) & static_cast<unsigned>(one)) != 0;
 }
+
+/// The forms a latency histogram can keep (env::histogram_kind).
+enum class histogram_kind : std::uint8_t { classic = 1, native = 2, both = 3 };
+std::string_view to_string(histogram_kind k) noexcept;
+
+/// What every latency histogram is made with: classic bounds (empty for native only) and
+/// whether, from which schema, it keeps native buckets.
+struct latency_shape {
+    std::vector<double> bounds;
+    bool native = false;
+    std::int8_t native_schema = 0;
+};
 
 /// Upstream NIXL's metric names as NIXL_TELEMETRY_ENABLED_METRICS matches them: the events the
 /// NIXL set's families derive from, and one agent_err_<status> per agent_errors_total status.
@@ -94,6 +111,13 @@ struct agent_metrics_settings {
     /// Upper bounds of the latency histograms' buckets, in microseconds (agent_xfer_time_us
     /// shows them so; xtel_transfer_duration_seconds in seconds).
     std::vector<double> buckets = default_buckets();
+    /// The latency histograms' form (NIXL_TELEMETRY_HISTOGRAM_KIND): classic by default, so that
+    /// a NIXL deployment's bodies and the agent's memory stay as they were; native buckets are
+    /// seen only by a Prometheus that asks for protobuf, by remote-write and by OTLP.
+    histogram_kind histograms = histogram_kind::classic;
+    /// Their native schema (NIXL_TELEMETRY_HISTOGRAM_SCHEMA): 3 by default, at most 4.3% off,
+    /// Prometheus's client libraries' usual resolution.
+    int histogram_schema = 3;
     /// The hostname label; this machine's name by default.
     std::string hostname;
     /// The family sets served (NIXL_TELEMETRY_METRIC_SET; xtel by default).
@@ -112,7 +136,11 @@ struct agent_metrics_settings {
     /// every series of the agent, when the environment names them.
     process_rank rank;
 
+    /// The shape of the latency histograms these settings make.
+    latency_shape latency() const;
+
     /// Reads NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US (else NIXL_TELEMETRY_PROMETHEUS_BUCKETS),
+    /// NIXL_TELEMETRY_HISTOGRAM_KIND, NIXL_TELEMETRY_HISTOGRAM_SCHEMA,
     /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS, NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES,
     /// NIXL_TELEMETRY_METRIC_SET and NIXL_TELEMETRY_ENABLED_METRICS, each once. Unset
     /// NIXL_TELEMETRY_METRIC_SET is xtel, unless the allowlist names a metric of the NIXL set
@@ -129,6 +157,8 @@ struct agent_metrics_settings {
     /// known_builders, comma-separated, spaces around them ignored, each at most once);
     /// throws config_error naming `var`, quoting `value` and listing the names accepted.
     static std::vector<std::string> parse_builders(std::string_view var, std::string_view value);
+    /// Parses NIXL_TELEMETRY_HISTOGRAM_KIND's value (classic, native or both, any letter case).
+    static histogram_kind parse_histogram_kind(std::string_view var, std::string_view value);
     /// Parses NIXL_TELEMETRY_METRIC_SET's value (xtel, nixl or both, any letter case).
     static family_sets parse_sets(std::string_view var, std::string_view value);
     /// Parses an allowlist as NIXL_TELEMETRY_ENABLED_METRICS takes it: comma-separated globs

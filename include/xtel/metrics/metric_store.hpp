@@ -62,7 +62,8 @@ struct family_spec {
     /// the sums. At most 18.
     std::uint8_t decimals = 0;
     /// Histogram only: the buckets' upper bounds, in the unit of the values kept, strictly
-    /// increasing; the +Inf bucket is implied. Empty for the other types.
+    /// increasing; the +Inf bucket is implied. Empty for the other types, and for a histogram
+    /// kept in native form only (its classic form is then the +Inf bucket alone).
     std::vector<double> bounds{};
     /// The unit the shown values are in, as OpenMetrics names it in `# UNIT` ("seconds",
     /// "bytes"); the name must then end in `_<unit>` (before `_total`). Empty: no unit line.
@@ -71,6 +72,11 @@ struct family_spec {
     /// exporter names, the host's name), not from the outside world (peers): the family is
     /// exempt from max_series, never folds, and has no folded-updates series.
     bool fixed_labels = false;
+    /// Histogram only: whether its series keep native (exponential) buckets too
+    /// (native_histogram.hpp), over the values as shown (divided by 10^decimals), starting at
+    /// `native_schema` (min_schema to max_schema).
+    bool native = false;
+    std::int8_t native_schema = 0;
 
     friend bool operator==(const family_spec&, const family_spec&) = default;
 };
@@ -108,6 +114,15 @@ struct series {
     /// histogram, summary: the sum and the number of observations.
     std::uint64_t sum = 0;
     std::uint64_t count = 0;
+    /// native histogram (family_spec::native): observations per native bucket, dense and NOT
+    /// cumulative, `native_buckets[k]` being bucket `native_first + k` at `native_schema`
+    /// (the family's, or lower once the buckets would have grown wider than
+    /// native::max_buckets); the observations of 0 in `zero_count`. The sum and count above
+    /// are the native histogram's too.
+    std::vector<std::uint64_t> native_buckets;
+    std::int32_t native_first = 0;
+    std::int8_t native_schema = 0;
+    std::uint64_t zero_count = 0;
 
     friend bool operator==(const series&, const series&) = default;
 };
