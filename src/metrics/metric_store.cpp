@@ -130,9 +130,9 @@ void metric_store::check_new(const family_spec& spec) const {
             "metric family '{}' is a {} with bucket bounds: expected bounds only for a histogram",
             spec.name, to_string(spec.type)));
     }
-    if (spec.native && (spec.type != metric_type::histogram ||
-                        spec.native_schema < native::min_schema ||
-                        spec.native_schema > native::max_schema)) {
+    if (spec.native &&
+        (spec.type != metric_type::histogram || spec.native_schema < native::min_schema ||
+         spec.native_schema > native::max_schema)) {
         throw metrics_error(fmt::format(
             "metric family '{}' is a {} with native buckets of schema {}: expected native "
             "buckets only for a histogram, of a schema from {} to {}",

@@ -56,8 +56,8 @@ void to_spans(std::int32_t first,
               std::vector<std::int64_t>& deltas) {
     spans.clear();
     deltas.clear();
-    std::int32_t next = 0;        // the index after the last span's end
-    std::uint64_t previous = 0;   // the last count written, for the deltas
+    std::int32_t next = 0;       // the index after the last span's end
+    std::uint64_t previous = 0;  // the last count written, for the deltas
     std::size_t k = 0;
     while (k < counts.size()) {
         if (counts[k] == 0) {
@@ -72,8 +72,8 @@ void to_spans(std::int32_t first,
             }
         }
         const auto index = first + static_cast<std::int32_t>(k);
-        spans.push_back({spans.empty() ? index : index - next,
-                         static_cast<std::uint32_t>(end - k)});
+        spans.push_back(
+            {spans.empty() ? index : index - next, static_cast<std::uint32_t>(end - k)});
         for (std::size_t i = k; i < end; ++i) {
             deltas.push_back(static_cast<std::int64_t>(counts[i] - previous));
             previous = counts[i];
