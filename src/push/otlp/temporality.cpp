@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "xtel/metrics/native_histogram.hpp"
+
 namespace xtel::push::detail {
 
 namespace {
@@ -158,19 +160,20 @@ native_counts at_schema(const native_counts& c, int schema, std::vector<std::uin
         out.schema = static_cast<std::int8_t>(std::min<int>(c.schema, schema));
         return out;
     }
-    // Bucket i at schema s is bucket ceil(i / 2^(s - t)) at t: its upper bound base_s^i is
-    // base_t^(i / 2^(s - t)), and the pairs (or 2^(s - t)-tuples) merge upward.
-    const int shift = c.schema - schema;
-    const auto down = [shift](std::int64_t i) {
-        return static_cast<std::int32_t>((i + (std::int64_t{1} << shift) - 1) >> shift);
+    // Each schema down merges pairs of buckets as the model does (native::downscaled), so a
+    // baseline and a point brought to one schema number their buckets alike.
+    const int steps = c.schema - schema;
+    const auto down = [steps](std::int32_t i) {
+        for (int k = 0; k < steps; ++k) {
+            i = metrics::native::downscaled(i);
+        }
+        return i;
     };
     const std::int32_t first = down(c.first);
-    const std::int32_t last =
-        down(static_cast<std::int64_t>(c.first) + static_cast<std::int64_t>(c.buckets.size()) - 1);
+    const std::int32_t last = down(c.first + static_cast<std::int32_t>(c.buckets.size()) - 1);
     storage.assign(static_cast<std::size_t>(last - first + 1), 0);
     for (std::size_t k = 0; k < c.buckets.size(); ++k) {
-        const std::int32_t i =
-            down(static_cast<std::int64_t>(c.first) + static_cast<std::int64_t>(k));
+        const std::int32_t i = down(c.first + static_cast<std::int32_t>(k));
         storage[static_cast<std::size_t>(i - first)] += c.buckets[k];
     }
     return {.schema = static_cast<std::int8_t>(schema),
