@@ -12,6 +12,7 @@
 #include "prometheus_remote_write.pb.h"
 #include "push/scaled.hpp"
 #include "xtel/metrics/exposition.hpp"
+#include "xtel/metrics/native_histogram.hpp"
 
 namespace xtel::push {
 
@@ -54,6 +55,37 @@ class series_builder {
 
     /// Adds the series `name` (with `le` when not empty) with one sample.
     void add(const std::string& name, const std::string& le, double value) {
+        prompb::Sample& sample = *add_series(name, le).add_samples();
+        sample.set_value(value);
+        sample.set_timestamp(timestamp_ms_);
+    }
+
+    /// Adds the series `name` with one native histogram: `s`'s, its sum shown with `decimals`.
+    void add_native(const std::string& name, const metrics::series& s, std::uint8_t decimals) {
+        prompb::Histogram& h = *add_series(name, {}).add_histograms();
+        h.set_count_int(s.count);
+        h.set_sum(scaled(s.sum, decimals));
+        h.set_schema(s.native_schema);
+        h.set_zero_threshold(metrics::native::zero_threshold);
+        h.set_zero_count_int(s.zero_count);
+        metrics::native::to_spans(s.native_first, s.native_buckets, spans_, deltas_);
+        for (const metrics::native::bucket_span& span : spans_) {
+            prompb::BucketSpan& out = *h.add_positive_spans();
+            out.set_offset(span.offset);
+            out.set_length(span.length);
+        }
+        for (const std::int64_t d : deltas_) {
+            h.add_positive_deltas(d);
+        }
+        // The values are cumulative since the agent started; whether it started again since the
+        // last push only the receiver can tell, by comparing (as it does for a counter).
+        h.set_reset_hint(prompb::Histogram::RESET_HINT_UNKNOWN);
+        h.set_timestamp(timestamp_ms_);
+    }
+
+  private:
+    /// A new series of the current labels with `name` and (when not empty) `le`.
+    prompb::TimeSeries& add_series(const std::string& name, const std::string& le) {
         prompb::TimeSeries& ts = *request_.add_timeseries();
         // base_ is sorted: __name__ and le go in where they sort, in one pass.
         bool name_added = false;
@@ -80,16 +112,15 @@ class series_builder {
         if (!le_added) {
             put("le", le);
         }
-        prompb::Sample& sample = *ts.add_samples();
-        sample.set_value(value);
-        sample.set_timestamp(timestamp_ms_);
+        return ts;
     }
 
-  private:
     prompb::WriteRequest& request_;
     std::int64_t timestamp_ms_;
     std::span<const metrics::label> external_;
     std::vector<std::pair<std::string, std::string>> base_;
+    std::vector<metrics::native::bucket_span> spans_;  ///< scratch
+    std::vector<std::int64_t> deltas_;                 ///< scratch
 };
 
 void add_family(series_builder& out,
@@ -111,6 +142,17 @@ void add_family(series_builder& out,
                 out.add(spec.name, none, scaled(s.value, spec.decimals));
                 break;
             case metric_type::histogram: {
+                // A native histogram is one series under the family's name, as Prometheus
+                // stores one it scrapes. Kept in both forms, the classic series come too, under
+                // the _bucket, _sum and _count names, which cannot collide with it: what
+                // Prometheus keeps of a scrape with scrape_classic_histograms (2.42 has no such
+                // option and keeps the native form alone).
+                if (spec.native) {
+                    out.add_native(spec.name, s, spec.decimals);
+                    if (spec.bounds.empty()) {
+                        break;
+                    }
+                }
                 const std::string bucket = spec.name + "_bucket";
                 std::uint64_t cumulative = 0;
                 for (std::size_t i = 0; i < le.size() && i < s.buckets.size(); ++i) {

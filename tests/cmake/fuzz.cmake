@@ -9,13 +9,13 @@ foreach(src IN LISTS XTEL_FUZZ_TARGETS)
     string(REGEX REPLACE "^fuzz_" "" corpus ${name})
     set(corpus_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${corpus})
     # The OTLP target reads with the push clients' library, which is not built when
-    # XTEL_PUSH is off.
+    # XTEL_PUSH is off, and decodes what it encodes with their messages and snappy.
     set(extra)
     if(name STREQUAL "fuzz_otlp")
         if(NOT TARGET xtel_push)
             continue()
         endif()
-        set(extra xtel_push)
+        set(extra xtel_push xtel_push_proto xtel_snappy)
     endif()
 
     add_executable(${name}_replay ${src} fuzz/replay_main.cpp)

@@ -19,8 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "native_snapshot.hpp"
 #include "otlp_receiver.hpp"
 #include "prometheus_support.hpp"
+#include "xtel/push/otlp.hpp"
 
 using prom_it::child_process;
 using prom_it::spawn_options;
@@ -131,11 +133,14 @@ bool eventually(Done&& done, std::chrono::seconds timeout = 60s) {
 }
 
 /// xfer_demo publishing node files into `dir`: agents NAME-initiator and NAME-target, the
-/// initiator writing `bytes` (once, or passes for `duration_s`), then lingering.
-std::unique_ptr<child_process> start_demo(const std::filesystem::path& dir,
-                                          const std::string& name,
-                                          std::uint64_t bytes,
-                                          int duration_s = 0) {
+/// initiator writing `bytes` (once, or passes for `duration_s`), then lingering; with `env` set
+/// too.
+std::unique_ptr<child_process> start_demo(
+    const std::filesystem::path& dir,
+    const std::string& name,
+    std::uint64_t bytes,
+    int duration_s = 0,
+    std::vector<std::pair<std::string, std::string>> env = {}) {
     spawn_options o;
     o.argv = {XTEL_XFER_DEMO,
               "--name",
@@ -155,6 +160,7 @@ std::unique_ptr<child_process> start_demo(const std::filesystem::path& dir,
              {"NIXL_TELEMETRY_EXPORTER", "node"},
              {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.string()},
              {"NIXL_TELEMETRY_RUN_INTERVAL", "50"}};
+    o.env.insert(o.env.end(), env.begin(), env.end());
     auto p = std::make_unique<child_process>(o);
     INFO(p->output());
     REQUIRE(p->read_line("lingering for", 120s));
@@ -386,4 +392,103 @@ TEST_CASE("delta OTLP through 503s then 200 sends every byte once in contiguous 
         transfers += p.number("value");
     }
     CHECK(transfers == total / 65536);
+}
+
+TEST_CASE("OpenTelemetry's decoder reads a native histogram's exponential point in both encodings",
+          "[otlp]") {
+    temp_dir tmp;
+    // Until node files carry native buckets (snapshot codec v3), from a store in this process.
+    const auto store = xtel_test::native_store("xtel_otlp_native_seconds");
+    const std::vector<std::shared_ptr<const xtel::metrics::snapshot>> snaps{
+        xtel_test::native_snapshot(store, 1'700'000'000'000'000)};
+    // Buckets -88 (2), -79 (2) and 13 (1) of schema 3 are OTLP's -89, -80 and 12: 102 wide.
+    std::string positive = "-89:2";
+    for (int i = 1; i < 102; ++i) {
+        positive += i == 9 ? ",2" : i == 101 ? ",1" : ",0";
+    }
+    for (const auto encoding :
+         {xtel::push::otlp_encoding::protobuf, xtel::push::otlp_encoding::json}) {
+        const bool json = encoding == xtel::push::otlp_encoding::json;
+        otlp_receiver r(tmp.path() / (json ? "json" : "proto"));
+        xtel::push::otlp_pusher pusher({.url = r.endpoint() + "/v1/metrics",
+                                        .encoding = encoding,
+                                        .resource = {"inference", "node-7", {}}});
+        pusher.push(snaps, 1'700'000'010'000'000'000);
+        INFO("encoding " << (json ? "json" : "protobuf") << "\npoints: " << r.file("points.txt")
+                         << "\nerrors: " << r.file("errors.txt"));
+        REQUIRE(eventually([&] { return !r.points().empty(); }, 30s));
+        const auto p = of_agent(r.points(), "xtel_otlp_native_seconds", "a");
+        REQUIRE(p.size() == 1);
+        CHECK(p[0].kind == "exponential_histogram");
+        CHECK(p[0].at("unit") == "s");
+        CHECK(p[0].at("temporality") == "2");
+        CHECK(p[0].at("attrs") == "op=write");
+        CHECK(p[0].at("start") == "1700000000000000000");
+        CHECK(p[0].at("time") == "1700000010000000000");
+        CHECK(p[0].at("count") == "6");
+        CHECK(p[0].at("sum") == "3.00291");
+        CHECK(p[0].at("scale") == "3");
+        CHECK(p[0].at("zero_count") == "1");
+        CHECK(p[0].at("positive") == positive);
+        CHECK(p[0].at("negative") == "0:");
+        // The zero threshold is in the whole request only.
+        CHECK(count_of(r.file("requests.jsonl"), R"("zeroThreshold":2.938735877055719e-39)") == 1);
+    }
+}
+
+TEST_CASE("xtel-exporter pushes an agent's native latency histogram as an exponential one",
+          "[otlp]") {
+    temp_dir tmp;
+    const auto shm = tmp.path() / "shm";
+    std::filesystem::create_directories(shm);
+    // 1 MiB in 64 KiB blocks: 16 transfers, each one observation.
+    auto a = start_demo(shm, "n", bytes_a, 0, {{"NIXL_TELEMETRY_HISTOGRAM_KIND", "native"}});
+    otlp_receiver proto_receiver(tmp.path() / "proto");
+    otlp_receiver json_receiver(tmp.path() / "json");
+    auto by_env = start_exporter(shm,
+                                 {{"OTEL_EXPORTER_OTLP_ENDPOINT", proto_receiver.endpoint()},
+                                  {"OTEL_TRACES_EXPORTER", "none"},
+                                  {"OTEL_METRIC_EXPORT_INTERVAL", "1000"}},
+                                 {});
+    auto by_flags = start_exporter(shm, {},
+                                   {"--otlp-endpoint", json_receiver.endpoint(), "--otlp-protocol",
+                                    "http/json", "--otlp-interval", "1"});
+    for (const otlp_receiver* r : {&proto_receiver, &json_receiver}) {
+        INFO("points: " << r->file("points.txt") << "\nerrors: " << r->file("errors.txt"));
+        const auto latency = [&] {
+            return of_agent(r->points(), "xtel_transfer_duration_seconds", "n-initiator");
+        };
+        REQUIRE(eventually([&] {
+            const auto p = latency();
+            return !p.empty() && p.back().number("count") == 16;
+        }));
+        const point h = latency().back();
+        CHECK(h.kind == "exponential_histogram");
+        CHECK(h.at("unit") == "s");
+        CHECK(h.at("attrs") == "operation=write,remote_agent=n-target");
+        // Schema 3 unless the transfers' spread made the agent lower it.
+        const int scale = std::stoi(h.at("scale"));
+        CHECK(scale <= 3);
+        CHECK(scale >= -4);
+        // Every transfer in one bucket, none in the zero bucket (no transfer takes 0 µs), none
+        // negative.
+        const std::string positive = h.at("positive");
+        std::uint64_t in_buckets = 0;
+        for (const std::string& c : split(positive.substr(positive.find(':') + 1), ',')) {
+            in_buckets += std::stoull(c);
+        }
+        CHECK(in_buckets + h.number("zero_count") == 16);
+        CHECK(h.at("negative") == "0:");
+        CHECK(std::stod(h.at("sum")) > 0);
+        CHECK(count_of(h.at("exemplars"), "/request_id=req-") >= 1);
+        CHECK(r->file("errors.txt").empty());
+    }
+    // Both encodings carry the same point: the same buckets and sum.
+    const auto p =
+        of_agent(proto_receiver.points(), "xtel_transfer_duration_seconds", "n-initiator").back();
+    const auto j =
+        of_agent(json_receiver.points(), "xtel_transfer_duration_seconds", "n-initiator").back();
+    CHECK(p.at("positive") == j.at("positive"));
+    CHECK(p.at("sum") == j.at("sum"));
+    CHECK(p.at("scale") == j.at("scale"));
 }

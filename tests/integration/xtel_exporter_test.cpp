@@ -286,6 +286,47 @@ TEST_CASE("xtel-exporter pushes an agent's exact byte count to a real Prometheus
 }
 
 TEST_CASE(
+    "xtel-exporter pushes an agent's native latency histogram to a real Prometheus, one "
+    "observation per transfer",
+    "[exporter]") {
+    if (std::string_view(XTEL_PROMETHEUS).empty() || !remote_write_built()) {
+        WARN("SKIPPED: needs prometheus (Debian package) and XTEL_PUSH");
+        return;
+    }
+    const temp_dir dir;
+    const temp_dir prometheus_dir;
+    prom_it::prometheus_receiver prom(prometheus_dir.path(), prom_it::free_port(),
+                                      {"--enable-feature=native-histograms"});
+    auto demo = start_demo(dir, "exp-native", 120, {{"NIXL_TELEMETRY_HISTOGRAM_KIND", "native"}});
+    auto exporter =
+        start_exporter(dir, {"--remote-write", prom.url(), "--remote-write-interval", "1"});
+    const int port = served_port(exporter);
+    REQUIRE(port > 0);
+    const std::string selector = R"(xtel_transfer_duration_seconds{agent_name="exp-native"})";
+    const auto count =
+        prom.query_until("sum(histogram_count(" + selector + "))", std::to_string(transfers));
+    INFO("prometheus log:\n" << prom_it::read_file(prom.log));
+    CHECK(count == std::to_string(transfers));
+    // The sum Prometheus stored is the one the exporter's own scrape shows, and no classic
+    // bucket series came with it (native only).
+    const std::string sum_line = R"(xtel_transfer_duration_seconds_sum{agent_name="exp-native")";
+    const auto body = scrape_until(port, [&](const std::string& b) {
+        return value_of(b, R"(xtel_transfer_duration_seconds_count{agent_name="exp-native")") ==
+               std::to_string(transfers);
+    });
+    const auto scraped_sum = value_of(body, sum_line);
+    REQUIRE(scraped_sum);
+    const auto now = [](const std::string&) { return true; };
+    const auto stored_sum =
+        prom_it::first_value(prom.query_body_until("sum(histogram_sum(" + selector + "))", now));
+    INFO("scraped " << *scraped_sum << ", stored " << stored_sum);
+    CHECK(std::stod(stored_sum) == std::stod(*scraped_sum));
+    CHECK(prom_it::first_value(prom.query_body_until(
+              R"(count(xtel_transfer_duration_seconds_bucket{agent_name="exp-native"}))", now)) ==
+          "");
+}
+
+TEST_CASE(
     "xtel-exporter counts failed remote-write attempts while the receiver is down and keeps "
     "serving",
     "[exporter]") {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fake_receiver.hpp"
+#include "native_snapshot.hpp"
 #include "otlp_metrics.pb.h"
 #include "test_util.hpp"
 #include "xtel/core/error.hpp"
@@ -594,4 +595,153 @@ TEST_CASE("an OTLP export the receiver refuses is dropped, a partial success cou
     CHECK(e.rejected_points() == 2);
     const std::lock_guard lock(receiver.mutex);
     CHECK(receiver.requests[2].get_header_value("Content-Encoding") == "gzip");
+}
+
+namespace {
+
+const pb::ExponentialHistogramDataPoint& exponential_point(const pb::ExportMetricsServiceRequest& r,
+                                                           std::string_view name) {
+    const auto& m = metric(r, name);
+    REQUIRE(m.has_exponential_histogram());
+    REQUIRE(m.exponential_histogram().data_points_size() == 1);
+    return m.exponential_histogram().data_points(0);
+}
+
+std::vector<std::uint64_t> counts_of(const pb::ExponentialHistogramDataPoint::Buckets& b) {
+    return {b.bucket_counts().begin(), b.bucket_counts().end()};
+}
+
+/// `n` empty buckets with `at` (index: count) set.
+std::vector<std::uint64_t> dense(std::size_t n, std::map<std::size_t, std::uint64_t> at) {
+    std::vector<std::uint64_t> out(n, 0);
+    for (const auto& [i, c] : at) {
+        out[i] = c;
+    }
+    return out;
+}
+
+constexpr std::string_view native_name = "xtel_native_latency_seconds";
+
+}  // namespace
+
+TEST_CASE("a native histogram is an exponential histogram point, its buckets one index lower",
+          "[otlp]") {
+    auto store = xtel_test::native_store(native_name);
+    const auto id = *store.id_of(native_name);
+    store.observe(store.series_of(id, {"write"}), 1000,
+                  {.label_name = "request_id",
+                   .label_value = "req-9",
+                   .timestamp_us = 1'700'000'005'000'000});
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
+    const auto r = decode(enc.encode(snapshots{xtel_test::native_snapshot(store, start_us)}, t1,
+                                     push::otlp_encoding::protobuf));
+    const auto& m = metric(r, native_name);
+    CHECK(m.unit() == "s");
+    CHECK(m.exponential_histogram().aggregation_temporality() ==
+          pb::AGGREGATION_TEMPORALITY_CUMULATIVE);
+    const auto& p = exponential_point(r, native_name);
+    CHECK(attributes(p.attributes()) == std::map<std::string, std::string>{{"op", "write"}});
+    CHECK(p.start_time_unix_nano() == start_us * 1000);
+    CHECK(p.time_unix_nano() == t1);
+    CHECK(p.count() == 7);
+    CHECK(p.sum() == 3.00391);
+    CHECK(p.scale() == 3);
+    CHECK(p.zero_count() == 1);
+    CHECK(p.zero_threshold() == std::ldexp(1.0, -128));
+    // Prometheus's buckets -88 (2), -79 (3) and 13 (1) are OTLP's -89, -80 and 12: dense from
+    // offset -89, 102 wide.
+    CHECK(p.positive().offset() == -89);
+    CHECK(counts_of(p.positive()) == dense(102, {{0, 2}, {9, 3}, {101, 1}}));
+    CHECK(!p.has_negative());
+    REQUIRE(p.exemplars_size() == 1);
+    CHECK(p.exemplars(0).as_double() == 0.001);
+    CHECK(attributes(p.exemplars(0).filtered_attributes()) ==
+          std::map<std::string, std::string>{{"request_id", "req-9"}});
+}
+
+TEST_CASE("a histogram kept in both forms is sent as its exponential histogram alone", "[otlp]") {
+    const auto store = xtel_test::native_store(native_name, {500, 2000});
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
+    const auto r = decode(enc.encode(snapshots{xtel_test::native_snapshot(store, start_us)}, t1,
+                                     push::otlp_encoding::protobuf));
+    const auto& all = r.resource_metrics(0).scope_metrics(0).metrics();
+    REQUIRE(all.size() == 1);
+    CHECK(!all[0].has_histogram());
+    const auto& p = exponential_point(r, native_name);
+    CHECK(p.count() == 6);
+    CHECK(p.sum() == 3.00291);
+    CHECK(p.zero_count() == 1);
+    CHECK(p.positive().offset() == -89);
+    CHECK(counts_of(p.positive()) == dense(102, {{0, 2}, {9, 2}, {101, 1}}));
+}
+
+TEST_CASE("a delta exponential point subtracts the previous buckets brought to its lower scale",
+          "[otlp]") {
+    // 450 µs and 1 ms: buckets -88 and -79 at schema 3.
+    const std::uint64_t first_values[] = {450, 1000};
+    auto store = xtel_test::native_store(native_name, {}, first_values);
+    push::otlp_encoder enc(resource(), push::otlp_temporality::delta);
+    const auto r1 = decode(enc.encode(snapshots{xtel_test::native_snapshot(store, start_us)}, t1,
+                                      push::otlp_encoding::protobuf));
+    const auto& p1 = exponential_point(r1, native_name);
+    CHECK(p1.scale() == 3);
+    CHECK(p1.positive().offset() == -89);
+    CHECK(counts_of(p1.positive()) == dense(10, {{0, 1}, {9, 1}}));
+
+    // 2 s (bucket 8) then 1 µs (bucket -159: 168 wide) halve the series' resolution: schema 2,
+    // where the earlier buckets are -44 and -39 and the new ones 4 and -79.
+    const auto id = *store.id_of(native_name);
+    store.observe(id, {"write"}, 2'000'000);
+    store.observe(id, {"write"}, 1);
+    REQUIRE(store.find_series(native_name, {"write"})->native_schema == 2);
+    const auto r2 = decode(enc.encode(snapshots{xtel_test::native_snapshot(store, start_us)}, t2,
+                                      push::otlp_encoding::protobuf));
+    const auto& p2 = exponential_point(r2, native_name);
+    CHECK(p2.start_time_unix_nano() == t1);
+    CHECK(p2.scale() == 2);
+    CHECK(p2.count() == 2);
+    CHECK(p2.sum() == 2.000001);
+    CHECK(p2.zero_count() == 0);
+    // Only what is new: OTLP buckets -80 (Prometheus -79) and 3 (4), nothing between.
+    CHECK(p2.positive().offset() == -80);
+    CHECK(counts_of(p2.positive()) == dense(84, {{0, 1}, {83, 1}}));
+}
+
+TEST_CASE("a delta exponential point starts afresh when a native bucket went down", "[otlp]") {
+    // The count and the sum grow, but bucket -88 loses its observation: another producer
+    // under the same name and start, whose values are whole.
+    const std::uint64_t before[] = {450, 1000};
+    const std::uint64_t after[] = {1000, 1000, 1000};
+    push::otlp_encoder enc(resource(), push::otlp_temporality::delta);
+    enc.encode(snapshots{xtel_test::native_snapshot(
+                   xtel_test::native_store(native_name, {}, before), start_us)},
+               t1, push::otlp_encoding::protobuf);
+    const auto r =
+        decode(enc.encode(snapshots{xtel_test::native_snapshot(
+                              xtel_test::native_store(native_name, {}, after), start_us)},
+                          t2, push::otlp_encoding::protobuf));
+    const auto& p = exponential_point(r, native_name);
+    CHECK(p.start_time_unix_nano() == start_us * 1000);
+    CHECK(p.count() == 3);
+    CHECK(p.sum() == 0.003);
+    CHECK(p.positive().offset() == -80);
+    CHECK(counts_of(p.positive()) == std::vector<std::uint64_t>{3});
+}
+
+TEST_CASE("OTLP JSON writes an exponential histogram by the proto3 JSON rules", "[otlp]") {
+    const std::uint64_t values[] = {0, 450, 460, 3'000'000};
+    const auto store = xtel_test::native_store(native_name, {}, values, 0);
+    push::otlp_encoder enc(resource(), push::otlp_temporality::cumulative);
+    const std::string json = enc.encode(snapshots{xtel_test::native_snapshot(store, start_us)}, t1,
+                                        push::otlp_encoding::json);
+    // Schema 0: 0.00045 and 0.00046 in bucket -11 (2^-12, 2^-11], 3 in bucket 2; OTLP's -12
+    // and 1.
+    CHECK(
+        xtel_test::count_of(
+            json,
+            R"("count":"4","sum":3.00091,"scale":0,"zeroCount":"1",)"
+            R"("positive":{"offset":-12,"bucketCounts":["2","0","0","0","0","0","0","0","0","0","0","0","0","1"]},)"
+            R"("zeroThreshold":2.938735877055719e-39}],"aggregationTemporality":2})") == 1);
+    CHECK(xtel_test::count_of(json, R"("exponentialHistogram":{"dataPoints":[{"attributes":)") ==
+          1);
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "fake_receiver.hpp"
+#include "native_snapshot.hpp"
 #include "prometheus_remote_write.pb.h"
 #include "xtel/push/remote_write.hpp"
 
@@ -170,6 +172,121 @@ TEST_CASE("a family an earlier snapshot gave another type is left out, as a scra
     for (const auto& s : series) {
         CHECK(s.labels[1] == std::pair<std::string, std::string>{"agent_name", "a"});
     }
+}
+
+namespace {
+
+xtel::prompb::WriteRequest decode_request(const std::string& body) {
+    std::string serialized;
+    REQUIRE(snappy::Uncompress(body.data(), body.size(), &serialized));
+    xtel::prompb::WriteRequest request;
+    REQUIRE(request.ParseFromString(serialized));
+    return request;
+}
+
+label_set labels_of(const xtel::prompb::TimeSeries& ts) {
+    label_set out;
+    for (const auto& l : ts.labels()) {
+        out.emplace_back(l.name(), l.value());
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a native histogram is one series with one remote-write histogram, every field set",
+          "[remote_write]") {
+    const auto store = xtel_test::native_store("xtel_rw_latency_seconds");
+    const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{
+        xtel_test::native_snapshot(store)};
+    const auto request = decode_request(push::encode_write_request(snaps, 1'700'000'000'123));
+    // Native only: no _bucket, _sum or _count series, as Prometheus stores a native scrape.
+    REQUIRE(request.timeseries_size() == 1);
+    const auto& ts = request.timeseries(0);
+    CHECK(labels_of(ts) ==
+          label_set{{"__name__", "xtel_rw_latency_seconds"}, {"agent_name", "a"}, {"op", "write"}});
+    CHECK(ts.samples_size() == 0);
+    REQUIRE(ts.histograms_size() == 1);
+    const auto& h = ts.histograms(0);
+    CHECK(h.count_case() == xtel::prompb::Histogram::kCountInt);
+    CHECK(h.count_int() == 6);
+    CHECK(h.sum() == 3.00291);
+    CHECK(h.schema() == 3);
+    CHECK(h.zero_threshold() == std::ldexp(1.0, -128));
+    CHECK(h.zero_count_case() == xtel::prompb::Histogram::kZeroCountInt);
+    CHECK(h.zero_count_int() == 1);
+    // Buckets -88 (2), -79 (2) and 13 (1): gaps of 8 and 91 empty buckets make three spans.
+    REQUIRE(h.positive_spans_size() == 3);
+    CHECK(h.positive_spans(0).offset() == -88);
+    CHECK(h.positive_spans(0).length() == 1);
+    CHECK(h.positive_spans(1).offset() == 8);
+    CHECK(h.positive_spans(1).length() == 1);
+    CHECK(h.positive_spans(2).offset() == 91);
+    CHECK(h.positive_spans(2).length() == 1);
+    CHECK(std::vector<std::int64_t>(h.positive_deltas().begin(), h.positive_deltas().end()) ==
+          std::vector<std::int64_t>{2, 0, -1});
+    CHECK(h.negative_spans_size() == 0);
+    CHECK(h.negative_deltas_size() == 0);
+    CHECK(h.negative_counts_size() == 0);
+    CHECK(h.positive_counts_size() == 0);
+    CHECK(h.reset_hint() == xtel::prompb::Histogram::RESET_HINT_UNKNOWN);
+    CHECK(h.timestamp() == 1'700'000'000'123);
+}
+
+TEST_CASE("a histogram kept in both forms sends the native series and the classic ones",
+          "[remote_write]") {
+    // Bounds 500 µs and 2 ms: 0, 450 and 460 at or below the first, the two 1000s below the
+    // second, 3 s above both: cumulative 3 and 5, +Inf 6.
+    const auto store = xtel_test::native_store("xtel_rw_latency_seconds", {500, 2000});
+    const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{
+        xtel_test::native_snapshot(store)};
+    const auto request = decode_request(push::encode_write_request(snaps, 7));
+    REQUIRE(request.timeseries_size() == 6);
+    const auto& native = request.timeseries(0);
+    CHECK(labels_of(native)[0].second == "xtel_rw_latency_seconds");
+    REQUIRE(native.histograms_size() == 1);
+    CHECK(native.histograms(0).count_int() == 6);
+    CHECK(native.histograms(0).schema() == 3);
+    const std::vector<std::pair<std::string, double>> classic{
+        {"xtel_rw_latency_seconds_bucket", 3},
+        {"xtel_rw_latency_seconds_bucket", 5},
+        {"xtel_rw_latency_seconds_bucket", 6},
+        {"xtel_rw_latency_seconds_sum", 3.00291},
+        {"xtel_rw_latency_seconds_count", 6}};
+    for (std::size_t i = 0; i < classic.size(); ++i) {
+        const auto& ts = request.timeseries(static_cast<int>(i + 1));
+        INFO("series " << i + 1);
+        CHECK(labels_of(ts)[0].second == classic[i].first);
+        CHECK(ts.histograms_size() == 0);
+        REQUIRE(ts.samples_size() == 1);
+        CHECK(ts.samples(0).value() == classic[i].second);
+    }
+    CHECK(labels_of(request.timeseries(1))[2] ==
+          std::pair<std::string, std::string>{"le", "0.0005"});
+}
+
+TEST_CASE("a native histogram whose schema went down is sent at the schema it is at",
+          "[remote_write]") {
+    // 1 µs and 2 s are buckets -159 (8 * log2 1e-6 = -159.45) and 8 at schema 3: 168 buckets,
+    // more than the 160 a series keeps, so the store halves the resolution to schema 2, where
+    // they are buckets -79 and 4.
+    const std::uint64_t values[] = {1, 2'000'000};
+    const auto store = xtel_test::native_store("xtel_rw_latency_seconds", {}, values);
+    const std::vector<std::shared_ptr<const metrics::snapshot>> snaps{
+        xtel_test::native_snapshot(store)};
+    const auto request = decode_request(push::encode_write_request(snaps, 7));
+    REQUIRE(request.timeseries_size() == 1);
+    const auto& h = request.timeseries(0).histograms(0);
+    CHECK(h.schema() == 2);
+    CHECK(h.count_int() == 2);
+    CHECK(h.zero_count_int() == 0);
+    REQUIRE(h.positive_spans_size() == 2);
+    CHECK(h.positive_spans(0).offset() == -79);
+    CHECK(h.positive_spans(0).length() == 1);
+    CHECK(h.positive_spans(1).offset() == 82);
+    CHECK(h.positive_spans(1).length() == 1);
+    CHECK(std::vector<std::int64_t>(h.positive_deltas().begin(), h.positive_deltas().end()) ==
+          std::vector<std::int64_t>{1, 0});
 }
 
 using xtel_test::eventually;

@@ -26,7 +26,10 @@ using remote_write_error = push_error;
 /// has not already: Prometheus's external_labels rule) and `le` for buckets, sorted by name as
 /// remote write requires. Counters and gauges: one sample, divided by 10^decimals. Histograms: the
 /// classic series `<name>_bucket` (cumulative, `le` as scraped, +Inf the count), `<name>_sum`,
-/// `<name>_count`; summaries `<name>_sum` and `<name>_count`. A family whose name an earlier
+/// `<name>_count`; summaries `<name>_sum` and `<name>_count`. A histogram with native buckets:
+/// one series `<name>` with one native histogram (Prometheus's remote-write Histogram: integer
+/// counts, the series' schema, positive spans and deltas), plus the classic series above when it
+/// keeps classic bounds too (NIXL_TELEMETRY_HISTOGRAM_KIND=both). A family whose name an earlier
 /// snapshot gave another type is left out of that snapshot, as a scrape leaves it out.
 std::string encode_write_request(
     std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,

@@ -81,6 +81,21 @@ void add_family(pb::ScopeMetrics& scope,
                 detail::add_gauge_point(m, c, s);
                 break;
             case metric_type::histogram:
+                if (spec.native) {
+                    detail::add_exponential_histogram_point(
+                        m, c, s,
+                        selector.advance(id,
+                                         {.start_ns = start_ns,
+                                          .value = s.count,
+                                          .sum = s.sum,
+                                          .buckets = {},
+                                          .native = {.schema = s.native_schema,
+                                                     .first = s.native_first,
+                                                     .buckets = s.native_buckets,
+                                                     .zero_count = s.zero_count}},
+                                         now_ns));
+                    break;
+                }
                 detail::add_histogram_point(m, c, s,
                                             selector.advance(id,
                                                              {.start_ns = start_ns,

@@ -197,6 +197,27 @@ void json_histogram_point(std::string& out, const pb::HistogramDataPoint& p) {
     }
 }
 
+void json_exponential_point(std::string& out, const pb::ExponentialHistogramDataPoint& p) {
+    fields f(out);
+    json_point_head(f, p);
+    json_u64(f.key("count"), p.count());
+    if (p.has_sum()) {
+        json_double(f.key("sum"), p.sum());
+    }
+    // sint32 is a JSON number, fixed64 and uint64 strings.
+    fmt::format_to(std::back_inserter(f.key("scale")), "{}", p.scale());
+    json_u64(f.key("zeroCount"), p.zero_count());
+    if (p.has_positive()) {
+        fields b(f.key("positive"));
+        fmt::format_to(std::back_inserter(b.key("offset")), "{}", p.positive().offset());
+        json_array(b.key("bucketCounts"), p.positive().bucket_counts(), json_u64);
+    }
+    if (!p.exemplars().empty()) {
+        json_array(f.key("exemplars"), p.exemplars(), json_exemplar);
+    }
+    json_double(f.key("zeroThreshold"), p.zero_threshold());
+}
+
 void json_summary_point(std::string& out, const pb::SummaryDataPoint& p) {
     fields f(out);
     json_point_head(f, p);
@@ -234,6 +255,14 @@ void json_metric(std::string& out, const pb::Metric& m) {
             json_array(h.key("dataPoints"), m.histogram().data_points(), json_histogram_point);
             fmt::format_to(std::back_inserter(h.key("aggregationTemporality")), "{}",
                            static_cast<int>(m.histogram().aggregation_temporality()));
+            break;
+        }
+        case pb::Metric::kExponentialHistogram: {
+            fields h(f.key("exponentialHistogram"));
+            json_array(h.key("dataPoints"), m.exponential_histogram().data_points(),
+                       json_exponential_point);
+            fmt::format_to(std::back_inserter(h.key("aggregationTemporality")), "{}",
+                           static_cast<int>(m.exponential_histogram().aggregation_temporality()));
             break;
         }
         case pb::Metric::kSummary: {

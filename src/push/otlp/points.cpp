@@ -12,6 +12,7 @@
 #include "push/scaled.hpp"
 #include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
+#include "xtel/metrics/native_histogram.hpp"
 #include "xtel/trace/context.hpp"
 
 namespace xtel::push::detail {
@@ -44,7 +45,8 @@ void set_value(Point& p, std::uint64_t v, std::uint8_t decimals) {
     }
 }
 
-void add_exemplar(pb::HistogramDataPoint& p, const metrics::exemplar& e, std::uint8_t decimals) {
+template <class Point>
+void add_exemplar(Point& p, const metrics::exemplar& e, std::uint8_t decimals) {
     pb::Exemplar& x = *p.add_exemplars();
     x.set_time_unix_nano(e.timestamp_us * 1000);
     set_value(x, e.value, decimals);
@@ -88,6 +90,60 @@ void add_buckets(pb::HistogramDataPoint& p,
     p.add_bucket_counts(p.count() - std::min(p.count(), below_inf));
     for (const double b : c.bounds) {
         p.add_explicit_bounds(b);
+    }
+}
+
+/// Only the exemplars of observations after the baseline (all of them, cumulative).
+template <class Point>
+void add_exemplars(Point& p,
+                   const point_context& c,
+                   const metrics::series& s,
+                   const baseline& base) {
+    for (const metrics::exemplar& e : s.exemplars) {
+        if (!e.label_value.empty() && e.timestamp_us * 1000 > base.since_ns) {
+            add_exemplar(p, e, c.spec.decimals);
+        }
+    }
+}
+
+/// The positive buckets of an exponential point: `s`'s native buckets less the baseline's, both
+/// at the lower of their schemas, which is the point's scale. OTLP numbers a bucket one lower
+/// than Prometheus and the model do (its bucket i ends at base^(i+1)), so the offset is the
+/// model's first index less 1. Leading and trailing empty buckets are left out.
+void add_exponential_buckets(pb::ExponentialHistogramDataPoint& p,
+                             const metrics::series& s,
+                             const baseline& base) {
+    const native_counts now{.schema = s.native_schema,
+                            .first = s.native_first,
+                            .buckets = s.native_buckets,
+                            .zero_count = s.zero_count};
+    const bool subtract = !base.native.buckets.empty();
+    const int scale = subtract ? std::min(now.schema, base.native.schema) : now.schema;
+    std::vector<std::uint64_t> now_storage;
+    std::vector<std::uint64_t> was_storage;
+    const native_counts n = at_schema(now, scale, now_storage);
+    const native_counts w = subtract ? at_schema(base.native, scale, was_storage) : native_counts{};
+    p.set_scale(scale);
+    p.set_zero_count(n.zero_count - std::min(n.zero_count, base.native.zero_count));
+    std::vector<std::uint64_t> counts(n.buckets.begin(), n.buckets.end());
+    for (std::size_t k = 0; k < w.buckets.size(); ++k) {
+        const std::int64_t at =
+            static_cast<std::int64_t>(w.first) + static_cast<std::int64_t>(k) - n.first;
+        if (at >= 0 && at < static_cast<std::int64_t>(counts.size())) {
+            auto& c = counts[static_cast<std::size_t>(at)];
+            c -= std::min(c, w.buckets[k]);
+        }
+    }
+    const auto begin = std::find_if(counts.begin(), counts.end(), [](auto c) { return c != 0; });
+    if (begin == counts.end()) {
+        return;  // no bucket gained: no positive buckets at all
+    }
+    const auto end =
+        std::find_if(counts.rbegin(), counts.rend(), [](auto c) { return c != 0; }).base();
+    pb::ExponentialHistogramDataPoint::Buckets& positive = *p.mutable_positive();
+    positive.set_offset(n.first + static_cast<std::int32_t>(begin - counts.begin()) - 1);
+    for (auto it = begin; it != end; ++it) {
+        positive.add_bucket_counts(*it);
     }
 }
 
@@ -145,12 +201,24 @@ void add_histogram_point(pb::Metric& m,
     p.set_count(s.count - base.value);
     p.set_sum(scaled(s.sum - base.sum, c.spec.decimals));
     add_buckets(p, c, s, base);
-    // Only the exemplars of observations after the baseline (all of them, cumulative).
-    for (const metrics::exemplar& e : s.exemplars) {
-        if (!e.label_value.empty() && e.timestamp_us * 1000 > base.since_ns) {
-            add_exemplar(p, e, c.spec.decimals);
-        }
-    }
+    add_exemplars(p, c, s, base);
+}
+
+void add_exponential_histogram_point(pb::Metric& m,
+                                     const point_context& c,
+                                     const metrics::series& s,
+                                     const baseline& base) {
+    pb::ExponentialHistogram& h = *m.mutable_exponential_histogram();
+    h.set_aggregation_temporality(c.temporality);
+    pb::ExponentialHistogramDataPoint& p = *h.add_data_points();
+    fill_attributes(p, c.spec, s);
+    p.set_start_time_unix_nano(base.start_ns);
+    p.set_time_unix_nano(c.now_ns);
+    p.set_count(s.count - base.value);
+    p.set_sum(scaled(s.sum - base.sum, c.spec.decimals));
+    p.set_zero_threshold(metrics::native::zero_threshold);
+    add_exponential_buckets(p, s, base);
+    add_exemplars(p, c, s, base);
 }
 
 void add_summary_point(pb::Metric& m, const point_context& c, const metrics::series& s) {

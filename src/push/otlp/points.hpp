@@ -1,7 +1,8 @@
 #pragma once
 /// The conversion of each kind of point, the model's series to OTLP's (private to src/push/):
 /// a counter to a monotonic sum, a gauge to a gauge, a histogram to an explicit-bucket
-/// histogram with its exemplars, a summary to a summary without quantiles.
+/// histogram with its exemplars (an exponential one when it has native buckets), a summary to a
+/// summary without quantiles.
 
 #include <cstdint>
 #include <span>
@@ -37,6 +38,12 @@ void add_histogram_point(xtel::otlp::Metric& m,
                          const point_context& c,
                          const metrics::series& s,
                          const baseline& base);
+/// A histogram with native buckets (family_spec::native), as an exponential histogram whatever
+/// classic bounds it keeps too: OTLP has one metric per name, of one type.
+void add_exponential_histogram_point(xtel::otlp::Metric& m,
+                                     const point_context& c,
+                                     const metrics::series& s,
+                                     const baseline& base);
 void add_summary_point(xtel::otlp::Metric& m, const point_context& c, const metrics::series& s);
 
 }  // namespace xtel::push::detail

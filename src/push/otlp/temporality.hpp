@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "otlp_metrics.pb.h"
 #include "xtel/push/otlp.hpp"
@@ -22,12 +23,27 @@ struct series_id {
     std::span<const std::string> label_values;
 };
 
+/// A histogram's native buckets as the model keeps them (metrics::series): `buckets[k]` is
+/// bucket `first + k` (Prometheus's numbering) at `schema`; the observations of 0 apart.
+struct native_counts {
+    std::int8_t schema = 0;
+    std::int32_t first = 0;
+    std::span<const std::uint64_t> buckets;
+    std::uint64_t zero_count = 0;
+};
+
+/// `c` at the lower `schema` (each step down merges pairs of buckets, as the model does when
+/// its buckets grow too wide); the buckets in `storage`, which the result's span shows. `c`
+/// itself when its schema is not above `schema`.
+native_counts at_schema(const native_counts& c, int schema, std::vector<std::uint64_t>& storage);
+
 /// A counter's or histogram's cumulative values now, as the model keeps them.
 struct cumulative_values {
     std::uint64_t start_ns = 0;  ///< the producer's start: another one means a restart
     std::uint64_t value = 0;     ///< counter; histogram: count
     std::uint64_t sum = 0;       ///< histogram
     std::span<const std::uint64_t> buckets;
+    native_counts native{};  ///< a histogram with native buckets
 };
 
 /// What a point is measured from: its start, and the values it subtracts from the cumulative
@@ -38,6 +54,10 @@ struct baseline {
     std::uint64_t sum = 0;
     std::span<const std::uint64_t> buckets;  ///< shorter than the point's: 0 for the rest
     std::uint64_t since_ns = 0;              ///< exemplars not after it were sent already
+    /// Native buckets to subtract, at their own schema, which may be above the point's (the
+    /// model lowers a series' schema as its buckets widen): brought to the lower of the two
+    /// first. No buckets and no zero count: nothing to subtract.
+    native_counts native{};
 };
 
 /// Picks each point's baseline. One per encoder, used from one thread.
