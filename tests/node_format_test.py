@@ -7,12 +7,16 @@ file: the header, the latest area, and every family, series, bound and exemplar 
 with values, sums, exemplar values and bounds divided by 10^decimals as the page says.
 tests/unit/node_fixed_file_test.cpp reads the same file through xtel's own reader and codec and
 prints the same listing (tests/data/node/prefill-0.expected), so the two readers agree.
+The payload reader takes versions 1, 2 and 3; the golden payloads of tests/golden (one agent's,
+as each version wrote it, and with native histograms only) are checked too, native buckets
+against the bucket rule of the page.
 
 usage: node_format_test.py SOURCE_DIR          check, exit 0 when everything matched
        node_format_test.py --print FILE        print the listing of any node file
 """
 
 import fcntl
+import math
 import os
 import stat
 import struct
@@ -127,6 +131,12 @@ class Payload:
     def u64(self):
         return struct.unpack("<Q", self.take(8))[0]
 
+    def i8(self):
+        return struct.unpack("<b", self.take(1))[0]
+
+    def i32(self):
+        return struct.unpack("<i", self.take(4))[0]
+
     def double(self):
         return struct.unpack("<d", self.take(8))[0]
 
@@ -180,10 +190,15 @@ def decode(data):
         unit = p.string()
         label_names = [p.string() for _ in range(p.u32())]
         bounds = [p.double() for _ in range(p.u32())]
+        # Version 3: whether the series keep native buckets, and from which schema.
+        native, native_schema = (p.u8(), p.i8()) if version >= 3 else (0, 0)
+        if native not in (0, 1) or not -4 <= native_schema <= 8:
+            raise Damaged(f"native={native} native_schema={native_schema}")
         # This file predates the unit of this one family (issue 29: bytes now): not asserted.
         unit_text = "?" if name == b"xtel_transfer_bytes_total" else quoted(unit)
         lines.append(f"family {name.decode()} type={kind} decimals={decimals} fixed_labels={fixed}"
-                     f" unit={unit_text} label_names=" + ",".join(n.decode() for n in label_names))
+                     f" unit={unit_text} label_names=" + ",".join(n.decode() for n in label_names)
+                     + (f" native_schema={native_schema}" if native else ""))
         lines.append(f"  help {quoted(help_text)}")
         if bounds:
             # Bounds are in the family's units, like the values: shown divided by 10^decimals.
@@ -207,6 +222,15 @@ def decode(data):
                     lines.append(f"    exemplar {i} {ex_name.decode()}={quoted(ex_value)} "
                                  f"value={scaled(ex_observed, decimals)} timestamp_us={ex_us}"
                                  + shown)
+            if native:
+                schema, first, zero = p.i8(), p.i32(), p.u64()
+                native_buckets = [p.u64() for _ in range(p.u32())]
+                # The page's rules a reader relies on: every observation in one bucket.
+                if (not -4 <= schema <= native_schema or len(native_buckets) > 160
+                        or sum(native_buckets) + zero != count):
+                    raise Damaged(f"native buckets of schema {schema}: {native_buckets}")
+                lines.append(f"    native schema={schema} first={first} zero_count={zero} "
+                             "buckets=" + ",".join(str(b) for b in native_buckets))
     if p.at != len(data):
         raise Damaged(f"{len(data) - p.at} bytes after the last family")
     return lines
@@ -288,22 +312,79 @@ def check(source_dir):
         " value=1048576 sum=0 count=0 buckets=\n",
     ]:
         expect(f"the listing holds {want!r}", want in text)
-    # One agent's payload written as version 1 and as version 2 (tests/golden): the same
-    # listing but for the version.
+    # One agent's payload written as versions 1, 2 and 3 (tests/golden): the same listing but
+    # for the version (its histograms are classic: no native buckets to list).
     golden = os.path.join(source_dir, "tests", "golden")
     listed = []
-    for name in ("node_payload_v1.bin", "node_payload.bin"):
+    for name in ("node_payload_v1.bin", "node_payload_v2.bin", "node_payload.bin"):
         with open(os.path.join(golden, name), "rb") as f:
             listed.append(decode(f.read()))
-    expect("tests/golden/node_payload_v1.bin is version 1", listed[0][0].startswith(
-        "snapshot version=1 "))
-    expect("tests/golden/node_payload.bin is version 2", listed[1][0].startswith(
-        "snapshot version=2 "))
-    expect("versions 1 and 2 of one payload list the same", listed[0][1:] == listed[1][1:]
-           and len(listed[0]) > 10)
+    for version, lines in enumerate(listed, 1):
+        expect(f"golden payload {version} is version {version}",
+               lines[0].startswith(f"snapshot version={version} "))
+        expect(f"version {version} of one payload lists as version 1 does",
+               lines[1:] == listed[0][1:] and len(lines) > 10)
+    failures.extend(check_native(golden))
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def native_index(value, schema):
+    """The page's native bucket of a value as shown (> 0): ceil(log2(value) * 2^schema)."""
+    return math.ceil(math.log2(value) * 2 ** schema)
+
+
+def native_indexes(line):
+    """The indexes of the non-empty buckets of a listing's `native` line."""
+    fields = dict(f.split("=", 1) for f in line.split()[1:])
+    counts = [int(c) for c in fields["buckets"].split(",") if c]
+    return [int(fields["first"]) + k for k, c in enumerate(counts) if c]
+
+
+def check_native(golden):
+    """The same agent's payload with native histograms only (tests/golden), against the
+    fixed transfers' latencies and the page's bucket rule; returns what failed."""
+    with open(os.path.join(golden, "node_payload_native.bin"), "rb") as f:
+        lines = decode(f.read())
+    failures = []
+
+    def family_lines(name):
+        start = next((i for i, l in enumerate(lines) if l.startswith(f"family {name} ")), None)
+        if start is None:
+            return []
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("family ")),
+                   len(lines))
+        return lines[start:end]
+
+    if not lines[0].startswith("snapshot version=3 "):
+        failures.append("tests/golden/node_payload_native.bin is version 3")
+    # The agent's successful timed transfers took 40 and 900 us (writes to decode-0) and 15 us
+    # (a read from decode-1); at schema 3, seconds as shown (decimals 6) in xtel's family,
+    # microseconds in NIXL's. No classic bounds: no bounds line.
+    for name, scale, wanted in [
+            ("xtel_transfer_duration_seconds", 1e-6, [[40, 900], [15]]),
+            ("agent_xfer_time_us", 1, [[15, 40, 900]]),
+            ("agent_xfer_post_time_us", 1, [[1, 2, 3]])]:
+        block = family_lines(name)
+        natives = [l for l in block if l.startswith("    native ")]
+        got = [native_indexes(l) for l in natives]
+        want = [[native_index(us * scale, 3) for us in values] for values in wanted]
+        checks = [
+            (f"{name} keeps native buckets from schema 3", block and block[0].endswith(
+                " native_schema=3")),
+            (f"{name} has no classic bounds", not any(l.startswith("  bounds ") for l in block)),
+            (f"{name}'s non-empty native buckets are {want}", sorted(got) == sorted(want)),
+            (f"{name}'s series are at schema 3 without zeros", natives and all(
+                " schema=3 " in l and " zero_count=0 " in l for l in natives)),
+        ]
+        failures += [what for what, ok in checks if not ok]
+    # By hand, from the page: 40 us is 2^-14.6 s, in bucket ceil(-14.6 * 8) = -116; 900 us in
+    # -80; both in one series, so its buckets run from -116 to -80.
+    want = "    native schema=3 first=-116 zero_count=0 buckets=1," + "0," * 35 + "1"
+    if want not in lines:
+        failures.append(f"the listing holds {want!r}")
+    return failures
 
 
 def main(argv):

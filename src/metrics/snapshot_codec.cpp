@@ -6,6 +6,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <optional>
@@ -16,6 +17,7 @@
 
 #include "xtel/core/parse.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
+#include "xtel/metrics/native_histogram.hpp"
 
 namespace xtel::metrics {
 
@@ -58,6 +60,9 @@ class writer {
     void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
     void u32(std::uint32_t v) { le(v, 4); }
     void u64(std::uint64_t v) { le(v, 8); }
+    /// Two's complement, as the unsigned of the same width.
+    void i8(std::int8_t v) { u8(static_cast<std::uint8_t>(v)); }
+    void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
     void f64(double v) { u64(std::bit_cast<std::uint64_t>(v)); }
     void count(std::size_t n) { u32(static_cast<std::uint32_t>(n)); }
     void string(std::string_view s) {
@@ -83,8 +88,9 @@ class writer {
     std::vector<std::byte>& out_;
 };
 
-/// `kept[i]` says whether label i of the family is written (empty: all are).
-void encode_series(writer& w, const series& s, const std::vector<bool>& kept) {
+/// `kept[i]` says whether label i of the family is written (empty: all are); `native`, whether
+/// the family keeps native buckets (then so does every series).
+void encode_series(writer& w, const series& s, const std::vector<bool>& kept, bool native) {
     if (kept.empty()) {
         w.count(s.label_values.size());
         for (const auto& v : s.label_values) {
@@ -113,6 +119,15 @@ void encode_series(writer& w, const series& s, const std::vector<bool>& kept) {
         w.u64(e.timestamp_us);
         w.raw(e.trace_id);
         w.raw(e.span_id);
+    }
+    if (native) {
+        w.i8(s.native_schema);
+        w.i32(s.native_first);
+        w.u64(s.zero_count);
+        w.count(s.native_buckets.size());
+        for (const auto b : s.native_buckets) {
+            w.u64(b);
+        }
     }
 }
 
@@ -156,9 +171,11 @@ void encode_family(writer& w,
     for (const auto b : spec.bounds) {
         w.f64(b);
     }
+    w.u8(spec.native ? 1 : 0);
+    w.i8(spec.native_schema);
     w.count(f.series.size());
     for (const auto& s : f.series) {
-        encode_series(w, s, kept);
+        encode_series(w, s, kept, spec.native);
     }
 }
 
@@ -226,6 +243,8 @@ class reader {
         return static_cast<std::uint32_t>(le(bytes(4, field)));
     }
     std::uint64_t u64(std::string_view field) { return le(bytes(8, field)); }
+    std::int8_t i8(std::string_view field) { return static_cast<std::int8_t>(u8(field)); }
+    std::int32_t i32(std::string_view field) { return static_cast<std::int32_t>(u32(field)); }
 
     /// A count of elements that take at least `min_size` bytes each: refused past `limit` or
     /// past what the bytes left can hold, so that reserving for it is safe.
@@ -299,6 +318,51 @@ std::uint32_t decode_header(reader& r) {
     return version;
 }
 
+/// A series' native buckets (version 3, a family with native set): a schema no higher than the
+/// family's, at most native::max_buckets buckets whose indexes all fit an int32, holding with
+/// the zero bucket every observation of `s.count` and no other.
+void decode_native_buckets(reader& r, const family_spec& spec, series& s) {
+    const std::size_t schema_at = r.offset();
+    s.native_schema = r.i8("the native schema");
+    if (s.native_schema < native::min_schema || s.native_schema > spec.native_schema) {
+        r.fail(schema_at, fmt::format("the native schema is {}: expected {} to {} (the family's "
+                                      "native_schema, or lower once downscaled)",
+                                      s.native_schema, native::min_schema, spec.native_schema));
+    }
+    const std::size_t first_at = r.offset();
+    s.native_first = r.i32("native_first");
+    const std::size_t zero_at = r.offset();
+    s.zero_count = r.u64("zero_count");
+    const auto max_buckets = static_cast<std::uint32_t>(native::max_buckets);
+    const std::uint32_t n = r.count("the native bucket count", max_buckets, 8);
+    // The last bucket's index, first + n - 1, must be an int32 too: readers compute it.
+    if (n > 0 && std::int64_t{s.native_first} + n - 1 > INT32_MAX) {
+        r.fail(first_at,
+               fmt::format("native_first is {} with {} native buckets: the last "
+                           "bucket's index {} is past {}: expected every index an "
+                           "int32",
+                           s.native_first, n, std::int64_t{s.native_first} + n - 1, INT32_MAX));
+    }
+    s.native_buckets.reserve(n);
+    std::uint64_t total = s.zero_count;
+    bool overflows = false;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const std::uint64_t b = r.u64("a native bucket");
+        overflows = overflows || b > UINT64_MAX - total;
+        total += b;
+        s.native_buckets.push_back(b);
+    }
+    // Every observation is in the zero bucket or in one native bucket, so a reader can take
+    // either the count or the buckets (Prometheus refuses a native histogram whose buckets hold
+    // more than its count).
+    if (overflows || total != s.count) {
+        r.fail(zero_at,
+               fmt::format("zero_count and the {} native buckets hold {} observations: "
+                           "expected the series' count, {}",
+                           n, overflows ? "at least 2^64" : fmt::format("{}", total), s.count));
+    }
+}
+
 series decode_series(reader& r, const family_spec& spec, std::uint32_t version) {
     series s;
     const bool histogram = spec.type == metric_type::histogram;
@@ -349,6 +413,9 @@ series decode_series(reader& r, const family_spec& spec, std::uint32_t version) 
             r.raw(e.trace_id, "an exemplar's trace id");
             r.raw(e.span_id, "an exemplar's span id");
         }
+    }
+    if (version >= 3 && spec.native) {
+        decode_native_buckets(r, spec, s);
     }
     return s;
 }
@@ -424,8 +491,33 @@ void check_label_name(reader& r,
     }
 }
 
+/// Whether a family keeps native buckets, and from which schema (version 3).
+void decode_native_spec(reader& r, family_spec& spec) {
+    const std::size_t native_at = r.offset();
+    const std::uint8_t flag = r.u8("native");
+    if (flag > 1) {
+        r.fail(native_at, fmt::format("native is {}: expected 0 or 1", flag));
+    }
+    if (flag == 1 && spec.type != metric_type::histogram) {
+        r.fail(native_at, fmt::format("native is 1 on a {}: expected 0 (native buckets only for "
+                                      "a histogram)",
+                                      to_string(spec.type)));
+    }
+    spec.native = flag == 1;
+    const std::size_t schema_at = r.offset();
+    spec.native_schema = r.i8("native_schema");
+    if (spec.native_schema < native::min_schema || spec.native_schema > native::max_schema) {
+        r.fail(schema_at, fmt::format("native_schema is {}: expected {} to {}", spec.native_schema,
+                                      native::min_schema, native::max_schema));
+    }
+}
+
 /// Reads a family's spec into `spec` (of the family at `index`, after `previous` if any).
-void decode_spec(reader& r, std::size_t index, const family_spec* previous, family_spec& spec) {
+void decode_spec(reader& r,
+                 std::size_t index,
+                 const family_spec* previous,
+                 std::uint32_t version,
+                 family_spec& spec) {
     const std::size_t name_at = r.offset();
     spec.name = r.string("the name");
     if (!is_metric_name(spec.name)) {
@@ -491,6 +583,9 @@ void decode_spec(reader& r, std::size_t index, const family_spec* previous, fami
         spec.label_names.push_back(std::move(name));
     }
     decode_bounds(r, spec);
+    if (version >= 3) {
+        decode_native_spec(r, spec);
+    }
 }
 
 /// A series' sort key: a hash of its label values in the high bits, its index in the low
@@ -610,7 +705,7 @@ void decode_families(reader& r, std::vector<family_snapshot>& out, std::uint32_t
         r.at_family(i, nullptr);
         family_snapshot& f = out.emplace_back();
         const std::size_t at = r.offset();
-        decode_spec(r, i, i > 0 ? &out[i - 1].spec : nullptr, f.spec);
+        decode_spec(r, i, i > 0 ? &out[i - 1].spec : nullptr, version, f.spec);
         for (std::string& line : metric_store::line_names(f.spec.name, f.spec.type)) {
             const auto [it, added] = lines.try_emplace(std::move(line), i);
             if (!added) {

@@ -64,9 +64,9 @@ class cursor {
 /// exemplar counts): a series count the bytes left cannot hold is not believed.
 constexpr std::size_t min_series = 4 + 3 * 8 + 2 * 4;
 
-/// Skips one series of a family with `label_names` label names; false when the bytes end
-/// first or it has another number of label values.
-bool skip_series(cursor& c, std::uint32_t label_names, std::uint32_t version) {
+/// Skips one series of a family with `label_names` label names (and native buckets when
+/// `native`); false when the bytes end first or it has another number of label values.
+bool skip_series(cursor& c, std::uint32_t label_names, std::uint32_t version, bool native) {
     std::uint32_t n = 0;
     if (!c.u32(n) || n != label_names || !c.strings(n) || !c.skip(3 * 8)) {
         return false;
@@ -84,6 +84,10 @@ bool skip_series(cursor& c, std::uint32_t label_names, std::uint32_t version) {
         if (!c.strings(2) || !c.skip(fixed)) {
             return false;
         }
+    }
+    // Version 3, a native family: schema, first index, zero count, then the native buckets.
+    if (native && (!c.skip(1 + 4 + 8) || !c.u32(n) || !c.skip(std::uint64_t{n} * 8))) {
+        return false;
     }
     return true;
 }
@@ -113,14 +117,19 @@ std::optional<std::uint64_t> count_time_series(std::span<const std::byte> payloa
         std::uint32_t label_names = 0;
         std::uint32_t bounds = 0;
         std::uint32_t series = 0;
-        // name, help, type, decimals, fixed_labels, unit, label names, bounds, series.
+        std::uint8_t native = 0;
+        // name, help, type, decimals, fixed_labels, unit, label names, bounds, from version 3
+        // native and native_schema, series.
         if (!c.strings(2) || !c.u8(type) || !c.skip(2) || !c.string() || !c.u32(label_names) ||
             !c.strings(label_names) || !c.u32(bounds) || !c.skip(std::uint64_t{bounds} * 8) ||
-            !c.u32(series) || series > c.left() / min_series) {
+            (version >= 3 && (!c.u8(native) || !c.skip(1))) || !c.u32(series) ||
+            series > c.left() / min_series) {
             return std::nullopt;
         }
         std::uint64_t each = 1;
         if (type == static_cast<std::uint8_t>(metric_type::histogram)) {
+            // The text form's lines: a native histogram is one series in protobuf, but in text
+            // (and for a native-only one, with no bounds) its +Inf bucket, _sum and _count.
             each = std::uint64_t{bounds} + 3;
         } else if (type == static_cast<std::uint8_t>(metric_type::summary)) {
             each = 2;
@@ -130,7 +139,7 @@ std::optional<std::uint64_t> count_time_series(std::span<const std::byte> payloa
             return total;
         }
         for (std::uint32_t s = 0; s < series; ++s) {
-            if (!skip_series(c, label_names, version)) {
+            if (!skip_series(c, label_names, version, native == 1)) {
                 return std::nullopt;
             }
         }

@@ -9,7 +9,11 @@
 //   OpenMetrics with a line that is not well formed: every line is a `# HELP|TYPE|UNIT` line
 //   of the family being shown, `# EOF` (OpenMetrics, last), or a sample line of that family
 //   with well-formed, unique labels and a number, and no series is shown twice. One crafted
-//   file must not be able to break the scrape of the whole node.
+//   file must not be able to break the scrape of the whole node;
+// - holds native buckets that break what docs/node-format.md promises readers (xtel top adds
+//   them up by index, Prometheus refuses buckets that hold more than the count): native only
+//   on a histogram, schemas within -4 to 8 and a series' no higher than its family's, at most
+//   160 buckets, every index an int32, the buckets and the zero bucket adding up to the count.
 
 #include <algorithm>
 #include <cstddef>
@@ -26,6 +30,7 @@
 
 #include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
+#include "xtel/metrics/native_histogram.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
 namespace {
@@ -275,6 +280,42 @@ void check_body(const xtel::metrics::snapshot& snap, const std::string& body, ex
     }
 }
 
+/// Aborts when an accepted snapshot's native buckets break what readers rely on.
+void check_native(const xtel::metrics::snapshot& s) {
+    namespace native = xtel::metrics::native;
+    for (const auto& f : s.families) {
+        const auto& spec = f.spec;
+        if (spec.native_schema < native::min_schema || spec.native_schema > native::max_schema ||
+            (spec.native && spec.type != metric_type::histogram)) {
+            finding("a family's native spec out of its rules", spec.name, exposition::text);
+        }
+        for (const auto& x : f.series) {
+            if (!spec.native) {
+                if (!x.native_buckets.empty() || x.zero_count != 0 || x.native_first != 0 ||
+                    x.native_schema != 0) {
+                    finding("native buckets in a family without native", spec.name,
+                            exposition::text);
+                }
+                continue;
+            }
+            std::uint64_t total = x.zero_count;
+            bool wraps = false;
+            for (const auto b : x.native_buckets) {
+                wraps = wraps || b > UINT64_MAX - total;
+                total += b;
+            }
+            if (x.native_schema < native::min_schema || x.native_schema > spec.native_schema ||
+                x.native_buckets.size() > native::max_buckets ||
+                std::int64_t{x.native_first} + static_cast<std::int64_t>(x.native_buckets.size()) -
+                        1 >
+                    INT32_MAX ||
+                wraps || total != x.count) {
+                finding("a series' native buckets out of their rules", spec.name, exposition::text);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -299,6 +340,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::fprintf(stderr, "fuzz_snapshot_codec: an accepted input encodes to other bytes\n");
         std::abort();
     }
+
+    check_native(s);
 
     // As xtel-exporter serves it: the writer's pid after the snapshot's own labels.
     s.labels.push_back({"pid", "4242"});

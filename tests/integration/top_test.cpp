@@ -121,6 +121,29 @@ TEST_CASE("xtel top once shows every agent of the directory with the exact bytes
     CHECK(row_of(r.out, "once-b-target").size() == 16);
 }
 
+TEST_CASE("xtel top once shows the latency of agents that keep native histograms only", "[top]") {
+    const temp_dir dir;
+    auto o = demo_options(dir.path(),
+                          {"--name", "native", "--op", "write", "--total", "1M", "--block", "64K"});
+    // No classic bounds: the node file's latency is in its native buckets alone.
+    o.env.emplace_back("NIXL_TELEMETRY_HISTOGRAM_KIND", "native");
+    prom_it::child_process demo(o);
+    const auto rc = demo.wait(120s);
+    INFO(demo.output());
+    REQUIRE(rc == 0);
+
+    const auto r = top_once(dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    const auto row = row_of(r.out, "native-initiator");
+    REQUIRE(row.size() == 16);
+    CHECK(row[10] == "1.00MiB");
+    // p50 and p99 since the agent started, from native buckets: a time, not "-".
+    CHECK(row[8].ends_with("s*"));
+    CHECK(row[9].ends_with("s*"));
+}
+
 TEST_CASE(
     "xtel top once shows a write's target with the memory it exposes and no bytes it "
     "cannot see",

@@ -121,8 +121,10 @@ std::vector<xtel::exporter_health> fixed_health() {
     return {{"buffer", false, 2}, {"prometheus", false, 0}};
 }
 
-/// What a node exporter publishes for the fixed inputs: the payload of its file.
-std::vector<std::byte> node_payload() {
+/// What a node exporter publishes for the fixed inputs: the payload of its file, its latency
+/// histograms of `kind`.
+std::vector<std::byte> node_payload(
+    xtel::metrics::histogram_kind kind = xtel::metrics::histogram_kind::classic) {
     const xtel_test::temp_dir dir;
     xtel::config cfg;
     xtel::node_settings s;
@@ -132,6 +134,7 @@ std::vector<std::byte> node_payload() {
     model.hostname = "h";
     model.sets = xtel::metrics::family_sets::both;  // the goldens hold every family
     model.buckets = {10, 100, 1000, 100000};
+    model.histograms = kind;
     {
         xtel::node_exporter e({cfg, "golden"}, s, model);
         xtel::label_table labels;
@@ -196,6 +199,12 @@ TEST_CASE("an agent's /metrics in both formats is what it was before the split",
 
 TEST_CASE("an agent's node file payload is what it was before the split", "[golden]") {
     matches_golden("node_payload.bin", as_string(node_payload()));
+}
+
+TEST_CASE("an agent's node file payload with native histograms only is as recorded", "[golden]") {
+    // tests/node_format_test.py reads it with a reader written from docs/node-format.md.
+    matches_golden("node_payload_native.bin",
+                   as_string(node_payload(xtel::metrics::histogram_kind::native)));
 }
 
 TEST_CASE("the remote-write request of a node is what it was before the split", "[golden]") {

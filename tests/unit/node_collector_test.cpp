@@ -279,13 +279,14 @@ TEST_CASE("a series count is refused for every truncation and for bytes after th
     payload.push_back(std::byte{0});
     CHECK_FALSE(count_time_series(payload, 1000));
     payload.pop_back();
-    payload[4] = std::byte{3};  // version 3, which this reader does not know
+    payload[4] = std::byte{4};  // version 4, which this reader does not know
     CHECK_FALSE(count_time_series(payload, 1000));
 }
 
-TEST_CASE("a version 1 payload is counted as its version 2 encoding is", "[node_file][collector]") {
-    // The same agent's payload before and after exemplars had ids (tests/golden): the same
-    // series, whatever each exemplar takes.
+TEST_CASE("version 1 and 2 payloads are counted as their version 3 encoding is",
+          "[node_file][collector]") {
+    // The same agent's payload before exemplars had ids, before native buckets and now
+    // (tests/golden): the same series, whatever each exemplar and family takes.
     const auto read = [](std::string_view name) {
         const auto text = xtel_test::read_file(std::filesystem::path(XTEL_SOURCE_DIR) / "tests" /
                                                "golden" / std::string(name));
@@ -294,14 +295,48 @@ TEST_CASE("a version 1 payload is counted as its version 2 encoding is", "[node_
         return out;
     };
     const auto v1 = read("node_payload_v1.bin");
-    const auto v2 = read("node_payload.bin");
+    const auto v2 = read("node_payload_v2.bin");
+    const auto v3 = read("node_payload.bin");
     REQUIRE(v1.size() > 8);
     REQUIRE(v1[4] == std::byte{1});
     REQUIRE(v2[4] == std::byte{2});
+    REQUIRE(v3[4] == std::byte{3});
     const auto counted = count_time_series(v1, 1'000'000);
     REQUIRE(counted);
     CHECK(*counted > 0);
     CHECK(counted == count_time_series(v2, 1'000'000));
+    CHECK(counted == count_time_series(v3, 1'000'000));
+}
+
+TEST_CASE("a native-only histogram's series is counted as its +Inf bucket, sum and count",
+          "[node_file][collector]") {
+    // Text shows a native-only histogram as its classic form, +Inf alone: 3 lines, whatever
+    // its native buckets (protobuf's one series is fewer).
+    snapshot s;
+    family_snapshot f;
+    f.spec = {.name = "lat_seconds",
+              .type = metric_type::histogram,
+              .label_names = {"peer"},
+              .native = true,
+              .native_schema = 3};
+    for (const char* peer : {"a", "b"}) {
+        xtel::metrics::series x;
+        x.label_values = {peer};
+        x.native_schema = 3;
+        x.native_first = -5;
+        x.native_buckets = {1, 0, 4};
+        x.zero_count = 2;
+        x.count = 7;
+        f.series.push_back(x);
+    }
+    s.families = {f};
+    std::vector<std::byte> payload;
+    xtel::metrics::encode_snapshot(s, payload);
+    CHECK(count_time_series(payload, 1000) == 6);
+    for (std::size_t n = 0; n < payload.size(); ++n) {
+        CAPTURE(n);
+        CHECK_FALSE(count_time_series(std::span(payload).first(n), 1000));
+    }
 }
 
 TEST_CASE("the collector serves a live file whose lock its header's writer holds",

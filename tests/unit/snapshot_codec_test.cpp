@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "test_util.hpp"
+#include "xtel/metrics/native_histogram.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
 using namespace xtel::metrics;
@@ -89,6 +90,80 @@ snapshot rich_snapshot() {
     post.series = {sum_count};
 
     s.families = {lat, bytes, level, post};
+    return s;
+}
+
+constexpr std::int32_t max_i32 = std::numeric_limits<std::int32_t>::max();
+constexpr std::int32_t min_i32 = std::numeric_limits<std::int32_t>::min();
+
+/// A series of a native histogram: buckets from `first` at `schema`, `zero` observations of 0,
+/// its count what they add up to (as the store keeps it).
+series native_series(std::string label_value,
+                     std::int8_t schema,
+                     std::int32_t first,
+                     std::vector<std::uint64_t> buckets,
+                     std::uint64_t zero) {
+    series s;
+    s.label_values = {std::move(label_value)};
+    s.native_schema = schema;
+    s.native_first = first;
+    s.native_buckets = std::move(buckets);
+    s.zero_count = zero;
+    s.count = zero;
+    for (const auto b : s.native_buckets) {
+        s.count += b;
+    }
+    s.sum = 0x0102030405060708;
+    return s;
+}
+
+/// Native histograms with every field at values a codec of the wrong width, sign or byte order
+/// would not bring back: a native-only family (no bounds: its classic form is +Inf alone) whose
+/// series are at its schema, downscaled, at the ends of the int32 indexes, in the zero bucket
+/// only, empty and max_buckets wide; and a family with classic bounds too.
+snapshot native_snapshot() {
+    snapshot s;
+    family_snapshot only;
+    only.spec = {.name = "a_native_seconds",
+                 .help = "Native only.",
+                 .type = metric_type::histogram,
+                 .label_names = {"peer"},
+                 .decimals = 6,
+                 .unit = "seconds",
+                 .native = true,
+                 .native_schema = 8};
+    only.series = {native_series("at_schema", 8, -116, {1, 0, 2}, 0),
+                   native_series("downscaled", -4, min_i32, {max_u64 - 1}, 1),
+                   native_series("top", 1, max_i32 - 1, {5, 6}, 0),
+                   native_series("zero_only", 8, 0, {}, 7),
+                   native_series("empty", 8, 0, {}, 0),
+                   native_series("widest", 3, -80, std::vector<std::uint64_t>(160, 3), 2)};
+    only.series[1].exemplars.resize(1);  // one for +Inf, the only classic bucket
+    only.series[1].exemplars[0] = {"request_id", "req-9", 12, 34};
+
+    family_snapshot both;
+    both.spec = {.name = "b_both_seconds",
+                 .help = "Both.",
+                 .type = metric_type::histogram,
+                 .label_names = {"peer"},
+                 .decimals = 6,
+                 .bounds = {10, 100},
+                 .unit = "seconds",
+                 .native = true,
+                 .native_schema = -2};
+    both.series = {native_series("p1", -2, 3, {4}, 0)};
+    both.series[0].buckets = {0, 4};
+
+    family_snapshot classic;
+    classic.spec = {.name = "c_classic_seconds",
+                    .type = metric_type::histogram,
+                    .bounds = {1},
+                    .native_schema = 3};  // as a classic family of the agent's is made
+    series c;
+    c.buckets = {1};
+    c.count = 2;
+    classic.series = {c};
+    s.families = {only, both, classic};
     return s;
 }
 
@@ -202,7 +277,7 @@ TEST_CASE("a snapshot taken from a metric store comes back exactly", "[snapshot_
 }
 
 TEST_CASE("every truncation of an encoding is refused", "[snapshot_codec]") {
-    const auto bytes = encoded(rich_snapshot());
+    const auto bytes = GENERATE(encoded(rich_snapshot()), encoded(native_snapshot()));
     for (std::size_t n = 0; n < bytes.size(); ++n) {
         INFO("prefix of " << n << " of " << bytes.size() << " bytes");
         const std::string what = refusal(std::span(bytes).first(n));
@@ -212,7 +287,7 @@ TEST_CASE("every truncation of an encoding is refused", "[snapshot_codec]") {
 }
 
 TEST_CASE("every one-byte change is refused or decodes to what encodes to it", "[snapshot_codec]") {
-    const auto bytes = encoded(rich_snapshot());
+    const auto bytes = GENERATE(encoded(rich_snapshot()), encoded(native_snapshot()));
     for (std::size_t i = 0; i < bytes.size(); ++i) {
         for (const std::byte flip : {std::byte{0x01}, std::byte{0x80}, std::byte{0xff}}) {
             auto changed = bytes;
@@ -237,11 +312,11 @@ TEST_CASE("another magic is refused", "[snapshot_codec]") {
 
 TEST_CASE("an unknown version is refused naming the version", "[snapshot_codec]") {
     auto bytes = encoded(rich_snapshot());
-    for (const std::uint8_t v : {0, 3}) {
+    for (const std::uint8_t v : {0, 4}) {
         bytes[4] = std::byte{v};
         CHECK_THAT(refusal(bytes),
                    Contains(fmt::format("byte 4: version {} is unknown: this reader knows "
-                                        "versions 1 to 2",
+                                        "versions 1 to 3",
                                         v)));
     }
 }
@@ -268,10 +343,210 @@ TEST_CASE("a version 1 encoding decodes with no trace or span ids on its exempla
         }
     }
     CHECK(exemplars > 0);
-    // Written again, it is version 2 and decodes to the same snapshot.
+    // Written again, it is version 3 and decodes to the same snapshot.
     const auto again = encoded(back);
-    CHECK(again[4] == std::byte{2});
+    CHECK(again[4] == std::byte{3});
     CHECK(decode_snapshot(again) == back);
+}
+
+TEST_CASE("a version 2 encoding decodes with no native buckets", "[snapshot_codec]") {
+    // An agent's payload as version 2 wrote it, before native buckets: what an agent built
+    // before version 3 publishes to a newer xtel-exporter.
+    const auto golden = xtel_test::read_file(std::filesystem::path(XTEL_SOURCE_DIR) / "tests" /
+                                             "golden" / "node_payload_v2.bin");
+    std::vector<std::byte> bytes(golden.size());
+    std::memcpy(bytes.data(), golden.data(), golden.size());
+    REQUIRE(bytes.size() > 8);
+    CHECK(bytes[4] == std::byte{2});
+    const snapshot back = decode_snapshot(bytes);
+    std::size_t histograms = 0;
+    for (const auto& f : back.families) {
+        CHECK_FALSE(f.spec.native);
+        CHECK(f.spec.native_schema == 0);
+        histograms += f.spec.type == metric_type::histogram ? 1 : 0;
+        for (const auto& x : f.series) {
+            CHECK(x.native_buckets.empty());
+            CHECK(x.native_first == 0);
+            CHECK(x.native_schema == 0);
+            CHECK(x.zero_count == 0);
+        }
+    }
+    CHECK(histograms > 0);
+    // The version 1 golden is the same agent's payload (its node file writes no span, so no
+    // exemplar has ids): the same snapshot.
+    const auto v1_text = xtel_test::read_file(std::filesystem::path(XTEL_SOURCE_DIR) / "tests" /
+                                              "golden" / "node_payload_v1.bin");
+    std::vector<std::byte> v1(v1_text.size());
+    std::memcpy(v1.data(), v1_text.data(), v1_text.size());
+    CHECK(decode_snapshot(v1) == back);
+    const auto again = encoded(back);
+    CHECK(again[4] == std::byte{3});
+    CHECK(decode_snapshot(again) == back);
+}
+
+TEST_CASE("native histograms come back exactly: downscaled, zero bucket only and empty series",
+          "[snapshot_codec][native]") {
+    const snapshot s = native_snapshot();
+    const auto bytes = encoded(s);
+    const snapshot back = decode_snapshot(bytes);
+    CHECK(back == s);
+    REQUIRE(back.families.size() == 3);
+    const auto& only = back.families[0];
+    CHECK(only.spec.native);
+    CHECK(only.spec.native_schema == 8);
+    CHECK(only.spec.bounds.empty());
+    REQUIRE(only.series.size() == 6);
+    CHECK(only.series[0].native_first == -116);
+    CHECK(only.series[0].native_buckets == std::vector<std::uint64_t>{1, 0, 2});
+    CHECK(only.series[1].native_schema == -4);
+    CHECK(only.series[1].native_first == min_i32);
+    CHECK(only.series[1].native_buckets == std::vector<std::uint64_t>{max_u64 - 1});
+    CHECK(only.series[1].zero_count == 1);
+    CHECK(only.series[1].count == max_u64);
+    CHECK(only.series[2].native_first == max_i32 - 1);
+    CHECK(only.series[3].zero_count == 7);
+    CHECK(only.series[3].native_buckets.empty());
+    CHECK(only.series[4] == s.families[0].series[4]);
+    CHECK(only.series[5].native_buckets.size() == native::max_buckets);
+    CHECK(back.families[1].spec.native_schema == -2);
+    CHECK(back.families[1].series[0].buckets == std::vector<std::uint64_t>{0, 4});
+    CHECK_FALSE(back.families[2].spec.native);
+    CHECK(back.families[2].spec.native_schema == 3);
+    CHECK(encoded(back) == bytes);
+}
+
+TEST_CASE("a native histogram from a metric store comes back exactly, downscaled series too",
+          "[snapshot_codec][native]") {
+    metric_store store;
+    const auto lat = store.add_family({.name = "latency_seconds",
+                                       .help = "Latency.",
+                                       .type = metric_type::histogram,
+                                       .label_names = {"peer"},
+                                       .decimals = 6,
+                                       .unit = "seconds",
+                                       .native = true,
+                                       .native_schema = 8});
+    // 1 us and 1000 s are 30 powers of two apart: 7680 buckets at schema 8, so the series
+    // halves its resolution until they fit in 160 (schema 2: 120 buckets).
+    store.observe(lat, {"wide"}, 1);
+    store.observe(lat, {"wide"}, 1'000'000'000);
+    store.observe(lat, {"wide"}, 0);
+    store.observe(lat, {"narrow"}, 450);
+    store.observe(lat, {"narrow"}, 460);
+    store.series_of(lat, {"none"});
+
+    const snapshot s = take_snapshot(store, {{"agent_name", "a1"}});
+    const auto f = std::find_if(s.families.begin(), s.families.end(),
+                                [](const auto& x) { return x.spec.name == "latency_seconds"; });
+    REQUIRE(f != s.families.end());
+    REQUIRE(f->series.size() == 3);
+    CHECK(f->series[0].native_schema == 2);
+    CHECK(f->series[0].zero_count == 1);
+    CHECK(f->series[1].native_schema == 8);
+    CHECK(f->series[2].native_buckets.empty());
+    const snapshot back = decode_snapshot(encoded(s));
+    CHECK(back == s);
+}
+
+TEST_CASE("a native byte other than 0 or 1 is refused", "[snapshot_codec][native]") {
+    auto bytes = encoded(
+        one_family({.name = "lat", .type = metric_type::histogram, .native_schema = 3}, {}));
+    // magic, version, label count, family count, name (4 + 3), help (4), type, decimals,
+    // fixed_labels, unit (4), label name count, bound count: native is at 42, native_schema 43.
+    REQUIRE(bytes[42] == std::byte{0});
+    REQUIRE(bytes[43] == std::byte{3});
+    bytes[42] = std::byte{2};
+    CHECK_THAT(refusal(bytes),
+               Contains("byte 42: family 0 (\"lat\"): native is 2: expected 0 or 1"));
+}
+
+TEST_CASE("native buckets on a family other than a histogram are refused",
+          "[snapshot_codec][native]") {
+    CHECK_THAT(
+        refusal(encoded(one_family(
+            {.name = "g", .type = metric_type::gauge, .native = true, .native_schema = 3}, {}))),
+        Contains("byte 40: family 0 (\"g\"): native is 1 on a gauge: expected 0 (native "
+                 "buckets only for a histogram)"));
+}
+
+TEST_CASE("a family native_schema outside -4 to 8 is refused", "[snapshot_codec][native]") {
+    for (const int schema : {9, -5, 127, -128}) {
+        CHECK_THAT(refusal(encoded(one_family({.name = "lat",
+                                               .type = metric_type::histogram,
+                                               .native = true,
+                                               .native_schema = static_cast<std::int8_t>(schema)},
+                                              {}))),
+                   Contains(fmt::format("byte 43: family 0 (\"lat\"): native_schema is {}: "
+                                        "expected -4 to 8",
+                                        schema)));
+    }
+}
+
+TEST_CASE("a series' native schema above its family's or below -4 is refused",
+          "[snapshot_codec][native]") {
+    const family_spec spec{.name = "lat",
+                           .type = metric_type::histogram,
+                           .label_names = {"peer"},
+                           .native = true,
+                           .native_schema = 3};
+    // Downscaling only lowers a series' schema: one above its family's was never made.
+    CHECK_THAT(refusal(encoded(one_family(spec, native_series("p", 4, 0, {1}, 0)))),
+               Contains("family 0 (\"lat\") series 0: the native schema is 4: expected -4 to 3 "
+                        "(the family's native_schema, or lower once downscaled)"));
+    CHECK_THAT(refusal(encoded(one_family(spec, native_series("p", -5, 0, {1}, 0)))),
+               Contains("series 0: the native schema is -5: expected -4 to 3"));
+}
+
+TEST_CASE("more native buckets than max_buckets are refused", "[snapshot_codec][native]") {
+    const family_spec spec{.name = "lat",
+                           .type = metric_type::histogram,
+                           .label_names = {"peer"},
+                           .native = true,
+                           .native_schema = 3};
+    const auto bytes =
+        encoded(one_family(spec, native_series("p", 3, 0, std::vector<std::uint64_t>(161, 1), 0)));
+    CHECK_THAT(refusal(bytes), Contains("family 0 (\"lat\") series 0: the native bucket count "
+                                        "is 161: at most 160 are accepted"));
+}
+
+TEST_CASE("native buckets whose last index is past INT32_MAX are refused",
+          "[snapshot_codec][native]") {
+    const family_spec spec{.name = "lat",
+                           .type = metric_type::histogram,
+                           .label_names = {"peer"},
+                           .native = true,
+                           .native_schema = 3};
+    CHECK_THAT(refusal(encoded(one_family(spec, native_series("p", 3, max_i32, {1, 1}, 0)))),
+               Contains("series 0: native_first is 2147483647 with 2 native buckets: the last "
+                        "bucket's index 2147483648 is past 2147483647: expected every index an "
+                        "int32"));
+    // The last index at INT32_MAX itself is one.
+    const auto ends_at_max = one_family(spec, native_series("p", 3, max_i32 - 1, {1, 1}, 0));
+    CHECK(decode_snapshot(encoded(ends_at_max)) == ends_at_max);
+}
+
+TEST_CASE("native buckets and zero_count that do not add up to the count are refused",
+          "[snapshot_codec][native]") {
+    const family_spec spec{.name = "lat",
+                           .type = metric_type::histogram,
+                           .label_names = {"peer"},
+                           .native = true,
+                           .native_schema = 3};
+    series more = native_series("p", 3, -2, {1, 2}, 1);
+    more.count = 5;
+    CHECK_THAT(refusal(encoded(one_family(spec, more))),
+               Contains("series 0: zero_count and the 2 native buckets hold 4 observations: "
+                        "expected the series' count, 5"));
+    series fewer = native_series("p", 3, -2, {1, 2}, 1);
+    fewer.count = 3;
+    CHECK_THAT(refusal(encoded(one_family(spec, fewer))),
+               Contains("hold 4 observations: expected the series' count, 3"));
+    // Buckets that wrap around 2^64 to the count are refused, not added modulo 2^64.
+    series wraps = native_series("p", 3, -2, {max_u64, 3}, 0);
+    REQUIRE(wraps.count == 2);
+    CHECK_THAT(refusal(encoded(one_family(spec, wraps))),
+               Contains("series 0: zero_count and the 2 native buckets hold at least 2^64 "
+                        "observations: expected the series' count, 2"));
 }
 
 TEST_CASE("a type byte past summary is refused naming the family", "[snapshot_codec]") {

@@ -147,3 +147,44 @@ TEST_CASE("xtel top counts a peer's histogram that went back from zero", "[top][
     REQUIRE(peers(s) == std::vector<std::string>{"write t3"});
     CHECK(s[0].timed == 100);
 }
+
+TEST_CASE("xtel top finds stragglers from native buckets when the family has no bounds",
+          "[top][straggler]") {
+    // xtel_transfer_duration_seconds kept native only, at schema 0: bucket i holds
+    // (2^(i-1), 2^i] seconds. Peers t0 to t2 take (2^-14, 2^-13] s (61 to 122 us), t3
+    // (2^-9, 2^-8] (2 to 3.9 ms); t3's series was downscaled to schema -1 (index -4 there).
+    xtel::metrics::family_snapshot f;
+    f.spec.name = "xtel_transfer_duration_seconds";
+    f.spec.type = xtel::metrics::metric_type::histogram;
+    f.spec.decimals = 6;
+    f.spec.native = true;
+    f.spec.native_schema = 0;
+    f.spec.label_names = {"agent_name", "operation", "remote_agent"};
+    const auto add = [&](std::string peer, std::int8_t schema, std::int32_t index) {
+        xtel::metrics::series s;
+        s.label_values = {"i", "write", std::move(peer)};
+        s.native_schema = schema;
+        s.native_first = index;
+        s.native_buckets = {100};
+        s.count = 100;
+        f.series.push_back(s);
+    };
+    add("t0", 0, -13);
+    add("t1", 0, -13);
+    add("t2", 0, -13);
+    add("t3", -1, -4);
+    xtel::metrics::snapshot snap;
+    snap.families.push_back(f);
+    peer_histograms h;
+    add_peer_histograms(snap, h);
+    REQUIRE(h.size() == 4);
+    REQUIRE(h.at({"write", "t3"}).native);
+    CHECK(h.at({"write", "t3"}).native->schema == -1);
+    const auto s = find_stragglers(h, 10s);
+    REQUIRE(peers(s) == std::vector<std::string>{"write t3"});
+    // p99 0.99 of the way into (2^-10, 2^-8] (schema -1's bucket -4), the median p99 into
+    // (2^-14, 2^-13].
+    CHECK(s[0].p99 == Approx(0x1p-10 + 0.99 * (0x1p-8 - 0x1p-10)).epsilon(1e-12));
+    CHECK(s[0].median == Approx(0x1p-14 + 0.99 * 0x1p-14).epsilon(1e-12));
+    CHECK(s[0].timed == 100);
+}

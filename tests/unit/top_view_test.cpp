@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,50 @@ family_snapshot histogram(std::string name,
         f.series.push_back(std::move(s));
     }
     return f;
+}
+
+/// A series of a native histogram: `buckets` from index `first` at `schema`, `zero`
+/// observations of 0.
+xtel::metrics::series native_series(std::string op,
+                                    std::int8_t schema,
+                                    std::int32_t first,
+                                    std::vector<std::uint64_t> buckets,
+                                    std::uint64_t zero = 0) {
+    xtel::metrics::series s;
+    s.label_values = {std::move(op)};
+    s.native_schema = schema;
+    s.native_first = first;
+    s.zero_count = zero;
+    s.count = zero;
+    for (const auto b : buckets) {
+        s.count += b;
+    }
+    s.native_buckets = std::move(buckets);
+    return s;
+}
+
+/// A latency histogram that keeps native buckets only (no bounds: its classic form is +Inf
+/// alone), of schema `schema`, kept in microseconds and shown in seconds (decimals 6).
+family_snapshot native_histogram(std::string name,
+                                 std::int8_t schema,
+                                 std::vector<xtel::metrics::series> series) {
+    family_snapshot f;
+    f.spec.name = std::move(name);
+    f.spec.type = metric_type::histogram;
+    f.spec.decimals = 6;
+    f.spec.label_names = {"op"};
+    f.spec.native = true;
+    f.spec.native_schema = schema;
+    f.series = std::move(series);
+    return f;
+}
+
+/// A native histogram's latency as an agent's snapshot gives it.
+latency_histogram native_latency_of(family_snapshot f) {
+    snapshot s;
+    s.labels = {{"agent_name", "n"}, {"pid", "1"}};
+    s.families.push_back(std::move(f));
+    return sample_of(s).latency;
 }
 
 snapshot sorted(snapshot s) {
@@ -246,6 +291,90 @@ TEST_CASE("xtel top interpolates a quantile within the bucket it falls in", "[to
     CHECK(quantile(0.99, bounds, {1, 0, 0, 0}, 10) == 100.0);
     CHECK_FALSE(quantile(0.5, bounds, {0, 0, 0, 0}, 0));
     CHECK_FALSE(quantile(0.5, {}, {}, 5));
+}
+
+TEST_CASE("xtel top takes latency quantiles from native buckets when the family has no bounds",
+          "[top]") {
+    // Schema 0: bucket i holds (2^(i-1), 2^i] seconds. Series of one family at schemas 1 and
+    // 0 are added at 0: at schema 1 buckets -40 and -39, (2^-20.5, 2^-20] and (2^-20,
+    // 2^-19.5], are in buckets -20 and -19 at schema 0.
+    snapshot s;
+    s.labels = {{"agent_name", "n"}, {"pid", "1"}};
+    s.families.push_back(native_histogram(
+        "xtel_transfer_duration_seconds", 1,
+        {native_series("write", 1, -40, {3, 1}), native_series("read", 0, -19, {4, 2})}));
+    const sample got = sample_of(s);
+    const auto& h = got.latency;
+    REQUIRE(h.native);
+    CHECK(h.bounds.empty());
+    CHECK(h.native->schema == 0);
+    CHECK(h.native->buckets == std::map<std::int32_t, std::uint64_t>{{-20, 3}, {-19, 5}, {-18, 2}});
+    CHECK(h.count == 10);
+    // 10 observations: 3 in (2^-21, 2^-20], 5 in (2^-20, 2^-19], 2 in (2^-19, 2^-18]. The
+    // median is the 5th: 2 of 5 into the second bucket; p99 the 9.9th, 0.95 of the third's.
+    CHECK(quantile(0.5, h) == Approx(0x1p-20 * 1.4).epsilon(1e-12));
+    CHECK(quantile(0.99, h) == Approx(0x1p-19 * 1.95).epsilon(1e-12));
+    // The lowest bucket from its own lower bound, not from 0.
+    CHECK(quantile(0.1, h) == Approx(0x1p-21 + 0x1p-21 / 3).epsilon(1e-12));
+
+    const auto r = make_row(got, nullptr, {}, t0);
+    CHECK(r.p50 == Approx(0x1p-20 * 1.4).epsilon(1e-12));
+    CHECK(r.latency_since_start);
+}
+
+TEST_CASE("xtel top reads NIXL's native latency in microseconds and the zero bucket as 0",
+          "[top]") {
+    // agent_xfer_time_us shows microseconds: bucket 7 at schema 0 is (64, 128] us.
+    auto f = native_histogram("agent_xfer_time_us", 0, {native_series("write", 0, 7, {2})});
+    f.spec.decimals = 0;
+    const auto h = native_latency_of(f);
+    REQUIRE(h.native);
+    CHECK(h.native->per_second == 1e6);
+    CHECK(quantile(0.5, h) == Approx(96e-6).epsilon(1e-12));
+    // Six of ten observations were 0: the median is 0, p99 in (64, 128] us.
+    const auto zeros = native_latency_of(native_histogram("xtel_transfer_duration_seconds", 0,
+                                                          {native_series("write", 0, 7, {4}, 6)}));
+    CHECK(quantile(0.5, zeros) == 0.0);
+    CHECK(quantile(0.99, zeros) == Approx(64 + 64 * 0.975).epsilon(1e-12));
+    // No observation: no quantile.
+    const auto empty = native_latency_of(
+        native_histogram("xtel_transfer_duration_seconds", 3, {native_series("write", 3, 0, {})}));
+    CHECK_FALSE(quantile(0.5, empty));
+}
+
+TEST_CASE("xtel top brings native buckets at the ends of the int32 indexes to a lower schema",
+          "[top]") {
+    // A node file may hold bucket INT32_MAX; at one schema down it is bucket 2^30, and
+    // INT32_MIN is -2^30 (ceil of half), with nothing wrapping around.
+    const auto h = native_latency_of(
+        native_histogram("xtel_transfer_duration_seconds", 3,
+                         {native_series("write", 3, std::numeric_limits<std::int32_t>::max(), {1}),
+                          native_series("read", 3, std::numeric_limits<std::int32_t>::min(), {2}),
+                          native_series("other", 2, 0, {4})}));
+    REQUIRE(h.native);
+    CHECK(h.native->schema == 2);
+    CHECK(h.native->buckets ==
+          std::map<std::int32_t, std::uint64_t>{{-(1 << 30), 2}, {0, 4}, {1 << 30, 1}});
+    CHECK(h.count == 7);
+}
+
+TEST_CASE("xtel top takes native latency from the buckets' growth, across a downscale", "[top]") {
+    sample before = sample_with("a", 1, 0);
+    before.latency = native_latency_of(native_histogram("xtel_transfer_duration_seconds", 1,
+                                                        {native_series("write", 1, -40, {3})}));
+    sample now = before;
+    // Since, the series' buckets grew past 160 wide and it went down to schema 0: its 3
+    // earlier observations are in bucket -20 there, the 2 new ones in (2^-19, 2^-18].
+    now.latency = native_latency_of(native_histogram("xtel_transfer_duration_seconds", 1,
+                                                     {native_series("write", 0, -20, {3, 0, 2})}));
+    const auto r = make_row(now, &before, std::chrono::duration<double>(1.0), t0);
+    CHECK_FALSE(r.latency_since_start);
+    CHECK(r.p50 == Approx(0x1p-19 * 1.5).epsilon(1e-12));
+    // A bucket that went back (another process, or a restart): not an interval's growth.
+    now.latency = native_latency_of(native_histogram("xtel_transfer_duration_seconds", 1,
+                                                     {native_series("write", 0, -19, {5})}));
+    CHECK_FALSE(growth(now.latency, before.latency));
+    CHECK(make_row(now, &before, std::chrono::duration<double>(1.0), t0).latency_since_start);
 }
 
 TEST_CASE("xtel top takes latency from the buckets' growth over the interval", "[top]") {

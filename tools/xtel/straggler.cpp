@@ -23,9 +23,22 @@ void add_peer_histograms(const metrics::snapshot& s, peer_histograms& into) {
     for (std::uint8_t i = 0; i < f->spec.decimals; ++i) {
         divisor *= 10;
     }
+    // A native-only histogram (no bounds): its native buckets, in seconds as shown.
+    const bool native = f->spec.native && f->spec.bounds.empty();
     for (const auto& series : f->series) {
         auto& h = into[{series.label_values[static_cast<std::size_t>(op - names.begin())],
                         series.label_values[static_cast<std::size_t>(peer - names.begin())]}];
+        if (h.count == 0 && h.bounds.empty() && !h.native && native) {
+            h.native.emplace().schema = f->spec.native_schema;
+        }
+        if (h.native.has_value() != native) {
+            continue;  // one agent's native, another's classic: not added into one histogram
+        }
+        if (native) {
+            add_native(*h.native, series);
+            h.count += series.count;
+            continue;
+        }
         if (h.bounds.empty()) {
             for (const double b : f->spec.bounds) {
                 h.bounds.push_back(b / divisor);
@@ -55,7 +68,7 @@ std::vector<straggler> find_stragglers(const peer_histograms& delta,
         if (static_cast<double>(h.count) / window.count() < rule.min_rate) {
             continue;
         }
-        const auto p99 = quantile(0.99, h.bounds, h.buckets, h.count);
+        const auto p99 = quantile(0.99, h);
         if (!p99) {
             continue;
         }
@@ -99,13 +112,18 @@ std::vector<straggler> straggler_tracker::update(peer_histograms now, clock::tim
     for (const auto& [key, h] : latest) {
         latency_histogram d = h;
         const auto it = before.find(key);
-        if (it != before.end() && it->second.bounds == h.bounds) {
+        if (it != before.end()) {
             const auto& b = it->second;
-            for (std::size_t i = 0; i < d.buckets.size(); ++i) {
-                d.buckets[i] =
-                    h.buckets[i] >= b.buckets[i] ? h.buckets[i] - b.buckets[i] : h.buckets[i];
+            if (auto grown = growth(h, b)) {
+                d = std::move(*grown);
+            } else if (!h.native && !b.native && b.bounds == h.bounds) {
+                // A bucket went back: it counts from 0 (a native histogram does as a whole).
+                for (std::size_t i = 0; i < d.buckets.size(); ++i) {
+                    d.buckets[i] =
+                        h.buckets[i] >= b.buckets[i] ? h.buckets[i] - b.buckets[i] : h.buckets[i];
+                }
+                d.count = h.count >= b.count ? h.count - b.count : h.count;
             }
-            d.count = h.count >= b.count ? h.count - b.count : h.count;
         }
         delta.emplace(key, std::move(d));
     }

@@ -21,7 +21,9 @@ namespace xtel::top {
 using peer_histograms = std::map<std::pair<std::string, std::string>, latency_histogram>;
 
 /// Adds the xtel_transfer_duration_seconds series of `s` into `into`, by their operation and
-/// remote_agent labels; a snapshot without the family adds nothing.
+/// remote_agent labels (their native buckets when the family keeps only those: no bounds); a
+/// snapshot without the family adds nothing, a peer's series of another form than the first
+/// added are left out.
 void add_peer_histograms(const metrics::snapshot& s, peer_histograms& into);
 
 /// The rule's numbers.

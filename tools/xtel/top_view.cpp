@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <initializer_list>
+#include <limits>
+
+#include "xtel/metrics/native_histogram.hpp"
 
 namespace xtel::top {
 
@@ -84,6 +87,19 @@ std::optional<latency_histogram> histogram_of(const metrics::snapshot& s,
         return std::nullopt;
     }
     latency_histogram h;
+    if (f->spec.native && f->spec.bounds.empty()) {
+        // Native only: its classic form is the +Inf bucket alone, which says nothing of latency.
+        // Native buckets are over the values as shown, so per_second of them make a second.
+        native_latency n;
+        n.schema = f->spec.native_schema;
+        n.per_second = per_second;
+        for (const auto& series : f->series) {
+            add_native(n, series);
+            h.count += series.count;
+        }
+        h.native = std::move(n);
+        return h;
+    }
     // One division by a whole number: 10 us comes out as the double nearest 1e-5, as written.
     const double divisor = per_second * static_cast<double>(pow10(f->spec.decimals));
     for (const double b : f->spec.bounds) {
@@ -128,6 +144,59 @@ std::optional<std::vector<std::pair<std::string, std::uint64_t>>> by_label(
 template <class T, class F>
 std::optional<T> or_read(std::optional<T> first, F fallback) {
     return first ? first : fallback();
+}
+
+/// The index at `schema` - `steps` of bucket `index` at `schema`: native::downscaled applied
+/// `steps` times, ceil(index / 2^steps), computed wide so that INT32_MAX (which a node file
+/// may hold) does not overflow.
+std::int32_t downscaled(std::int32_t index, int steps) {
+    steps = std::min(steps, 32);  // past 32 steps every int32 index is at 0 or 1 already
+    return static_cast<std::int32_t>((std::int64_t{index} + (std::int64_t{1} << steps) - 1) >>
+                                     steps);
+}
+
+/// `n`'s buckets at `schema` (no higher than n's): each bucket in the one holding it there.
+native_latency at_schema(const native_latency& n, int schema) {
+    if (schema >= n.schema) {
+        return n;
+    }
+    native_latency out;
+    out.schema = schema;
+    out.per_second = n.per_second;
+    out.zero_count = n.zero_count;
+    for (const auto& [index, count] : n.buckets) {
+        out.buckets[downscaled(index, n.schema - schema)] += count;
+    }
+    return out;
+}
+
+/// `n` as classic buckets: the zero bucket's bound 0, then each non-empty bucket's bound,
+/// after the bound below it (empty) unless that is the bucket before, so that every bucket
+/// interpolates within its own bounds.
+void classic_form(const native_latency& n,
+                  std::vector<double>& bounds,
+                  std::vector<std::uint64_t>& buckets) {
+    const auto bound = [&](std::int32_t i) {
+        return metrics::native::upper_bound(i, n.schema) / n.per_second;
+    };
+    if (n.zero_count > 0 || !n.buckets.empty()) {
+        bounds.push_back(0);
+        buckets.push_back(n.zero_count);
+    }
+    std::optional<std::int32_t> previous;
+    for (const auto& [index, count] : n.buckets) {
+        if (count == 0) {
+            continue;
+        }
+        if (index > std::numeric_limits<std::int32_t>::min() &&
+            (!previous || *previous != index - 1)) {
+            bounds.push_back(bound(index - 1));
+            buckets.push_back(0);
+        }
+        bounds.push_back(bound(index));
+        buckets.push_back(count);
+        previous = index;
+    }
 }
 
 std::optional<std::uint64_t> parse_number(std::string_view v) {
@@ -190,6 +259,75 @@ sample sample_of(const metrics::snapshot& s,
                       return sum_of(s, "agent_telemetry_events_dropped_total");
                   }).value_or(0);
     return out;
+}
+
+void add_native(native_latency& into, const metrics::series& s) {
+    const int schema = std::min(into.schema, static_cast<int>(s.native_schema));
+    into = at_schema(into, schema);
+    for (std::size_t k = 0; k < s.native_buckets.size(); ++k) {
+        if (s.native_buckets[k] == 0) {
+            continue;
+        }
+        // The codec keeps native_first + size - 1 within int32.
+        const auto i = static_cast<std::int32_t>(s.native_first + static_cast<std::int64_t>(k));
+        into.buckets[downscaled(i, s.native_schema - schema)] += s.native_buckets[k];
+    }
+    into.zero_count += s.zero_count;
+}
+
+std::optional<latency_histogram> growth(const latency_histogram& now,
+                                        const latency_histogram& before) {
+    if (now.count < before.count || now.native.has_value() != before.native.has_value()) {
+        return std::nullopt;
+    }
+    latency_histogram out;
+    out.count = now.count - before.count;
+    if (now.native) {
+        const int schema = std::min(now.native->schema, before.native->schema);
+        native_latency n = at_schema(*now.native, schema);
+        const native_latency b = at_schema(*before.native, schema);
+        if (n.zero_count < b.zero_count) {
+            return std::nullopt;
+        }
+        n.zero_count -= b.zero_count;
+        for (const auto& [index, count] : b.buckets) {
+            const auto it = n.buckets.find(index);
+            if (count == 0) {
+                continue;
+            }
+            if (it == n.buckets.end() || it->second < count) {
+                return std::nullopt;
+            }
+            it->second -= count;
+            if (it->second == 0) {
+                n.buckets.erase(it);
+            }
+        }
+        out.native = std::move(n);
+        return out;
+    }
+    if (now.bounds != before.bounds || now.buckets.size() != before.buckets.size()) {
+        return std::nullopt;
+    }
+    out.bounds = now.bounds;
+    out.buckets.resize(now.buckets.size());
+    for (std::size_t i = 0; i < out.buckets.size(); ++i) {
+        if (now.buckets[i] < before.buckets[i]) {
+            return std::nullopt;
+        }
+        out.buckets[i] = now.buckets[i] - before.buckets[i];
+    }
+    return out;
+}
+
+std::optional<double> quantile(double q, const latency_histogram& h) {
+    if (!h.native) {
+        return quantile(q, h.bounds, h.buckets, h.count);
+    }
+    std::vector<double> bounds;
+    std::vector<std::uint64_t> buckets;
+    classic_form(*h.native, bounds, buckets);
+    return quantile(q, bounds, buckets, h.count);
 }
 
 std::optional<double> quantile(double q,
@@ -256,22 +394,15 @@ row make_row(const sample& now,
 
     // The interval's observations: the buckets' growth since the earlier reading.
     const auto& h = now.latency;
-    if (comparable && before->latency.bounds == h.bounds && before->latency.count < h.count) {
-        const auto& b = before->latency;
-        std::vector<std::uint64_t> grown(h.buckets.size());
-        bool ok = true;
-        for (std::size_t i = 0; i < grown.size() && ok; ++i) {
-            ok = h.buckets[i] >= b.buckets[i];
-            grown[i] = ok ? h.buckets[i] - b.buckets[i] : 0;
-        }
-        if (ok) {
-            r.p50 = quantile(0.5, h.bounds, grown, h.count - b.count);
-            r.p99 = quantile(0.99, h.bounds, grown, h.count - b.count);
+    if (comparable && before->latency.count < h.count) {
+        if (const auto grown = growth(h, before->latency)) {
+            r.p50 = quantile(0.5, *grown);
+            r.p99 = quantile(0.99, *grown);
         }
     }
     if (!r.p50) {
-        r.p50 = quantile(0.5, h.bounds, h.buckets, h.count);
-        r.p99 = quantile(0.99, h.bounds, h.buckets, h.count);
+        r.p50 = quantile(0.5, h);
+        r.p99 = quantile(0.99, h);
         r.latency_since_start = r.p50.has_value();
     }
     return r;

@@ -21,14 +21,39 @@ namespace xtel::top {
 using clock = std::chrono::steady_clock;
 using writer_state = node::collector::writer_state;
 
-/// A latency histogram, every series of the agent's family added up.
+/// Native (exponential) buckets added up (xtel/metrics/native_histogram.hpp): bucket i ends at
+/// native::upper_bound(i, schema) of the family's shown unit, `per_second` of which make a
+/// second. Series of other schemas are brought to the lowest before they are added.
+struct native_latency {
+    int schema = 0;
+    double per_second = 1;
+    std::map<std::int32_t, std::uint64_t> buckets;  ///< by index, NOT cumulative; no zeros
+    std::uint64_t zero_count = 0;                   ///< observations of 0
+
+    friend bool operator==(const native_latency&, const native_latency&) = default;
+};
+
+/// A latency histogram, every series of the agent's family added up: from its classic bounds,
+/// or from its native buckets when it keeps only those (no bounds).
 struct latency_histogram {
     std::vector<double> bounds;          ///< upper bounds in seconds, increasing; +Inf implied
     std::vector<std::uint64_t> buckets;  ///< observations per bound, NOT cumulative
     std::uint64_t count = 0;             ///< every observation, those above every bound included
+    /// A native-only family's buckets (then bounds and buckets are empty); nullopt: classic.
+    std::optional<native_latency> native;
 
     friend bool operator==(const latency_histogram&, const latency_histogram&) = default;
 };
+
+/// Adds series `s`'s native buckets (at its native_schema) into `into`, bringing both to the
+/// lower of their schemas.
+void add_native(native_latency& into, const metrics::series& s);
+
+/// The observations `now` holds that `before`, an earlier reading of the same histogram, did
+/// not: bucket by bucket, native ones at the lower schema of the two. nullopt when they cannot
+/// be compared (other bounds, one classic and one native) or a bucket or the count went back.
+std::optional<latency_histogram> growth(const latency_histogram& now,
+                                        const latency_histogram& before);
 
 /// One agent's cumulative numbers at one reading, as its snapshot holds them.
 struct sample {
@@ -71,6 +96,10 @@ std::optional<double> quantile(double q,
                                const std::vector<double>& bounds,
                                const std::vector<std::uint64_t>& buckets,
                                std::uint64_t count);
+/// The same of `h`, classic or native. Native buckets are taken as classic buckets of their
+/// bounds (each from the one below it, the lowest from 0, the zero bucket at 0), so a quantile
+/// is within its bucket: at schema 3, within 9% of the value.
+std::optional<double> quantile(double q, const latency_histogram& h);
 
 /// One line of the table: an agent's rates over the last interval and its totals.
 struct row {

@@ -19,10 +19,12 @@
 
 namespace xtel::metrics {
 
-/// The version written after the magic. Version 2 added an exemplar's trace and span ids; the
-/// reader decodes versions 1 and 2 (an agent built before 2 publishes to a newer xtel-exporter)
-/// and refuses every other.
-inline constexpr std::uint32_t snapshot_codec_version = 2;
+/// The version written after the magic. Version 2 added an exemplar's trace and span ids,
+/// version 3 native histogram buckets (family_spec::native and native_schema; a native
+/// family's series' native_schema, native_first, zero_count and native_buckets); the reader
+/// decodes versions 1 to 3 (an agent built before 3 publishes to a newer xtel-exporter) and
+/// refuses every other.
+inline constexpr std::uint32_t snapshot_codec_version = 3;
 /// The oldest version decode_snapshot still reads.
 inline constexpr std::uint32_t snapshot_codec_oldest_version = 1;
 
@@ -73,7 +75,9 @@ class snapshot_decode_error : public error {
 /// fixed_labels byte other than 0 or 1, families not sorted by name (or a name twice), bounds
 /// for a type other than histogram, a series whose number of label values is not the family's
 /// number of label names, buckets other than one per bound, exemplars other than none or one
-/// per bucket and one for +Inf, bytes after the end.
+/// per bucket and one for +Inf, bytes after the end; from version 3, a native byte other than
+/// 0 or 1, native set on a type other than histogram, a native_schema outside
+/// native::min_schema to native::max_schema, more than native::max_buckets native buckets.
 ///
 /// The names: a family name that is not a metric name, or a counter's that does not end in
 /// _total; a label name (the snapshot's, a family's, an exemplar's) that is not one
@@ -84,7 +88,10 @@ class snapshot_decode_error : public error {
 /// (histogram `x` and gauge `x_count`).
 ///
 /// The values: bounds that are not finite or not strictly increasing, also once divided by
-/// 10^decimals as they are shown; a series whose label values are another's of its family.
+/// 10^decimals as they are shown; a series whose label values are another's of its family; a
+/// series' native_schema below native::min_schema or above its family's, a native_first whose
+/// last bucket's index (native_first + count - 1) is past INT32_MAX, native buckets and
+/// zero_count that do not add up to the series' count.
 ///
 /// Messages are one line naming the byte offset, the family and series, and quoting what is
 /// wrong printably. Never reads outside `bytes` and allocates in proportion to its size.
