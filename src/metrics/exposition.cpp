@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "metrics/exposition_walk.hpp"
+#include "metrics/protobuf_exposition.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 
 namespace xtel::metrics {
@@ -185,50 +187,18 @@ void append_descriptors(std::string& out,
     out += '\n';
 }
 
-bool is_label_name(std::string_view s) {
-    const auto letter = [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    };
-    return !s.empty() && letter(s[0]) && std::all_of(s.begin() + 1, s.end(), [&](char c) {
-        return letter(c) || (c >= '0' && c <= '9');
-    });
-}
-
-/// Characters of `s` once shown: each invalid byte becomes one U+FFFD.
-std::size_t shown_characters(std::string_view s) {
-    std::size_t n = 0;
-    while (!s.empty()) {
-        s.remove_prefix(std::max<std::size_t>(utf8_sequence(s), 1));
-        ++n;
-    }
-    return n;
-}
-
-/// The characters an exemplar's labels may hold together, names and values (OpenMetrics 1.0).
-constexpr std::size_t max_exemplar_characters = 128;
-
 /// Appends `name="<id as lower-case hex>"`.
 template <std::size_t N>
 void append_id(std::string& out, std::string_view name, const std::array<std::uint8_t, N>& id) {
-    constexpr char digits[] = "0123456789abcdef";
+    const auto hex = detail::to_hex(id);
     out += name;
     out += "=\"";
-    for (const std::uint8_t b : id) {
-        out += digits[b >> 4];
-        out += digits[b & 0xF];
-    }
+    out.append(hex.data(), hex.size());
     out += '"';
 }
 
-template <std::size_t N>
-bool all_zero(const std::array<std::uint8_t, N>& id) {
-    return std::all_of(id.begin(), id.end(), [](std::uint8_t b) { return b == 0; });
-}
-
 /// Appends ` # {labels} value timestamp` for bucket `i`'s exemplar, when it has one that
-/// OpenMetrics can carry. Its labels: `trace_id` and `span_id` when the agent found the
-/// transfer's trace (and wrote its span), then its own label (`request_id`) when the whole set
-/// stays within OpenMetrics' 128 characters; without a trace, its own label alone.
+/// OpenMetrics can carry, with the labels detail::labels_of gives it.
 void append_exemplar(std::string& out,
                      const metrics::series& s,
                      std::size_t i,
@@ -237,27 +207,20 @@ void append_exemplar(std::string& out,
         return;
     }
     const metrics::exemplar& e = s.exemplars[i];
-    if (e.label_value.empty() || !is_label_name(e.label_name)) {
-        return;
-    }
-    const bool traced = !all_zero(e.trace_id);
-    const bool spanned = traced && !all_zero(e.span_id);
-    const std::size_t ids = (traced ? 8 + 32 : 0) + (spanned ? 7 + 16 : 0);
-    const bool own =
-        e.label_name.size() + shown_characters(e.label_value) + ids <= max_exemplar_characters;
-    if (!own && !traced) {
+    const detail::exemplar_labels shown = detail::labels_of(e);
+    if (!shown.shown) {
         return;
     }
     out += " # {";
-    if (traced) {
+    if (shown.trace) {
         append_id(out, "trace_id", e.trace_id);
-        if (spanned) {
+        if (shown.span) {
             out += ',';
             append_id(out, "span_id", e.span_id);
         }
     }
-    if (own) {
-        if (traced) {
+    if (shown.own) {
+        if (shown.trace) {
             out += ',';
         }
         out += e.label_name;
@@ -370,59 +333,43 @@ std::string escape_help(std::string_view text) {
 std::size_t render(std::span<const std::shared_ptr<const metrics::snapshot>> snapshots,
                    std::string& out,
                    exposition format) {
+    if (format == exposition::protobuf) {
+        detail::render_protobuf(snapshots, out);
+        return 0;
+    }
     std::vector<std::string> common;
     common.reserve(snapshots.size());
     for (const auto& s : snapshots) {
         common.push_back(render_labels(s->labels));
     }
-    std::vector<std::size_t> pos(snapshots.size(), 0);
     std::vector<std::string> le;
     const metrics::family_spec* le_of = nullptr;  // whose bounds and decimals `le` shows
     metrics::openmetrics_claims claimed;          // OpenMetrics names of the families shown
     std::size_t left_out = 0;
-    while (true) {
-        const family_snapshot* head = nullptr;
-        for (std::size_t a = 0; a < snapshots.size(); ++a) {
-            const auto& families = snapshots[a]->families;
-            if (pos[a] < families.size() &&
-                (head == nullptr || families[pos[a]].spec.name < head->spec.name)) {
-                head = &families[pos[a]];
+    detail::for_each_merged_family(
+        snapshots, [&](const family_snapshot& head, std::span<const detail::family_part> parts) {
+            const metrics::openmetrics_form form =
+                format == exposition::text ? metrics::openmetrics_form::typed
+                                           : claimed.claim(head.spec.name, head.spec.type);
+            if (form == metrics::openmetrics_form::left_out) {
+                ++left_out;
+                return;
             }
-        }
-        if (head == nullptr) {
-            break;
-        }
-        const metrics::openmetrics_form form =
-            format == exposition::text ? metrics::openmetrics_form::typed
-                                       : claimed.claim(head->spec.name, head->spec.type);
-        const bool shown = form != metrics::openmetrics_form::left_out;
-        if (shown) {
-            append_descriptors(out, head->spec, format, form);
-        } else {
-            ++left_out;
-        }
-        const std::string name = head->spec.name;
-        const metric_type type = head->spec.type;
-        for (std::size_t a = 0; a < snapshots.size(); ++a) {
-            const auto& families = snapshots[a]->families;
-            if (pos[a] < families.size() && families[pos[a]].spec.name == name) {
-                const family_snapshot& f = families[pos[a]];
-                if (shown && f.spec.type == type) {
-                    if (type == metric_type::histogram &&
-                        (le_of == nullptr || le_of->bounds != f.spec.bounds ||
-                         le_of->decimals != f.spec.decimals)) {
-                        le_of = &f.spec;
-                        le.clear();
-                        for (const double b : f.spec.bounds) {
-                            le.push_back("le=\"" + format_bound(b, f.spec.decimals) + "\"");
-                        }
+            append_descriptors(out, head.spec, format, form);
+            for (const detail::family_part& part : parts) {
+                const family_snapshot& f = *part.family;
+                if (f.spec.type == metric_type::histogram &&
+                    (le_of == nullptr || le_of->bounds != f.spec.bounds ||
+                     le_of->decimals != f.spec.decimals)) {
+                    le_of = &f.spec;
+                    le.clear();
+                    for (const double b : f.spec.bounds) {
+                        le.push_back("le=\"" + format_bound(b, f.spec.decimals) + "\"");
                     }
-                    append_family(out, f, common[a], le, format);
                 }
-                ++pos[a];
+                append_family(out, f, common[part.snapshot], le, format);
             }
-        }
-    }
+        });
     if (format == exposition::openmetrics) {
         out += "# EOF\n";
     }

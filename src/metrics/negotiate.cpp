@@ -62,6 +62,11 @@ struct element {
     std::string_view name;
     std::string_view version;
     bool has_version = false;
+    /// Prometheus's protobuf type's parameters: which message, how delimited.
+    std::string_view proto;
+    bool has_proto = false;
+    std::string_view encoding;
+    bool has_encoding = false;
     int q = 1000;
 };
 
@@ -94,6 +99,12 @@ bool parse_element(std::string_view text, element& e) noexcept {
         } else if (equals_ignoring_case(key, "version")) {
             e.version = value;
             e.has_version = true;
+        } else if (equals_ignoring_case(key, "proto")) {
+            e.proto = value;
+            e.has_proto = true;
+        } else if (equals_ignoring_case(key, "encoding")) {
+            e.encoding = value;
+            e.has_encoding = true;
         }
     }
     return true;
@@ -108,6 +119,8 @@ struct media_type {
 
 constexpr media_type text_type{"text", "plain", {"0.0.4", "0.0.4"}};
 constexpr media_type openmetrics_type{"application", "openmetrics-text", {"1.0.0", "0.0.1"}};
+/// Its versions are not used: the protobuf type is told by its proto and encoding parameters.
+constexpr media_type protobuf_type{"application", "vnd.google.protobuf", {}};
 
 /// The quality the client gives a representation: that of the most specific element matching
 /// it, the highest of those if several are as specific.
@@ -127,9 +140,9 @@ class quality {
     int q_ = 0;
 };
 
-/// How specifically media range `e` matches `t`: 3 with a version of it, 2 without a version,
-/// 1 as type/*, 0 as */*; -1 when it does not match (another type, or another version).
-int specificity(const element& e, const media_type& t) noexcept {
+/// How specifically media range `e` matches `t`'s type and subtype: 2 as type/subtype, 1 as
+/// type/*, 0 as */*; -1 when it does not match.
+int type_specificity(const element& e, const media_type& t) noexcept {
     const auto slash = e.name.find('/');
     if (slash == std::string_view::npos) {
         return -1;
@@ -148,18 +161,39 @@ int specificity(const element& e, const media_type& t) noexcept {
     if (subtype == "*") {
         return 1;
     }
-    if (!equals_ignoring_case(subtype, t.subtype)) {
-        return -1;
-    }
-    if (!e.has_version) {
-        return 2;
+    return equals_ignoring_case(subtype, t.subtype) ? 2 : -1;
+}
+
+/// How specifically media range `e` matches text type `t`: 3 with a version of it, 2 without a
+/// version, 1 as type/*, 0 as */*; -1 when it does not match (another type, or another
+/// version).
+int specificity(const element& e, const media_type& t) noexcept {
+    const int s = type_specificity(e, t);
+    if (s < 2 || !e.has_version) {
+        return s;
     }
     return std::find(t.versions.begin(), t.versions.end(), e.version) != t.versions.end() ? 3 : -1;
+}
+
+/// The same for the protobuf type: 3 with a parameter that names the body's (proto
+/// io.prometheus.client.MetricFamily, encoding delimited) and none that names another; -1 with
+/// one that names another (the text encodings older Prometheus servers asked for).
+int protobuf_specificity(const element& e) noexcept {
+    const int s = type_specificity(e, protobuf_type);
+    if (s < 2) {
+        return s;
+    }
+    if ((e.has_proto && e.proto != "io.prometheus.client.MetricFamily") ||
+        (e.has_encoding && e.encoding != "delimited")) {
+        return -1;
+    }
+    return e.has_proto || e.has_encoding ? 3 : 2;
 }
 
 exposition choose_format(std::span<const std::string_view> lines) noexcept {
     quality text;
     quality openmetrics;
+    quality protobuf;
     for (std::string_view rest : lines) {
         while (!rest.empty()) {
             element e;
@@ -168,7 +202,12 @@ exposition choose_format(std::span<const std::string_view> lines) noexcept {
             }
             text.offer(specificity(e, text_type), e.q);
             openmetrics.offer(specificity(e, openmetrics_type), e.q);
+            protobuf.offer(protobuf_specificity(e), e.q);
         }
+    }
+    if (protobuf.value() > 0 && protobuf.value() > openmetrics.value() &&
+        protobuf.value() > text.value()) {
+        return exposition::protobuf;
     }
     return openmetrics.value() > 0 && openmetrics.value() > text.value() ? exposition::openmetrics
                                                                          : exposition::text;
@@ -200,6 +239,11 @@ std::string_view content_type(exposition format) noexcept {
             break;
         case exposition::openmetrics:
             return "application/openmetrics-text; version=1.0.0; charset=utf-8";
+        case exposition::protobuf:
+            // As Prometheus's client libraries write it; Prometheus picks its parser by the
+            // media type alone.
+            return "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
+                   "encoding=delimited";
     }
     return "text/plain; version=0.0.4; charset=utf-8";
 }

@@ -3,7 +3,7 @@
 # finds it). Without the client (XTEL_PUSH off) its test files are left out.
 if(TARGET xtel_push)
     target_link_libraries(xtel_unit_tests PRIVATE xtel_push xtel_push_proto
-        xtel_snappy)
+        xtel_exposition_proto xtel_snappy)
     if(TARGET xtel_integration_tests)
         target_link_libraries(xtel_integration_tests PRIVATE xtel_push)
         # xtel-exporter has --remote-write (tools/xtel_exporter/CMakeLists.txt).
@@ -16,7 +16,7 @@ else()
     foreach(target xtel_unit_tests xtel_integration_tests)
         if(TARGET ${target})
             get_target_property(sources ${target} SOURCES)
-            list(FILTER sources EXCLUDE REGEX "/(remote_write|otlp|otlp_traces|exporter_traces|golden)_test\\.cpp$")
+            list(FILTER sources EXCLUDE REGEX "/(remote_write|otlp|otlp_traces|exporter_traces|golden|protobuf_exposition)_test\\.cpp$")
             set_target_properties(${target} PROPERTIES SOURCES "${sources}")
         endif()
     endforeach()

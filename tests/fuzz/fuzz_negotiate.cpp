@@ -5,7 +5,11 @@
 //   - the order of a header's lines does not matter;
 //   - lines without quotes mean what they mean joined by commas (RFC 9110 5.3);
 //   - an added line `text/plain;version=0.0.4` (quality 1, the most specific) gets text;
-//   - an added line `gzip` gets gzip.
+//   - an added line `gzip` gets gzip;
+//   - an added line naming the protobuf format exactly (quality 1) gets protobuf or the format
+//     chosen without it, never the other text format; after it, protobuf stays chosen;
+//   - when protobuf is chosen, an added line `application/openmetrics-text;version=1.0.0`
+//     gets OpenMetrics (protobuf is chosen only when preferred strictly).
 
 #include <cstddef>
 #include <cstdint>
@@ -78,6 +82,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     with_text.push_back("text/plain;version=0.0.4");
     if (metrics::negotiate(with_text, encoding).format != metrics::exposition::text) {
         finding("text/plain;version=0.0.4 with quality 1 did not get text");
+    }
+    auto with_protobuf = accept;
+    with_protobuf.push_back(
+        "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+        "encoding=delimited");
+    const auto p = metrics::negotiate(with_protobuf, encoding).format;
+    if (p != metrics::exposition::protobuf && p != r.format) {
+        finding("an added protobuf range chose another text format");
+    }
+    if (r.format == metrics::exposition::protobuf && p != metrics::exposition::protobuf) {
+        finding("an added protobuf range made protobuf lose");
+    }
+    if (r.format == metrics::exposition::protobuf) {
+        auto with_openmetrics = accept;
+        with_openmetrics.push_back("application/openmetrics-text;version=1.0.0");
+        if (metrics::negotiate(with_openmetrics, encoding).format !=
+            metrics::exposition::openmetrics) {
+            finding("protobuf was chosen over OpenMetrics of quality 1");
+        }
     }
     auto with_gzip = encoding;
     with_gzip.push_back("gzip");

@@ -113,6 +113,12 @@ constexpr const char* prometheus_accept =
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
+/// What Prometheus 2.42 sends with --enable-feature=native-histograms (protobuf first).
+constexpr const char* prometheus_native_histograms_accept =
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,"
+    "application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
 /// A client that leaves gzip bodies as they came (httplib would refuse them, built without
 /// zlib), so that the test inflates them itself.
 httplib::Client raw_client_for(const xtel::prometheus_exporter& e) {
@@ -388,6 +394,28 @@ TEST_CASE("GET /metrics with the accept header of prometheus 2.42 answers openme
     CHECK(res->body.ends_with("\n# EOF\n"));
 }
 
+TEST_CASE(
+    "GET /metrics with the accept header of prometheus 2.42 with native histograms answers "
+    "protobuf",
+    "[http]") {
+    exporter_under_test t;
+    t.flush(tx_transfer(123, 1, 1));
+    auto c = raw_client_for(t.exporter);
+    const auto res = c.Get("/metrics", {{"Accept", prometheus_native_histograms_accept}});
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(res->get_header_value("Content-Type") ==
+          "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
+          "encoding=delimited");
+    CHECK(res->get_header_value("Vary") == "Accept, Accept-Encoding");
+    // A family's message: field 1 (its name), 18 bytes long.
+    REQUIRE(res->body.size() > 3);
+    CHECK(res->body.find("\x0A\x12"
+                         "agent_errors_total") != std::string::npos);
+    CHECK(res->body.find("agent_tx_bytes_total") != std::string::npos);
+    CHECK(res->body.find("# EOF") == std::string::npos);
+}
+
 TEST_CASE("GET /metrics without preferences answers text that says what it varies by", "[http]") {
     exporter_under_test t;
     auto c = raw_client_for(t.exporter);
@@ -405,7 +433,7 @@ TEST_CASE("GET /metrics with gzip accepted answers gzip that inflates to the pla
     exporter_under_test t;
     t.flush(tx_transfer(4096, 3, 50));
     auto c = raw_client_for(t.exporter);
-    for (const char* accept : {"*/*", prometheus_accept}) {
+    for (const char* accept : {"*/*", prometheus_accept, prometheus_native_histograms_accept}) {
         INFO("Accept: " << accept);
         const auto plain = c.Get("/metrics", {{"Accept", accept}});
         const auto zipped = c.Get("/metrics", {{"Accept", accept}, {"Accept-Encoding", "gzip"}});
@@ -476,10 +504,9 @@ TEST_CASE("the endpoint renders each representation once until the snapshots cha
     using xtel::metrics::exposition;
     using xtel::metrics::representation;
     const auto e = xtel::detail::prometheus_endpoint::acquire({"127.0.0.1", 0});
-    const representation all[] = {{exposition::text, false},
-                                  {exposition::text, true},
-                                  {exposition::openmetrics, false},
-                                  {exposition::openmetrics, true}};
+    const representation all[] = {{exposition::text, false},        {exposition::text, true},
+                                  {exposition::openmetrics, false}, {exposition::openmetrics, true},
+                                  {exposition::protobuf, false},    {exposition::protobuf, true}};
     for (const auto r : all) {
         // The same body, not rendered again. The process metrics are read anew once a second,
         // which renders again: at most once in these few calls, so one retry covers it.
@@ -506,5 +533,11 @@ TEST_CASE("the endpoint renders each representation once until the snapshots cha
     const auto text_gz = e->render_shared({exposition::text, true});
     if (e->render_shared({exposition::text, false}) == text) {
         CHECK(gunzip(*text_gz) == *text);
+    }
+    const auto pb = e->render_shared({exposition::protobuf, false});
+    const auto pb_gz = e->render_shared({exposition::protobuf, true});
+    CHECK(pb->find("process_cpu_seconds_total") != std::string::npos);
+    if (e->render_shared({exposition::protobuf, false}) == pb) {
+        CHECK(gunzip(*pb_gz) == *pb);
     }
 }

@@ -20,6 +20,13 @@ constexpr std::string_view prometheus_2_42_accept =
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
+/// What Prometheus 2.42 sends when started with --enable-feature=native-histograms
+/// (scrape.go's scrapeAcceptHeaderWithProtobuf), verbatim.
+constexpr std::string_view prometheus_2_42_native_histograms_accept =
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,"
+    "application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
 exposition format_for(std::string_view accept) {
     return negotiate(accept, "").format;
 }
@@ -28,6 +35,53 @@ exposition format_for(std::string_view accept) {
 
 TEST_CASE("the accept header of prometheus 2.42 gets openmetrics") {
     CHECK(format_for(prometheus_2_42_accept) == exposition::openmetrics);
+}
+
+TEST_CASE(
+    "the accept header of prometheus 2.42 with native histograms gets protobuf, gzipped "
+    "when asked") {
+    CHECK(format_for(prometheus_2_42_native_histograms_accept) == exposition::protobuf);
+    const auto r = negotiate(prometheus_2_42_native_histograms_accept, "gzip");
+    CHECK(r.format == exposition::protobuf);
+    CHECK(r.gzip);
+}
+
+TEST_CASE("accept headers choose protobuf only when preferred strictly over both text formats") {
+    struct row {
+        std::string_view accept;
+        exposition expected;
+    };
+    const std::vector<row> table = {
+        {"application/vnd.google.protobuf", exposition::protobuf},
+        {"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily",
+         exposition::protobuf},
+        {"application/vnd.google.protobuf;encoding=delimited", exposition::protobuf},
+        {"Application/Vnd.Google.Protobuf; proto=\"io.prometheus.client.MetricFamily\"; "
+         "encoding=\"delimited\"",
+         exposition::protobuf},
+        // Another message, or the text encodings Prometheus 1.x asked for: not served.
+        {"application/vnd.google.protobuf;proto=io.prometheus.client.Other", exposition::text},
+        {"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text",
+         exposition::text},
+        {"application/vnd.google.protobuf;encoding=compact-text,*/*;q=0.1", exposition::text},
+        // Equal quality: a text format.
+        {"application/vnd.google.protobuf,text/plain", exposition::text},
+        {"application/vnd.google.protobuf,application/openmetrics-text", exposition::openmetrics},
+        {"application/*", exposition::openmetrics},
+        {"*/*", exposition::text},
+        {"application/vnd.google.protobuf;q=0.9,application/openmetrics-text;q=0.8",
+         exposition::protobuf},
+        {"application/vnd.google.protobuf;q=0,*/*", exposition::text},
+        {"application/vnd.google.protobuf;q=0.5,text/plain;q=0", exposition::protobuf},
+        // The more specific range decides.
+        {"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;q=0.2,"
+         "application/vnd.google.protobuf;q=0.9,text/plain;q=0.5",
+         exposition::text},
+    };
+    for (const auto& r : table) {
+        INFO("Accept: " << r.accept);
+        CHECK(format_for(r.accept) == r.expected);
+    }
 }
 
 TEST_CASE("accept headers choose openmetrics only when preferred strictly over text") {
@@ -129,6 +183,24 @@ TEST_CASE("each format answers with its content type") {
           "text/plain; version=0.0.4; charset=utf-8");
     CHECK(xtel::metrics::content_type(exposition::openmetrics) ==
           "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    // As Prometheus's client libraries answer it (client_golang's expfmt.ProtoFmt).
+    CHECK(xtel::metrics::content_type(exposition::protobuf) ==
+          "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
+          "encoding=delimited");
+}
+
+TEST_CASE("every representation has its own place in a cache") {
+    using xtel::metrics::index_of;
+    using xtel::metrics::representation;
+    std::vector<bool> taken(xtel::metrics::representation_count, false);
+    for (const auto format : {exposition::text, exposition::openmetrics, exposition::protobuf}) {
+        for (const bool gzip : {false, true}) {
+            const std::size_t i = index_of(representation{format, gzip});
+            REQUIRE(i < taken.size());
+            CHECK(!taken[i]);
+            taken[i] = true;
+        }
+    }
 }
 
 // ---- the request head carries the two headers to the negotiation ---------------------------

@@ -6,9 +6,12 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "prometheus_fixtures.hpp"
 #include "xtel/metrics/exposition.hpp"
+#include "xtel/metrics/metric_store.hpp"
+#include "xtel/metrics/snapshot.hpp"
 
 using prom_test::block;
 using prom_test::exporter_under_test;
@@ -702,4 +705,35 @@ xtel_bytes_total{agent_name="a1"} 1
 xtel_bytes_total{agent_name="a2"} 2
 # EOF
 )");
+}
+
+TEST_CASE("a native-only histogram shows its +Inf bucket, _sum and _count in the text formats") {
+    using xtel::metrics::metric_type;
+    xtel::metrics::metric_store store;
+    const auto h = store.add_family({.name = "lat_seconds",
+                                     .help = "Transfer time",
+                                     .type = metric_type::histogram,
+                                     .label_names = {"op"},
+                                     .decimals = 6,
+                                     .unit = "seconds",
+                                     .native = true,
+                                     .native_schema = 3});
+    store.observe(h, {"read"}, 450);
+    store.observe(h, {"read"}, 2'000);
+    const std::vector<std::shared_ptr<const xtel::metrics::snapshot>> s{
+        std::make_shared<const xtel::metrics::snapshot>(
+            xtel::metrics::take_snapshot(store, {{"agent_name", "a1"}}))};
+    const std::string lines = R"(lat_seconds_bucket{agent_name="a1",op="read",le="+Inf"} 2
+lat_seconds_sum{agent_name="a1",op="read"} 0.002450
+lat_seconds_count{agent_name="a1",op="read"} 2
+)";
+    std::string text;
+    xtel::metrics::render(s, text, exposition::text);
+    CHECK(text == "# HELP lat_seconds Transfer time\n# TYPE lat_seconds histogram\n" + lines);
+    std::string om;
+    xtel::metrics::render(s, om, exposition::openmetrics);
+    CHECK(om ==
+          "# TYPE lat_seconds histogram\n# UNIT lat_seconds seconds\n"
+          "# HELP lat_seconds Transfer time\n" +
+              lines + "# EOF\n");
 }

@@ -1,6 +1,6 @@
 #pragma once
 /// The exposition formats /metrics serves, rendered from metric snapshots (private to src/):
-/// the Prometheus text format 0.0.4 and OpenMetrics 1.0.0.
+/// the Prometheus text format 0.0.4, OpenMetrics 1.0.0 and Prometheus's protobuf format.
 
 #include <cstdint>
 #include <memory>
@@ -19,6 +19,9 @@ enum class exposition : std::uint8_t {
     /// OpenMetrics 1.0.0: TYPE, UNIT (for a family with a unit) and HELP lines naming a counter
     /// family without its _total; histogram buckets with their exemplars; `# EOF` at the end.
     openmetrics,
+    /// Prometheus's protobuf format: varint-length-delimited io.prometheus.client.MetricFamily
+    /// messages, the one format that carries native histograms to Prometheus 2.x.
+    protobuf,
 };
 
 /// Escapes a label value: backslash, double quote and line feed.
@@ -44,9 +47,13 @@ std::string to_valid_utf8(std::string_view in);
 /// another type is left out of that family.
 ///
 /// Values, sums, exemplar values and histogram bounds are shown divided by 10^decimals.
-/// OpenMetrics only: an exemplar is shown when its label name is a valid label name, with its
-/// timestamp unless that is 0. Its labels are `trace_id` and `span_id` when it has them (the
-/// span the agent wrote for the transfer), then its own label when all of them hold at most
+/// Native histograms (family_spec::native): the text formats show their classic form (the
+/// buckets of their bounds, if any, then +Inf, _sum and _count); protobuf adds the native
+/// fields (src/metrics/protobuf_exposition.hpp says how). Protobuf: every family in its own
+/// typed name; a merged family whose snapshots differ in `native` is one MetricFamily per run.
+/// OpenMetrics and protobuf only: an exemplar is shown when its label name is a valid label name,
+/// with its timestamp unless that is 0. Its labels are `trace_id` and `span_id` when it has them
+/// (the span the agent wrote for the transfer), then its own label when all of them hold at most
 /// 128 characters together (the format's limit; a longer set would make the whole exposition
 /// invalid): one without ids whose own label is longer is not shown. Families take
 /// their OpenMetrics names by openmetrics_claims' rule (openmetrics_names.hpp): a counter whose

@@ -3,7 +3,11 @@
 /// from its Accept header, gzip or not from its Accept-Encoding header. Pure, so that
 /// tests/fuzz/fuzz_negotiate.cpp can feed it anything.
 ///
-/// Accept (RFC 9110 12.5.1): media ranges with q-values. OpenMetrics is chosen only when the
+/// Accept (RFC 9110 12.5.1): media ranges with q-values. Prometheus's protobuf format is chosen
+/// only when the client prefers it strictly: its quality (that of the most specific range
+/// matching `application/vnd.google.protobuf` with proto=io.prometheus.client.MetricFamily and
+/// encoding=delimited, or without those parameters) is above 0 and above the qualities of
+/// OpenMetrics and of the text format. Failing that, OpenMetrics is chosen only when the
 /// client prefers it strictly: its quality (that of the most specific range matching
 /// `application/openmetrics-text` with version 1.0.0, 0.0.1 or none) is above 0 and above the
 /// quality of the text format (`text/plain` with version 0.0.4 or none). A more specific range
@@ -12,7 +16,12 @@
 /// Prometheus servers always did. Prometheus 2.x asks
 ///     application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;
 ///     q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1
-/// (one line) and gets OpenMetrics; curl's `*/*` gets text.
+/// (one line) and gets OpenMetrics; with --enable-feature=native-histograms (2.42) it asks
+///     application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;
+///     encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,
+///     application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1
+/// and gets protobuf, the one format that carries native histograms to it; curl's `*/*` gets
+/// text.
 ///
 /// Accept-Encoding (RFC 9110 12.5.3): gzip when `gzip` (or `x-gzip`), or failing those `*`,
 /// is listed with a q above 0.
@@ -37,8 +46,8 @@ struct representation {
     friend bool operator==(const representation&, const representation&) = default;
 };
 
-/// Representations there are: formats x (plain, gzip).
-inline constexpr std::size_t representation_count = 4;
+/// Representations there are: formats (text, openmetrics, protobuf) x (plain, gzip).
+inline constexpr std::size_t representation_count = 6;
 
 /// 0 to representation_count - 1: where a cache keeps `r`.
 constexpr std::size_t index_of(representation r) noexcept {
