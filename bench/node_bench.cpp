@@ -119,7 +119,7 @@ class node_fleet {
             const std::string name = fmt::format("agent-{:02}", a);
             writers_.push_back(std::make_unique<xtel::node::file::writer>(dir_.path(), name));
             payloads_.emplace_back();
-            xtel::metrics::encode_snapshot(*xtel_bench::agent_snapshot(name, peers),
+            xtel::metrics::encode_snapshot(*xtel_bench::agent_snapshot(name, peers, unit),
                                            payloads_.back());
         }
         publish_all();
@@ -193,7 +193,10 @@ void BM_node_scrape(benchmark::State& state) {
         const auto snapshots = collector.refresh(xtel::node::collector::clock::now());
         std::string body;
         body.reserve(plain);
-        xtel::metrics::render(snapshots, body, xtel::metrics::exposition::text);
+        // Native histograms reach Prometheus only in the protobuf exposition.
+        xtel::metrics::render(snapshots, body,
+                              Unit == series_unit::native ? xtel::metrics::exposition::protobuf
+                                                          : xtel::metrics::exposition::text);
         plain = body.size();
         sent = plain;
         if (zip) {
@@ -230,6 +233,15 @@ BENCHMARK(BM_node_scrape<series_unit::model>)
     ->Args({1, 1})
     ->Args({0, 0})
     ->Unit(benchmark::kMillisecond);
+/// The same model series with the latency histograms native, rendered in the protobuf
+/// exposition a Prometheus with native histograms asks for.
+BENCHMARK(BM_node_scrape<series_unit::native>)
+    ->Name("BM_node_scrape_native/64x1000")
+    ->ArgNames({"changed", "gzip"})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->Unit(benchmark::kMillisecond);
 
 /// The collector's share of a scrape after every agent published: list, read and decode the 64
 /// files (BM_node_scrape/64x1000/changed:1/gzip:0 less this is the render's share).
@@ -258,6 +270,9 @@ BENCHMARK(BM_node_collect<series_unit::time_series>)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_node_collect<series_unit::model>)
     ->Name("BM_node_collect_model/64x1000")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_node_collect<series_unit::native>)
+    ->Name("BM_node_collect_native/64x1000")
     ->Unit(benchmark::kMillisecond);
 
 #ifdef XTEL_BENCH_REMOTE_WRITE
@@ -288,6 +303,9 @@ BENCHMARK(BM_node_remote_write<series_unit::time_series>)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_node_remote_write<series_unit::model>)
     ->Name("BM_node_remote_write_model/64x1000")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_node_remote_write<series_unit::native>)
+    ->Name("BM_node_remote_write_native/64x1000")
     ->Unit(benchmark::kMillisecond);
 
 /// One OTLP export of the 64 agents' snapshots (as the collector serves them): the
@@ -329,6 +347,13 @@ BENCHMARK(BM_node_otlp<series_unit::time_series, xtel::push::otlp_temporality::c
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_node_otlp<series_unit::model, xtel::push::otlp_temporality::cumulative>)
     ->Name("BM_node_otlp_model/64x1000")
+    ->ArgNames({"json", "gzip"})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_node_otlp<series_unit::native, xtel::push::otlp_temporality::cumulative>)
+    ->Name("BM_node_otlp_native/64x1000")
     ->ArgNames({"json", "gzip"})
     ->Args({0, 0})
     ->Args({0, 1})

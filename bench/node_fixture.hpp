@@ -84,20 +84,26 @@ class agent_traffic {
     std::vector<std::string> ids_;  // the records' request ids point here
 };
 
-/// The node exporter's settings for these cases: the default buckets and builders, and a
-/// series limit per family high enough that no peer folds into "other" at 10,000 series (an
-/// operator with that many peers raises NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES likewise).
-inline xtel::metrics::agent_metrics_settings model_settings() {
+/// How a series count counts: as the metric model does (a histogram's label set is one series)
+/// or as Prometheus does (one time series per sample line of a scrape: a histogram's label set
+/// is a series per bucket, +Inf included, and its _sum and _count). `native`: as the model
+/// does, with the latency histograms in native form only (NIXL_TELEMETRY_HISTOGRAM_KIND=native),
+/// one series each as a Prometheus that scrapes protobuf stores them.
+enum class series_unit { model, time_series, native };
+
+/// The node exporter's settings for these cases: the default buckets (native ones for `unit`
+/// native) and builders, and a series limit per family high enough that no peer folds into
+/// "other" at 10,000 series (an operator with that many peers raises
+/// NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES likewise).
+inline xtel::metrics::agent_metrics_settings model_settings(series_unit unit = series_unit::model) {
     xtel::metrics::agent_metrics_settings s;
+    if (unit == series_unit::native) {
+        s.histograms = xtel::metrics::histogram_kind::native;
+    }
     s.hostname = "bench-host";
     s.max_series = xtel::metrics::agent_metrics_settings::max_max_series;
     return s;
 }
-
-/// How a series count counts: as the metric model does (a histogram's label set is one series)
-/// or as Prometheus does (one time series per sample line of a scrape: a histogram's label set
-/// is a series per bucket, +Inf included, and its _sum and _count).
-enum class series_unit { model, time_series };
 
 inline std::size_t series_of(const xtel::metrics::snapshot& s,
                              series_unit unit = series_unit::time_series) {
@@ -115,10 +121,11 @@ inline std::size_t series_of(const xtel::metrics::snapshot& s,
     return n;
 }
 
-/// The snapshot of an agent named `agent` that has talked to `peers` remote agents.
-inline std::shared_ptr<const xtel::metrics::snapshot> agent_snapshot(const std::string& agent,
-                                                                     std::size_t peers) {
-    xtel::metrics::agent_metrics a(agent, model_settings());
+/// The snapshot of an agent named `agent` that has talked to `peers` remote agents (its latency
+/// histograms native for `unit` native).
+inline std::shared_ptr<const xtel::metrics::snapshot> agent_snapshot(
+    const std::string& agent, std::size_t peers, series_unit unit = series_unit::model) {
+    xtel::metrics::agent_metrics a(agent, model_settings(unit));
     a.reserve_reader_labels();
     const agent_traffic traffic(peers);
     a.apply_transfers(traffic.records(), traffic.labels());
@@ -133,8 +140,8 @@ inline std::shared_ptr<const xtel::metrics::snapshot> agent_snapshot(const std::
 /// (the agent's own families count too), found from the series one and two peers make.
 inline std::size_t peers_for_series(std::size_t series,
                                     series_unit unit = series_unit::time_series) {
-    const std::size_t one = series_of(*agent_snapshot("sizing", 1), unit);
-    const std::size_t two = series_of(*agent_snapshot("sizing", 2), unit);
+    const std::size_t one = series_of(*agent_snapshot("sizing", 1, unit), unit);
+    const std::size_t two = series_of(*agent_snapshot("sizing", 2, unit), unit);
     const std::size_t per_peer = two - one;
     const std::size_t base = one - per_peer;
     if (per_peer == 0) {

@@ -3,12 +3,15 @@
 # AGENTS node files of SERIES series each (xtel_node_files, republished every second as agents
 # flushing), the real xtel-exporter serving them on a loopback port, SCRAPES scrapes of /metrics
 # with curl (plain, then gzip), and the exporter's resident memory from /proc.
-#   bench/node_scale.sh BUILD_DIR [AGENTS [SERIES [SCRAPES [model]]]]
+#   bench/node_scale.sh BUILD_DIR [AGENTS [SERIES [SCRAPES [model|native]]]]
 # BUILD_DIR holds a Release build of the targets xtel-exporter and xtel_node_files. SERIES are
 # time series (sample lines of a scrape), or series of the metric model with `model` (a
-# histogram one: about six and a half times as many sample lines with the default buckets).
+# histogram one: about six and a half times as many sample lines with the default buckets), or
+# with `native` the same model series with native latency histograms, scraped in the protobuf
+# exposition as a Prometheus with native histograms scrapes them (sample lines are then those
+# of the text form, which has no native buckets).
 set -euo pipefail
-build=${1:?usage: bench/node_scale.sh BUILD_DIR [AGENTS [SERIES [SCRAPES [model]]]]}
+build=${1:?usage: bench/node_scale.sh BUILD_DIR [AGENTS [SERIES [SCRAPES [model|native]]]]}
 agents=${2:-64}
 series=${3:-1000}
 scrapes=${4:-11}
@@ -45,17 +48,25 @@ exp_pid=$!
 url=$(wait_for "$dir/.exporter.err" 'serving http://' | sed -E 's/.*serving (http:[^ ]*).*/\1/')
 
 
+accept=()
+if [[ $unit == native ]]; then
+    accept=(-H "Accept: application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
+fi
+# The exporter's CPU time so far (user + system), in clock ticks.
+ticks() { awk '{print $14 + $15}' "/proc/$exp_pid/stat"; }
 # A scrape later than 200 ms after the last refresh reads every file that changed; the exporter
 # also refreshes every second by itself, so some scrapes find the files read already.
-scrape() {  # $1: extra curl arguments; prints "seconds bytes" per scrape
+scrape() {  # extra curl arguments; prints "seconds bytes" per scrape
     local i
     for ((i = 0; i < scrapes; ++i)); do
         sleep 0.3
-        curl -sS -o /dev/null $1 -w '%{time_total} %{size_download}\n' "$url"
+        curl -sS -o /dev/null "${accept[@]}" "$@" -w '%{time_total} %{size_download}\n' "$url"
     done
 }
-plain=$(scrape "")
-zipped=$(scrape "-H Accept-Encoding:gzip")
+before=$(ticks)
+plain=$(scrape)
+cpu_ms=$(( ($(ticks) - before) * 1000 / $(getconf CLK_TCK) ))
+zipped=$(scrape -H Accept-Encoding:gzip)
 lines=$(curl -sS "$url" | grep -vc '^#')
 status=/proc/$exp_pid/status
 rss_kb=$(awk '/^VmRSS:/ {print $2}' "$status")
@@ -66,10 +77,14 @@ own=$(curl -sS "$url" | awk '/^xtel_exporter_scrape_duration_seconds_(sum|count)
 
 echo "agents: $files, ${unit:-time} series per agent: $per_file, payload bytes (all files): $payload"
 echo "sample lines per scrape: $lines"
-echo "scrape, text (curl time_total, median of $scrapes): $(cut -d' ' -f1 <<<"$plain" | median) s," \
+format=text
+[[ $unit == native ]] && format=protobuf
+echo "scrape, $format (curl time_total, median of $scrapes): $(cut -d' ' -f1 <<<"$plain" | median) s," \
     "$(cut -d' ' -f2 <<<"$plain" | median) bytes"
-echo "scrape, text + gzip (median of $scrapes): $(cut -d' ' -f1 <<<"$zipped" | median) s," \
+echo "scrape, $format + gzip (median of $scrapes): $(cut -d' ' -f1 <<<"$zipped" | median) s," \
     "$(cut -d' ' -f2 <<<"$zipped" | median) bytes"
+echo "xtel-exporter CPU per $format scrape (user + system over the $scrapes scrapes, its own" \
+    "refreshes included): $((cpu_ms / scrapes)) ms"
 read -r sum count <<<"$own"
 echo "exporter's own mean scrape duration: $(awk -v s="$sum" -v c="$count" 'BEGIN {printf "%.4f", s / c}') s over $count scrapes"
 echo "xtel-exporter VmRSS: $((rss_kb / 1024)) MiB ($rss_kb kB), VmHWM: $((hwm_kb / 1024)) MiB ($hwm_kb kB)"

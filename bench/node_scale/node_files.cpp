@@ -3,7 +3,10 @@
 // (bench/node_fixture.hpp), then publishes every file again each INTERVAL_MS, as agents flushing,
 // until SIGINT or SIGTERM (the writers then mark their files closed).
 //
-//   xtel_node_files DIR AGENTS SERIES [INTERVAL_MS [model]]
+//   xtel_node_files DIR AGENTS SERIES [INTERVAL_MS [model|native]]
+//
+// `model` counts series as the metric model does; `native` too, with the latency histograms in
+// native form (NIXL_TELEMETRY_HISTOGRAM_KIND=native).
 //
 // Prints one line once every file is published: `ready FILES SERIES_PER_FILE PAYLOAD_BYTES`
 // (series in the unit asked for).
@@ -37,8 +40,10 @@ std::size_t number(std::string_view text, std::string_view what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 4 || argc > 6 || (argc == 6 && std::string_view(argv[5]) != "model")) {
-        std::fprintf(stderr, "usage: xtel_node_files DIR AGENTS SERIES [INTERVAL_MS [model]]\n");
+    const std::string_view kind = argc == 6 ? std::string_view(argv[5]) : "";
+    if (argc < 4 || argc > 6 || (argc == 6 && kind != "model" && kind != "native")) {
+        std::fprintf(stderr,
+                     "usage: xtel_node_files DIR AGENTS SERIES [INTERVAL_MS [model|native]]\n");
         return 2;
     }
     try {
@@ -46,8 +51,9 @@ int main(int argc, char** argv) {
         const std::size_t agents = number(argv[2], "AGENTS");
         const std::size_t series = number(argv[3], "SERIES");
         const std::size_t interval_ms = argc >= 5 ? number(argv[4], "INTERVAL_MS") : 1000;
-        const auto unit =
-            argc == 6 ? xtel_bench::series_unit::model : xtel_bench::series_unit::time_series;
+        const auto unit = kind == "model"    ? xtel_bench::series_unit::model
+                          : kind == "native" ? xtel_bench::series_unit::native
+                                             : xtel_bench::series_unit::time_series;
 
         sigset_t stop;
         sigemptyset(&stop);
@@ -62,7 +68,7 @@ int main(int argc, char** argv) {
         std::size_t bytes = 0;
         for (std::size_t a = 0; a < agents; ++a) {
             const std::string name = fmt::format("agent-{:03}", a);
-            const auto snap = xtel_bench::agent_snapshot(name, peers);
+            const auto snap = xtel_bench::agent_snapshot(name, peers, unit);
             per_file = xtel_bench::series_of(*snap, unit);
             xtel::metrics::encode_snapshot(*snap, payloads[a]);
             bytes += payloads[a].size();
