@@ -727,13 +727,26 @@ TEST_CASE("a native-only histogram shows its +Inf bucket, _sum and _count in the
 lat_seconds_sum{agent_name="a1",op="read"} 0.002450
 lat_seconds_count{agent_name="a1",op="read"} 2
 )";
+    // The family has a label, so the store's folded-updates family has its series, after it.
+    const std::string folded_help =
+        "Updates folded into a family's overflow series (its labels \"other\") because the "
+        "family had reached its limit of series.";
+    const std::string folded =
+        "xtel_metrics_series_folded_total{agent_name=\"a1\",family=\"lat_seconds\"} 0\n";
     std::string text;
     xtel::metrics::render(s, text, exposition::text);
-    CHECK(text == "# HELP lat_seconds Transfer time\n# TYPE lat_seconds histogram\n" + lines);
+    CHECK(text == "# HELP lat_seconds Transfer time\n# TYPE lat_seconds histogram\n" + lines +
+                      "# HELP xtel_metrics_series_folded_total " + folded_help +
+                      "\n# TYPE xtel_metrics_series_folded_total counter\n" + folded);
     std::string om;
     xtel::metrics::render(s, om, exposition::openmetrics);
+    std::string om_help = folded_help;
+    om_help.replace(om_help.find('"'), 1, "\\\"");
+    om_help.replace(om_help.rfind('"'), 1, "\\\"");
     CHECK(om ==
           "# TYPE lat_seconds histogram\n# UNIT lat_seconds seconds\n"
           "# HELP lat_seconds Transfer time\n" +
-              lines + "# EOF\n");
+              lines +
+              "# TYPE xtel_metrics_series_folded counter\n# HELP xtel_metrics_series_folded " +
+              om_help + "\n" + folded + "# EOF\n");
 }
