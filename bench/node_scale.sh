@@ -67,7 +67,13 @@ before=$(ticks)
 plain=$(scrape)
 cpu_ms=$(( ($(ticks) - before) * 1000 / $(getconf CLK_TCK) ))
 zipped=$(scrape -H Accept-Encoding:gzip)
-lines=$(curl -sS "$url" | grep -vc '^#')
+# Native: a Prometheus with native histograms asks for protobuf alone, so no text body is
+# rendered (and held) here; the sample lines are those of the generator's text form.
+if [[ $unit == native ]]; then
+    lines="(not asked: protobuf only)"
+else
+    lines=$(curl -sS "$url" | grep -vc '^#')
+fi
 status=/proc/$exp_pid/status
 rss_kb=$(awk '/^VmRSS:/ {print $2}' "$status")
 hwm_kb=$(awk '/^VmHWM:/ {print $2}' "$status")
