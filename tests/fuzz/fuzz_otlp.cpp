@@ -119,7 +119,9 @@ void encode_native(std::string_view input) {
                                       .native_schema = schema});
     const auto series = store.series_of(id, {});
     std::vector<std::uint32_t> values((input.size() - 1) / 4);
-    std::memcpy(values.data(), input.data() + 1, values.size() * 4);
+    if (!values.empty()) {  // memcpy's pointers must not be null, even for 0 bytes
+        std::memcpy(values.data(), input.data() + 1, values.size() * 4);
+    }
     // Only the histogram: every store has its folded-updates family too.
     const std::vector<bool> served = [&] {
         std::vector<bool> out(id + 1, false);
