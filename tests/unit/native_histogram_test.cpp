@@ -105,6 +105,16 @@ TEST_CASE("downscaling merges each pair of native buckets into the one holding b
     CHECK(native::downscaled(-2) == -1);
     CHECK(native::downscaled(1) == 1);
     CHECK(native::downscaled(2) == 1);
+    // Several steps at once are the steps one by one, and no index overflows: a node file may
+    // hold INT32_MAX, where one step's index + 1 would not fit an int32.
+    for (const std::int32_t i : {-1000, -9, -8, -7, -1, 0, 1, 7, 8, 9, 1000}) {
+        CHECK(native::downscaled(i, 3) ==
+              native::downscaled(native::downscaled(native::downscaled(i))));
+    }
+    CHECK(native::downscaled(INT32_MAX) == (std::int32_t{1} << 30));
+    CHECK(native::downscaled(INT32_MAX, 12) == (std::int32_t{1} << 19));
+    CHECK(native::downscaled(INT32_MIN) == -(std::int32_t{1} << 30));
+    CHECK(native::downscaled(INT32_MAX, 40) == 1);
 }
 
 TEST_CASE("dense native buckets take Prometheus's sparse form: spans and deltas",

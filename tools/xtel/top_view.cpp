@@ -146,15 +146,6 @@ std::optional<T> or_read(std::optional<T> first, F fallback) {
     return first ? first : fallback();
 }
 
-/// The index at `schema` - `steps` of bucket `index` at `schema`: native::downscaled applied
-/// `steps` times, ceil(index / 2^steps), computed wide so that INT32_MAX (which a node file
-/// may hold) does not overflow.
-std::int32_t downscaled(std::int32_t index, int steps) {
-    steps = std::min(steps, 32);  // past 32 steps every int32 index is at 0 or 1 already
-    return static_cast<std::int32_t>((std::int64_t{index} + (std::int64_t{1} << steps) - 1) >>
-                                     steps);
-}
-
 /// `n`'s buckets at `schema` (no higher than n's): each bucket in the one holding it there.
 native_latency at_schema(const native_latency& n, int schema) {
     if (schema >= n.schema) {
@@ -165,7 +156,7 @@ native_latency at_schema(const native_latency& n, int schema) {
     out.per_second = n.per_second;
     out.zero_count = n.zero_count;
     for (const auto& [index, count] : n.buckets) {
-        out.buckets[downscaled(index, n.schema - schema)] += count;
+        out.buckets[metrics::native::downscaled(index, n.schema - schema)] += count;
     }
     return out;
 }
@@ -270,7 +261,8 @@ void add_native(native_latency& into, const metrics::series& s) {
         }
         // The codec keeps native_first + size - 1 within int32.
         const auto i = static_cast<std::int32_t>(s.native_first + static_cast<std::int64_t>(k));
-        into.buckets[downscaled(i, s.native_schema - schema)] += s.native_buckets[k];
+        into.buckets[metrics::native::downscaled(i, s.native_schema - schema)] +=
+            s.native_buckets[k];
     }
     into.zero_count += s.zero_count;
 }

@@ -40,9 +40,14 @@ std::int32_t bucket_index(double v, int schema) noexcept;
 /// The upper bound of bucket `index` at `schema`: base^index.
 double upper_bound(std::int32_t index, int schema) noexcept;
 
-/// The index at `schema` - 1 of bucket `index` at `schema`: the pair (2k-1, 2k) becomes k.
-constexpr std::int32_t downscaled(std::int32_t index) noexcept {
-    return (index + 1) >> 1;  // floor((index + 1) / 2): C++20 shifts a negative arithmetically
+/// The index at `schema` - `steps` of bucket `index` at `schema`: each step makes the pair
+/// (2k-1, 2k) bucket k, so `steps` steps give ceil(index / 2^steps). Computed wide, so that any
+/// int32 index (a node file may hold INT32_MAX) gives its answer without overflow.
+constexpr std::int32_t downscaled(std::int32_t index, int steps = 1) noexcept {
+    steps = steps < 32 ? steps : 32;  // past 32 steps every int32 index is at 0 or 1 already
+    // An arithmetic shift of a negative (C++20): floor, as ceil needs after the added 2^steps-1.
+    return static_cast<std::int32_t>((std::int64_t{index} + (std::int64_t{1} << steps) - 1) >>
+                                     steps);
 }
 
 /// One run of consecutive buckets in Prometheus's sparse form: `offset` from the end of the

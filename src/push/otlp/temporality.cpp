@@ -163,12 +163,7 @@ native_counts at_schema(const native_counts& c, int schema, std::vector<std::uin
     // Each schema down merges pairs of buckets as the model does (native::downscaled), so a
     // baseline and a point brought to one schema number their buckets alike.
     const int steps = c.schema - schema;
-    const auto down = [steps](std::int32_t i) {
-        for (int k = 0; k < steps; ++k) {
-            i = metrics::native::downscaled(i);
-        }
-        return i;
-    };
+    const auto down = [steps](std::int32_t i) { return metrics::native::downscaled(i, steps); };
     const std::int32_t first = down(c.first);
     const std::int32_t last = down(c.first + static_cast<std::int32_t>(c.buckets.size()) - 1);
     storage.assign(static_cast<std::size_t>(last - first + 1), 0);
