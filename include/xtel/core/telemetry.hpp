@@ -29,6 +29,7 @@
 #include "xtel/core/clock.hpp"
 #include "xtel/core/config.hpp"
 #include "xtel/core/event.hpp"
+#include "xtel/core/event_batch.hpp"
 #include "xtel/core/exporter.hpp"
 #include "xtel/core/names.hpp"
 #include "xtel/core/ring.hpp"
@@ -565,7 +566,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
                     const event_name& name,
                     std::uint64_t value,
                     value_kind kind) {
-        event& e = batch_.emplace_back();
+        event& e = batch_.append();
         e.timestamp_us = ts;
         e.value = value;
         e.cat = cat;
@@ -668,7 +669,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
         }
         if constexpr (owns_metric_state) {
             // The model takes transfer records: the events not derived from them.
-            const std::vector<event>& plain = splits_events ? plain_ : batch_;
+            const detail::event_batch& plain = splits_events ? plain_ : batch_;
             if (!plain.empty()) {
                 fold_metric_state(
                     [&](auto& m) { m.apply(std::span<const event>(plain.data(), plain.size())); });
@@ -727,7 +728,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
     template <std::size_t I>
     void export_one() noexcept {
         using E = std::tuple_element_t<I, exporter_tuple>;
-        const std::vector<event>& events =
+        const detail::event_batch& events =
             splits_events && exporter_traits<E>::wants_transfers ? plain_ : batch_;
         if (events.empty()) {
             return;
@@ -779,8 +780,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
 
     // Flusher state.
     std::mutex flush_mutex_;
-    std::vector<event> batch_;  ///< every event, those derived from transfers included
-    std::vector<event> plain_;  ///< splits_events only: the events not derived from transfers
+    detail::event_batch batch_;  ///< every event, those derived from transfers included
+    detail::event_batch plain_;  ///< splits_events only: the events not derived from transfers
     std::vector<transfer_record> transfers_;
     /// Request ids of transfers_ (by index), their text in tag_text_.
     struct tag_span {
