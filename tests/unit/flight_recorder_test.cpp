@@ -241,6 +241,95 @@ TEST_CASE("a refused flight recorder says which fault it has, as a refused node 
     }
 }
 
+namespace {
+/// The values of events read, which make() numbered.
+std::vector<std::uint64_t> numbers(const std::vector<xtel::event>& events) {
+    std::vector<std::uint64_t> out;
+    for (const auto& e : events) {
+        out.push_back(e.timestamp_us - 1'000'000);
+    }
+    return out;
+}
+std::vector<std::uint64_t> iota(std::uint64_t from, std::uint64_t to) {
+    std::vector<std::uint64_t> out;
+    for (auto i = from; i < to; ++i) {
+        out.push_back(i);
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("staged events are published at commit, and a round keeps what the ring keeps") {
+    xtel_test::temp_dir dir;
+    fr::writer w(dir.path(), "agent", 8);
+    fr::reader follower(dir / "agent");
+
+    REQUIRE(w.stage(make_range(0, 5)));
+    CHECK(w.staged() == 5);
+    CHECK(follower.published_count() == 0);  // nothing visible before the commit
+    REQUIRE(w.commit());
+    CHECK(w.staged() == 0);
+    CHECK(numbers(read_all(follower)) == iota(0, 5));
+
+    // Two batches of one round, 10 events into 8 slots, the changed slots wrapping the ring's
+    // end: one reader arriving now reads the last 8, the follower misses the 2 overwritten.
+    REQUIRE(w.stage(make_range(5, 11)));
+    REQUIRE(w.stage(make_range(11, 15)));
+    REQUIRE(w.commit());
+    CHECK(w.written() == 15);
+    fr::reader late(dir / "agent");
+    CHECK(late.published_count() == 15);
+    CHECK(numbers(read_all(late)) == iota(7, 15));
+    CHECK(numbers(read_all(follower)) == iota(7, 15));
+    CHECK(follower.missed() == 2);
+
+    // More than a ring's worth in one batch, then a commit with nothing staged.
+    REQUIRE(w.stage(make_range(15, 35)));
+    REQUIRE(w.commit());
+    REQUIRE(w.commit());
+    CHECK(numbers(read_all(follower)) == iota(27, 35));
+    CHECK(follower.missed() == 14);
+    CHECK(follower.backlog() == 0);
+}
+
+TEST_CASE("a writer closed with staged events publishes them") {
+    xtel_test::temp_dir dir;
+    {
+        fr::writer w(dir.path(), "agent", 8);
+        REQUIRE(w.stage(make_range(0, 3)));
+    }
+    fr::reader r(dir / "agent");
+    CHECK(r.writer_closed());
+    CHECK(numbers(read_all(r)) == iota(0, 3));
+}
+
+TEST_CASE("a recorder larger than the staging buffer is written as events are staged") {
+    xtel_test::temp_dir dir;
+    fr::writer w(dir.path(), "agent", 5000);
+    REQUIRE(w.stage(make_range(0, 10)));
+    CHECK(w.staged() == 0);
+    fr::reader r(dir / "agent");
+    CHECK(numbers(read_all(r)) == iota(0, 10));
+    REQUIRE(w.commit());
+}
+
+TEST_CASE("the buffer exporter publishes a round's events at the round's end") {
+    xtel_test::temp_dir dir;
+    xtel::config cfg;
+    cfg.enabled = true;
+    cfg.buffer_size = 16;
+    cfg.output_path = dir.path().string();
+    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
+    fr::reader r(dir / "agent");
+    b.export_batch(make_range(0, 12));
+    b.export_batch(make_range(12, 40));
+    CHECK(r.published_count() == 0);
+    b.on_flush_end();
+    CHECK(r.published_count() == 40);
+    CHECK(numbers(read_all(r)) == iota(24, 40));
+    CHECK(b.events_lost() == 0);
+}
+
 TEST_CASE("the buffer exporter writes to the output path named by the configuration") {
     xtel_test::temp_dir dir;
     xtel::config cfg;
@@ -251,6 +340,7 @@ TEST_CASE("the buffer exporter writes to the output path named by the configurat
     CHECK(b.path() == dir / "agent-x");
     const auto events = make_range(0, 4);
     b.export_batch(events);
+    b.on_flush_end();
     fr::reader r(dir / "agent-x");
     CHECK(r.capacity() == 32);
     CHECK(read_all(r).size() == 4);
@@ -360,6 +450,7 @@ TEST_CASE(
                               Catch::Contains(b.error()));
     b.export_batch(make_range(0, 5));
     b.export_batch(make_range(5, 7));
+    b.on_flush_end();
     CHECK(b.events_lost() == 7);
     CHECK(std::filesystem::file_size(target) == 4);
     CHECK(std::filesystem::is_symlink(dir / "agent"));
@@ -395,6 +486,7 @@ TEST_CASE("an enabled buffer exporter records, loses nothing and reports no erro
     const auto cfg = buffer_config(dir.path());
     xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
     b.export_batch(make_range(0, 3));
+    b.on_flush_end();
     CHECK_FALSE(b.disabled());
     CHECK(b.events_lost() == 0);
     CHECK(b.error().empty());

@@ -121,12 +121,15 @@ TEST_CASE(
     {
         xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
         b.export_batch(numbered_range(0, 5));
+        b.on_flush_end();
         REQUIRE_FALSE(b.disabled());
 
         apply(d, path);
         const auto left = std::filesystem::exists(path) ? slurp(path) : std::string("(none)");
         b.export_batch(numbered_range(5, 12));
+        b.on_flush_end();
         b.export_batch(numbered_range(12, 15));
+        b.on_flush_end();
 
         CHECK(b.disabled());
         CHECK(b.events_lost() == 10);
@@ -211,10 +214,12 @@ TEST_CASE(
     const auto path = dir / "agent";
     xtel::buffer_exporter first(xtel::exporter_context{cfg, "agent"});
     first.export_batch(numbered_range(0, 2));
+    first.on_flush_end();
     const xtel_test::log_capture logs;
     xtel::buffer_exporter second(xtel::exporter_context{cfg, "agent"});
     CHECK(second.disabled());
     second.export_batch(numbered_range(0, 4));
+    second.on_flush_end();
     CHECK(second.events_lost() == 4);
     const auto errors = logs.at(xtel::log_level::error);
     REQUIRE(errors.size() == 1);
@@ -222,6 +227,7 @@ TEST_CASE(
                               Catch::Contains("process " + std::to_string(::getpid())));
 
     first.export_batch(numbered_range(2, 6));
+    first.on_flush_end();
     CHECK_FALSE(first.disabled());
     fr::reader r(path);
     CHECK(r.published_count() == 6);

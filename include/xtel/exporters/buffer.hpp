@@ -33,11 +33,24 @@ class buffer_exporter {
     /// or replaced while the agent runs.
     explicit buffer_exporter(const exporter_context& ctx);
 
+    /// Stages the batch; the round's events reach the file at on_flush_end, so that a round of
+    /// more events than the recorder holds writes only the ones it keeps.
     void export_batch(std::span<const event> batch) noexcept {
-        if (writer_ && writer_->append(batch)) [[likely]] {
+        if (writer_ && writer_->stage(batch)) [[likely]] {
             return;
         }
         lost_.fetch_add(batch.size(), std::memory_order_relaxed);
+    }
+
+    /// Writes and publishes the round's events (one commit per flush round).
+    void on_flush_end() noexcept {
+        if (!writer_) {
+            return;
+        }
+        const std::uint64_t staged = writer_->staged();
+        if (!writer_->commit()) [[unlikely]] {
+            lost_.fetch_add(staged, std::memory_order_relaxed);
+        }
     }
 
     /// Where the flight recorder is, or would be when disabled.

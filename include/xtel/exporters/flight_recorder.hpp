@@ -75,11 +75,24 @@ class writer {
     writer(const writer&) = delete;
     writer& operator=(const writer&) = delete;
 
-    /// Appends events, overwriting the oldest; publishes them with one write_seq update.
+    /// Appends events, overwriting the oldest; publishes them with one write_seq update:
+    /// stage(events), then commit().
     /// Returns false, having written none of them, once the file is no longer this writer's to
     /// fill: truncated, shrunk, deleted, replaced, or a write failed. The first time, it logs
     /// one error naming the file and what happened; failed() is true from then on.
     bool append(std::span<const event> events) noexcept;
+
+    /// Takes events to be written by the next commit(), in memory: of events that a later
+    /// stage before that commit would overwrite in the ring, none is written. A recorder of
+    /// more than 4,096 slots is not mirrored in memory: stage() writes and publishes at once,
+    /// as append() does. False once failed(); nothing written is lost then either way.
+    bool stage(std::span<const event> events) noexcept;
+    /// Writes and publishes what was staged since the last commit: at most two pwrites of
+    /// slots and the header's two counters. False, with the staged events not written, once
+    /// the file is no longer this writer's to fill (as append()).
+    bool commit() noexcept;
+    /// Events staged and not yet committed.
+    std::uint64_t staged() const noexcept { return staged_; }
 
     const std::filesystem::path& path() const noexcept { return path_; }
     std::uint64_t written() const noexcept { return next_; }
@@ -91,6 +104,8 @@ class writer {
   private:
     /// This writer's hold on its file: writing, checking, giving up, closing.
     xtel::detail::owned_writer owned() noexcept;
+    /// stage() for a recorder larger than its staging buffer: writes and publishes now.
+    bool write_through(std::span<const event> events) noexcept;
 
     std::filesystem::path path_;
     std::string failure_;  // written once, before failed_ is set
@@ -99,7 +114,8 @@ class writer {
     int fd_ = -1;  // holds flock(LOCK_EX) for the writer's life
     std::uint64_t capacity_ = 0;
     std::uint64_t next_ = 0;        // next sequence number (0-based)
-    std::uint64_t next_index_ = 0;  // next_ % capacity_, kept without a division
+    std::uint64_t next_index_ = 0;  // (next_ + staged_) % capacity_, kept without a division
+    std::uint64_t staged_ = 0;      // events staged since the last commit (mirrored recorders)
     std::atomic<bool> failed_{false};
 };
 

@@ -16,9 +16,12 @@ namespace xtel::flight_recorder {
 
 namespace {
 
-/// Slots per pwrite: a batch is written from a staging buffer of at most this many slots. The
-/// flusher's batches are 4096 events; with 256 slots per pwrite BM_drain/buffer fell from about
-/// 85 to 47 M events/s, with 4096 it is at about 60-75 (the buffer is 256 KiB per writer).
+/// The staging buffer's slots. A recorder of at most this many (the default, 4096) is mirrored
+/// whole in memory: a flush round's events are staged there and written once, at its end, so
+/// events a later batch of the same round overwrites are never written (BM_transfer_tax/buffer
+/// writes 16,384 events a round into 4,096 slots). A larger recorder is written batch by batch
+/// through the buffer, at most this many slots per pwrite: with 256 BM_drain/buffer fell from
+/// about 85 to 47 M events/s, with 4096 it is at about 60-75 (256 KiB per writer).
 constexpr std::size_t staging_limit = 4096;
 
 }  // namespace
@@ -52,6 +55,7 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name, st
 }
 
 writer::~writer() {
+    commit();  // what a caller staged without committing (the pipeline commits every round)
     owned().close();
 }
 
@@ -64,12 +68,81 @@ const std::string& writer::failure() const noexcept {
 }
 
 bool writer::append(std::span<const event> events) noexcept {
+    return stage(events) && commit();
+}
+
+bool writer::stage(std::span<const event> events) noexcept {
     if (failed_.load(std::memory_order_relaxed)) {
         return false;
     }
     if (events.empty()) {
         return true;
     }
+    if (staging_slots_ < capacity_) {
+        return write_through(events);
+    }
+    // The staging buffer mirrors the whole ring: of more than a ring's worth staged before a
+    // commit, only the last capacity events would survive in the file, so only those are kept.
+    if (events.size() > capacity_) {
+        const std::uint64_t skipped = events.size() - capacity_;
+        staged_ += skipped;
+        next_index_ = (next_index_ + skipped) % capacity_;
+        events = events.last(capacity_);
+    }
+    std::uint64_t seq = next_ + staged_;
+    staged_ += events.size();
+    while (!events.empty()) {  // at most two runs: to the ring's end, then from its start
+        const std::size_t run =
+            std::min(events.size(), static_cast<std::size_t>(capacity_ - next_index_));
+        slot* out = &staging_[next_index_];
+        for (std::size_t i = 0; i < run; ++i) {
+            out[i].seq = ++seq;
+            out[i].ev = events[i];
+        }
+        events = events.subspan(run);
+        next_index_ += run;
+        if (next_index_ == capacity_) {
+            next_index_ = 0;
+        }
+    }
+    return true;
+}
+
+bool writer::commit() noexcept {
+    if (staged_ == 0) {
+        return !failed();
+    }
+    const std::uint64_t count = staged_;
+    staged_ = 0;
+    if (failed_.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    const xtel::detail::owned_writer file = owned();
+    if (!file.intact(header_size + capacity_ * slot_size)) {
+        return false;
+    }
+    // Claim, fill, publish, as write_through does (docs/buffer-format.md).
+    const std::uint64_t end = next_ + count;
+    if (!file.write_at(&end, sizeof end, offsetof(file_header, claim_seq))) {
+        return false;
+    }
+    // The slots changed since the last commit end at next_index_, and may wrap.
+    const std::uint64_t dirty = std::min<std::uint64_t>(count, capacity_);
+    const std::uint64_t first = (next_index_ + capacity_ - dirty) % capacity_;
+    const std::uint64_t before_wrap = std::min(dirty, capacity_ - first);
+    if (!file.write_at(&staging_[first], before_wrap * slot_size,
+                       header_size + first * slot_size)) {
+        return false;
+    }
+    if (dirty > before_wrap &&
+        !file.write_at(&staging_[0], (dirty - before_wrap) * slot_size, header_size)) {
+        return false;
+    }
+    next_ = end;
+    return file.write_at(&end, sizeof end, offsetof(file_header, write_seq));
+}
+
+bool writer::write_through(std::span<const event> events) noexcept {
     const xtel::detail::owned_writer file = owned();
     if (!file.intact(header_size + capacity_ * slot_size)) {
         return false;
