@@ -84,23 +84,40 @@ BENCHMARK(BM_floor_clock<CLOCK_MONOTONIC>)->Name("BM_floor/clock_monotonic");
 BENCHMARK(BM_floor_clock<CLOCK_MONOTONIC_COARSE>)->Name("BM_floor/clock_monotonic_coarse");
 BENCHMARK(BM_floor_clock<CLOCK_REALTIME>)->Name("BM_floor/clock_realtime");
 
+/// The floor's record: a transfer's four values and its timestamp in 32 bytes, two to a line.
+struct floor_record {
+    std::uint64_t timestamp_us;
+    std::uint64_t bytes;
+    std::uint32_t requests;
+    std::uint32_t post_us;
+    std::uint32_t xfer_us;
+    std::uint32_t direction;
+};
+static_assert(sizeof(floor_record) == 32);
+
+/// The same record grown to a line of its own, as xtel stages a transfer (its attributes,
+/// zero here, fill the rest): what the record's size alone costs the floor.
+struct alignas(64) line_floor_record {
+    std::uint64_t timestamp_us;
+    std::uint64_t bytes;
+    std::uint32_t requests;
+    std::uint32_t post_us;
+    std::uint32_t xfer_us;
+    std::uint32_t direction;
+    std::uint64_t attributes[4];
+};
+static_assert(sizeof(line_floor_record) == 64);
+
 /// The floor of a per-transfer record: the same four values (plus the timestamp) pushed as one
-/// 32-byte record into a plain per-thread single-producer, single-consumer ring of 4,096 slots,
+/// record into a plain per-thread single-producer, single-consumer ring of 4,096 slots,
 /// with one counter per side, and drained as the harness drains xtel's rings (every
 /// flush_every transfers, on the recording thread, timed apart). No registry lookup, no
-/// cache-line slots, no flusher: what is left is the cheapest honest way to hand a transfer to
-/// another thread. A full ring drops and counts, as xtel's does.
+/// flusher: what is left is the cheapest honest way to hand a transfer to another thread. A
+/// full ring drops and counts, as xtel's does.
+template <class Record = floor_record>
 class spsc_floor_ring {
   public:
-    struct record {
-        std::uint64_t timestamp_us;
-        std::uint64_t bytes;
-        std::uint32_t requests;
-        std::uint32_t post_us;
-        std::uint32_t xfer_us;
-        std::uint32_t direction;
-    };
-    static_assert(sizeof(record) == 32);
+    using record = Record;
     static constexpr std::uint64_t slots = 4096;
 
     spsc_floor_ring() : records_(std::make_unique<record[]>(slots)) {}
@@ -148,8 +165,8 @@ class spsc_floor_ring {
 
 /// The floor's timed loop: one record per iteration, and every flush_every records the ring
 /// drained by `drain(ring)`, timed apart (split_clock).
-template <class Drain>
-void floor_loop(benchmark::State& state, spsc_floor_ring& ring, Drain&& drain) {
+template <class Ring, class Drain>
+void floor_loop(benchmark::State& state, Ring& ring, Drain&& drain) {
     split_clock clock(state);
     {
         const pin_scope pin(state.thread_index());
@@ -174,18 +191,20 @@ void floor_loop(benchmark::State& state, spsc_floor_ring& ring, Drain&& drain) {
     state.SetItemsProcessed(state.iterations());
 }
 
+template <class Record>
 void BM_floor_spsc_ring(benchmark::State& state) {
-    spsc_floor_ring ring;  // one per benchmark thread
+    spsc_floor_ring<Record> ring;  // one per benchmark thread
     std::uint64_t sum = 0;
-    floor_loop(state, ring, [&](spsc_floor_ring& r) {
-        r.drain([&](const spsc_floor_ring::record& e) {
+    floor_loop(state, ring, [&](auto& r) {
+        r.drain([&](const Record& e) {
             sum += e.timestamp_us + e.bytes + e.requests + e.post_us + e.xfer_us;
         });
     });
     benchmark::DoNotOptimize(sum);
 }
-BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring");
-BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring")->Threads(2);
+BENCHMARK(BM_floor_spsc_ring<floor_record>)->Name("BM_floor/spsc_ring");
+BENCHMARK(BM_floor_spsc_ring<floor_record>)->Name("BM_floor/spsc_ring")->Threads(2);
+BENCHMARK(BM_floor_spsc_ring<line_floor_record>)->Name("BM_floor/spsc_ring_line");
 
 /// The same floor ring and record, drained with the work xtel's buffer flush does: each record
 /// expanded into the transfer's four 56-byte events (tx bytes, tx requests, transfer time, post
@@ -196,16 +215,16 @@ BENCHMARK(BM_floor_spsc_ring)->Name("BM_floor/spsc_ring")->Threads(2);
 /// from what a flush of that weight costs the records that follow it (docs/performance.md).
 void BM_floor_spsc_ring_recorder(benchmark::State& state) {
     const xtel_bench::scratch_dir dir;
-    spsc_floor_ring ring;
+    spsc_floor_ring<> ring;
     xtel::flight_recorder::writer recorder(dir.path(), "floor", xtel::config::default_buffer_size);
     std::vector<xtel::event> batch;
     batch.reserve(4 * flush_every);
     const xtel::event_name names[4] = {
         xtel::names::agent_tx_bytes, xtel::names::agent_tx_requests_num,
         xtel::names::agent_xfer_time, xtel::names::agent_xfer_post_time};
-    floor_loop(state, ring, [&](spsc_floor_ring& r) {
+    floor_loop(state, ring, [&](auto& r) {
         batch.clear();
-        r.drain([&](const spsc_floor_ring::record& rec) {
+        r.drain([&](const floor_record& rec) {
             // Each event written in place, field by field (no stack copy: the
             // store-forwarding stall that push_event in telemetry.hpp avoids).
             const std::uint64_t values[4] = {rec.bytes, rec.requests, rec.xfer_us, rec.post_us};
