@@ -23,6 +23,10 @@
 //     decides and writes their spans (issue 31's cost).
 //   off_paired: the same with telemetry off on both sides: the noise floor of the method (its
 //     ratio would be 1 with perfect measurement).
+//   clock1_floor_paired, clock2_floor_paired (4 KiB only): telemetry off on both sides, the
+//     measured side reading the agent's clock (tsc_clock) once, or twice around the post as a
+//     timed post does, and nothing else: the floor of timing every transfer with one or two
+//     readings, against which buffer_timed_paired's cost splits into the clock and the rest.
 //   prometheus_attack_paired: one prometheus pair; hostile clients (hostile_clients.hpp) of its
 //     endpoint are switched on and off.
 //   prometheus_scrape_paired: one prometheus pair; a scraper (back_to_back_scraper, below)
@@ -70,6 +74,7 @@
 #include "xtel/agent/agent.hpp"
 #include "xtel/agent/basic_agent.hpp"
 #include "xtel/core/log.hpp"
+#include "xtel/core/tsc_clock.hpp"
 
 namespace {
 
@@ -361,12 +366,15 @@ class write_loop {
   public:
     /// `exporter` empty: telemetry off. `timing_sample`: as bench_config's.
     /// `tagged`: each transfer carries a request id of its own (req-<tag>-<n>).
+    /// `clock_readings` (0, 1 or 2): readings of the agent's clock each step takes itself, one
+    /// before the post, the second after it.
     write_loop(write_target& target,
                const std::string& tag,
                const std::string& exporter,
                std::optional<std::string> timing_sample = std::nullopt,
-               bool tagged = false)
-        : target_(target) {
+               bool tagged = false,
+               int clock_readings = 0)
+        : target_(target), clock_readings_(clock_readings) {
         initiator_ = xtel::make_agent("bench_initiator_" + tag,
                                       bench_config(exporter, dir_.path(), timing_sample));
         const xtel::descriptor local = target.local();
@@ -407,7 +415,15 @@ class write_loop {
     /// One write of one block, waited for.
     xtel::status step() {
         const xtel::transfer_handle h = handles_[next_++ & (blocks - 1)];
-        xtel::status st = initiator_->post(h);
+        xtel::status st;
+        if (clock_readings_ == 0) [[likely]] {
+            st = initiator_->post(h);
+        } else {
+            const std::uint64_t start = clock_.now();
+            st = initiator_->post(h);
+            readings_ += clock_readings_ == 2 ? clock_.now() - start : start;
+            benchmark::DoNotOptimize(readings_);
+        }
         while (st.code() == xtel::status_code::in_progress) {
             target_.agent().progress();
             st = initiator_->poll(h);
@@ -429,6 +445,9 @@ class write_loop {
     std::unique_ptr<xtel::agent> initiator_;
     std::vector<xtel::transfer_handle> handles_;
     std::uint64_t next_ = 0;
+    const int clock_readings_;
+    xtel::detail::tsc_clock clock_;
+    std::uint64_t readings_ = 0;
     std::string error_;
 };
 
@@ -531,7 +550,10 @@ enum class mode {
     /// one in 256: what the sampling saves.
     buffer_timed_paired,
     /// Against off: the node exporter with tracing at its defaults, every transfer tagged.
-    node_traced_paired
+    node_traced_paired,
+    /// Against off: telemetry off, one or two clock readings per post and nothing else.
+    clock1_floor_paired,
+    clock2_floor_paired
 };
 
 constexpr const char* mode_name(mode m) {
@@ -558,6 +580,10 @@ constexpr const char* mode_name(mode m) {
             return "buffer_timed_paired";
         case mode::node_traced_paired:
             return "node_traced_paired";
+        case mode::clock1_floor_paired:
+            return "clock1_floor_paired";
+        case mode::clock2_floor_paired:
+            return "clock2_floor_paired";
     }
     return "?";
 }
@@ -572,6 +598,8 @@ std::string exporter_of(mode m) {
     switch (m) {
         case mode::off:
         case mode::off_paired:
+        case mode::clock1_floor_paired:
+        case mode::clock2_floor_paired:
             return "";
         case mode::buffer:
         case mode::buffer_paired:
@@ -589,7 +617,8 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     const bool attacked = m == mode::prometheus_under_attack || m == mode::prometheus_attack_paired;
     const bool against_off = m == mode::off_paired || m == mode::buffer_paired ||
                              m == mode::prometheus_paired || m == mode::buffer_timed_paired ||
-                             m == mode::node_traced_paired;
+                             m == mode::node_traced_paired || m == mode::clock1_floor_paired ||
+                             m == mode::clock2_floor_paired;
     const bool scraped = m == mode::prometheus_scrape_paired;
     const bool paired = against_off || m == mode::prometheus_attack_paired || scraped;
 
@@ -607,7 +636,10 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
         measured.push_back(std::make_unique<write_loop>(
             target, "m" + std::to_string(k), exporter_of(m),
             m == mode::buffer_timed_paired ? std::optional<std::string>("1") : std::nullopt,
-            m == mode::node_traced_paired));
+            m == mode::node_traced_paired,
+            m == mode::clock1_floor_paired   ? 1
+            : m == mode::clock2_floor_paired ? 2
+                                             : 0));
         if (against_off) {
             base.push_back(std::make_unique<write_loop>(target, "b" + std::to_string(k), ""));
         }
@@ -761,6 +793,11 @@ const bool registered = [] {
                 ->UseRealTime()
                 ->MinTime(paired_seconds);
         }
+    }
+    for (const mode m : {mode::clock1_floor_paired, mode::clock2_floor_paired}) {
+        benchmark::RegisterBenchmark(case_name(4096, m).c_str(), bm_ucx_write, 4096, m)
+            ->UseRealTime()
+            ->MinTime(paired_seconds);
     }
     return true;
 }();
