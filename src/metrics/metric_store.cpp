@@ -30,16 +30,9 @@ bool takes_values(metric_type t) noexcept {
 
 /// Halves `s`'s native resolution: each pair of buckets becomes one.
 void downscale(series& s) {
-    const std::int32_t first = native::downscaled(s.native_first);
-    const std::int32_t last =
-        native::downscaled(s.native_first + static_cast<std::int32_t>(s.native_buckets.size()) - 1);
-    std::vector<std::uint64_t> merged(static_cast<std::size_t>(last - first + 1), 0);
-    for (std::size_t k = 0; k < s.native_buckets.size(); ++k) {
-        const std::int32_t i = native::downscaled(s.native_first + static_cast<std::int32_t>(k));
-        merged[static_cast<std::size_t>(i - first)] += s.native_buckets[k];
-    }
+    std::vector<std::uint64_t> merged;
+    s.native_first = native::downscale_into(s.native_first, s.native_buckets, 1, merged);
     s.native_buckets = std::move(merged);
-    s.native_first = first;
     --s.native_schema;
 }
 

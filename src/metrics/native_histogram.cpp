@@ -50,6 +50,22 @@ double upper_bound(std::int32_t index, int schema) noexcept {
     return std::exp2(std::ldexp(static_cast<double>(index), -schema));
 }
 
+std::int32_t downscale_into(std::int32_t first,
+                            std::span<const std::uint64_t> counts,
+                            int steps,
+                            std::vector<std::uint64_t>& out) {
+    const auto index = [first](std::size_t k) {
+        return static_cast<std::int32_t>(std::int64_t{first} + static_cast<std::int64_t>(k));
+    };
+    const std::int32_t low = downscaled(first, steps);
+    const std::int32_t high = downscaled(index(counts.size() - 1), steps);
+    out.assign(static_cast<std::size_t>(std::int64_t{high} - low + 1), 0);
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+        out[static_cast<std::size_t>(std::int64_t{downscaled(index(k), steps)} - low)] += counts[k];
+    }
+    return low;
+}
+
 void to_spans(std::int32_t first,
               std::span<const std::uint64_t> counts,
               std::vector<bucket_span>& spans,

@@ -117,6 +117,45 @@ TEST_CASE("downscaling merges each pair of native buckets into the one holding b
     CHECK(native::downscaled(INT32_MAX, 40) == 1);
 }
 
+TEST_CASE("dense buckets brought several schemas down hold what that schema counts directly",
+          "[native_histogram]") {
+    std::mt19937_64 rng(32);
+    std::lognormal_distribution<double> latency(-9.0, 1.5);  // seconds, around 100 us
+    std::vector<double> values(500);
+    for (double& v : values) {
+        v = latency(rng);
+    }
+    for (const int steps : {1, 2, 5}) {
+        CAPTURE(steps);
+        std::map<std::int32_t, std::uint64_t> fine, expected;
+        for (const double v : values) {
+            ++fine[native::bucket_index(v, 6)];
+            ++expected[native::bucket_index(v, 6 - steps)];
+        }
+        const std::int32_t first = fine.begin()->first;
+        std::vector<std::uint64_t> dense(static_cast<std::size_t>(fine.rbegin()->first - first + 1),
+                                         0);
+        for (const auto& [i, n] : fine) {
+            dense[static_cast<std::size_t>(i - first)] = n;
+        }
+        std::vector<std::uint64_t> out{7, 7, 7};  // replaced, not added to
+        const std::int32_t low = native::downscale_into(first, dense, steps, out);
+        std::map<std::int32_t, std::uint64_t> got;
+        for (std::size_t k = 0; k < out.size(); ++k) {
+            if (out[k] != 0) {
+                got[low + static_cast<std::int32_t>(k)] = out[k];
+            }
+        }
+        CHECK(got == expected);
+        CHECK(low == expected.begin()->first);
+    }
+    // At the int32 end (a node file may hold it): no index overflows on the way.
+    const std::vector<std::uint64_t> top{1, 2, 3};
+    std::vector<std::uint64_t> out;
+    CHECK(native::downscale_into(INT32_MAX - 2, top, 1, out) == (std::int32_t{1} << 30) - 1);
+    CHECK(out == std::vector<std::uint64_t>{3, 3});  // (2k-1, 2k) pairs: k = 2^30 - 1, then 2^30
+}
+
 TEST_CASE("dense native buckets take Prometheus's sparse form: spans and deltas",
           "[native_histogram]") {
     std::vector<native::bucket_span> spans;

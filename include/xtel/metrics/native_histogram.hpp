@@ -50,6 +50,15 @@ constexpr std::int32_t downscaled(std::int32_t index, int steps = 1) noexcept {
                                      steps);
 }
 
+/// Dense buckets (`counts[k]` is bucket `first` + k) brought `steps` schemas down, as the
+/// model's series do when they outgrow max_buckets: the counts merged by downscaled() into
+/// `out` (replaced). Returns the first index of `out`. PRECONDITION: `counts` is not empty and
+/// `first` + its size - 1 is an int32 (the node codec refuses other series).
+std::int32_t downscale_into(std::int32_t first,
+                            std::span<const std::uint64_t> counts,
+                            int steps,
+                            std::vector<std::uint64_t>& out);
+
 /// One run of consecutive buckets in Prometheus's sparse form: `offset` from the end of the
 /// run before (from 0 for the first: the first's offset is its first index) and its length.
 struct bucket_span {

@@ -160,17 +160,10 @@ native_counts at_schema(const native_counts& c, int schema, std::vector<std::uin
         out.schema = static_cast<std::int8_t>(std::min<int>(c.schema, schema));
         return out;
     }
-    // Each schema down merges pairs of buckets as the model does (native::downscaled), so a
-    // baseline and a point brought to one schema number their buckets alike.
-    const int steps = c.schema - schema;
-    const auto down = [steps](std::int32_t i) { return metrics::native::downscaled(i, steps); };
-    const std::int32_t first = down(c.first);
-    const std::int32_t last = down(c.first + static_cast<std::int32_t>(c.buckets.size()) - 1);
-    storage.assign(static_cast<std::size_t>(last - first + 1), 0);
-    for (std::size_t k = 0; k < c.buckets.size(); ++k) {
-        const std::int32_t i = down(c.first + static_cast<std::int32_t>(k));
-        storage[static_cast<std::size_t>(i - first)] += c.buckets[k];
-    }
+    // Merged as the model merges a series' buckets, so a baseline and a point brought to one
+    // schema number their buckets alike.
+    const std::int32_t first =
+        metrics::native::downscale_into(c.first, c.buckets, c.schema - schema, storage);
     return {.schema = static_cast<std::int8_t>(schema),
             .first = first,
             .buckets = storage,
