@@ -137,11 +137,6 @@ class staging_ring {
                 return nullptr;
             }
         }
-        // The slot 16 records on, asked for now: every record writes a line of its own, and a
-        // store that waits for its line stalls the recording thread. record_ns of
-        // BM_transfer_tax/buffer, alternated builds, 3 x 3 runs: 2.93-3.05 ns without,
-        // 2.58-2.68 with (8 ahead gained less).
-        __builtin_prefetch(&slots_[(head + prefetch_ahead) & mask_], 1, 3);
         return &slots_[head & mask_];
     }
 
@@ -213,8 +208,6 @@ class staging_ring {
     /// Refreshes the consumer's index; asks for an early flush past half full; sets the next
     /// check mark. False when the ring is full.
     [[gnu::noinline]] bool make_room(std::uint64_t head) noexcept;
-
-    static constexpr std::uint64_t prefetch_ahead = 16;
 
     // Producer's line.
     alignas(cache_line) std::atomic<std::uint64_t> head_{0};
