@@ -111,3 +111,25 @@ TEST_CASE("a request id's record never reads as continued, in a fresh slot or a 
     d::tag_layout::read(r, id);
     CHECK(id == std::string(d::tag_layout::capacity, 'x'));
 }
+
+TEST_CASE("a full ring refuses a pair, then a single record, and takes both once drained") {
+    d::staging_ring ring(4);
+    for (std::uint64_t v = 1; v <= 4; ++v) {
+        stage_event(ring, v);
+    }
+    CHECK(ring.try_claim_pair() == nullptr);
+    // The refused pair must not leave the next single claim a slot still unread (it did: the
+    // pair's check mark let it past the full check, onto the oldest record).
+    CHECK(ring.try_claim() == nullptr);
+    CHECK(ring.try_claim() == nullptr);
+    CHECK(drain(ring, 1).size() == 1);  // one slot free: a single fits, a pair does not
+    CHECK(ring.try_claim_pair() == nullptr);
+    stage_event(ring, 5);
+    CHECK(ring.try_claim() == nullptr);
+    const auto rest = drain(ring, 16);
+    REQUIRE(rest.size() == 4);
+    CHECK(rest[0].value == 2);
+    CHECK(rest[3].value == 5);
+    stage_tagged(ring, 6, "id");  // empty again: room for a pair
+    CHECK(drain(ring, 16).size() == 2);
+}
