@@ -127,6 +127,44 @@ TEST_CASE("a notified transfer reaches transfer exporters as a notified record a
     }
 }
 
+TEST_CASE(
+    "with one slot left a tagged or notified record is staged alone, losing only its id, and "
+    "with none it is dropped and counted",
+    "[notified]") {
+    const bool notified = GENERATE(false, true);
+    CAPTURE(notified);
+    xtel::telemetry_options small = manual;
+    small.staging_capacity = 4;
+    xtel::telemetry<keeping> t(enabled(), "target", small);
+    const auto tagged = [&](std::uint64_t bytes) {
+        if (notified) {
+            t.record_notified(now, bytes, from(t.labels(), "a"), caller_tp);
+        } else {
+            t.record_transfer(xtel::direction::tx, now, bytes, 1, 1, 2, from(t.labels(), "a"),
+                              caller_tp);
+        }
+    };
+    tagged(1);  // slots 0 and 1: the record and its id
+    t.record_transfer(xtel::direction::tx, now, 2, 1, 1, 2);  // slot 2
+    tagged(3);                                                // one slot left: the record alone
+    tagged(4);                                                // none left
+    CHECK(t.stats().records_dropped == 1);
+    t.flush();
+    const auto& k = t.get<keeping>();
+    REQUIRE(k.records.size() == 3);
+    CHECK(k.records[0].bytes == 1);
+    CHECK(k.ids[0] == caller_tp);
+    CHECK(k.records[1].bytes == 2);
+    CHECK(k.records[2].bytes == 3);
+    CHECK(k.ids[2].empty());
+    CHECK(k.records[2].notified == notified);
+    // The ring is empty again: a tagged record has room for its id.
+    tagged(5);
+    t.flush();
+    REQUIRE(k.records.size() == 4);
+    CHECK(k.ids[3] == caller_tp);
+}
+
 TEST_CASE("a slot a notified record used is an ordinary transfer when reused", "[notified]") {
     xtel::telemetry_options small = manual;
     small.staging_capacity = 2;

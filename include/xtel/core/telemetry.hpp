@@ -247,23 +247,9 @@ class basic_telemetry<exporter_list<Exporters...>> {
         if constexpr (takes_transfers) {
             // As the target sees the bytes: a write came in, a read went out.
             const direction dir = attrs.op == transfer_op::read ? direction::tx : direction::rx;
-            detail::staging_ring* ring = registry_.local_ring();
-            if (ring == nullptr) [[unlikely]] {
-                registry_.note_unstaged_drop();
-                return;
-            }
-            detail::staged_record* r = request_id.empty() ? nullptr : ring->try_claim_pair();
-            if (r != nullptr) {
-                fill_transfer(*r, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, true);
-                r->kind = notified_kind(dir);
-                detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
-                ring->publish_pair();
-                return;
-            }
-            // Untagged, or no room for two: the transfer alone, if one slot is left.
-            stage([&](detail::staged_record& one) {
-                fill_transfer(one, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, false);
-                one.kind = notified_kind(dir);
+            stage_with_id(request_id, [&](detail::staged_record& r, bool continued) {
+                fill_transfer(r, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, continued);
+                r.kind = notified_kind(dir);
             });
         }
     }
@@ -381,7 +367,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
         std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs, sizeof attrs);
     }
 
-    /// A timed transfer and its request id: two slots, published together.
+    /// A transfer and its request id: two slots, published together.
     [[gnu::noinline]] void stage_tagged(direction dir,
                                         std::uint64_t timestamp_us,
                                         std::uint64_t bytes,
@@ -393,23 +379,39 @@ class basic_telemetry<exporter_list<Exporters...>> {
                                         std::string_view request_id,
                                         transfer_shape shape) noexcept {
         if constexpr (enabled) {
-            detail::staging_ring* ring = registry_.local_ring();
-            if (ring == nullptr) [[unlikely]] {
-                registry_.note_unstaged_drop();
-                return;
-            }
-            detail::staged_record* r = ring->try_claim_pair();
-            if (r == nullptr) [[unlikely]] {
-                // No room for two: the transfer alone, if one slot is left, loses only its id.
-                stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
-                               shape);
-                return;
-            }
-            fill_transfer(*r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
-                          true, shape);
-            detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
-            ring->publish_pair();
+            stage_with_id(request_id, [&](detail::staged_record& r, bool continued) {
+                fill_transfer(r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
+                              continued, shape);
+            });
         }
+    }
+
+    /// Stages the record `fill(record, continued)` writes and, when `request_id` is not empty,
+    /// the id in the slot after it (`continued` true), the two published together. Without
+    /// room for two, the record alone (`continued` false), which loses only its id; without
+    /// room for one, a counted drop.
+    template <class Fill>
+    void stage_with_id(std::string_view request_id, Fill&& fill) noexcept {
+        detail::staging_ring* ring = registry_.local_ring();
+        if (ring == nullptr) [[unlikely]] {
+            registry_.note_unstaged_drop();
+            return;
+        }
+        if (!request_id.empty()) {
+            if (detail::staged_record* r = ring->try_claim_pair(); r != nullptr) [[likely]] {
+                fill(*r, true);
+                detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
+                ring->publish_pair();
+                return;
+            }
+        }
+        detail::staged_record* r = ring->try_claim();
+        if (r == nullptr) [[unlikely]] {
+            ring->note_drop();
+            return;
+        }
+        fill(*r, false);
+        ring->publish();
     }
 
     void stage_transfer(direction dir,
