@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <stdlib.h>
@@ -98,15 +99,17 @@ static_assert(sizeof(floor_record) == 32);
 /// The same record grown to a line of its own, as xtel stages a transfer (its attributes,
 /// zero here, fill the rest): what the record's size alone costs the floor.
 struct alignas(64) line_floor_record {
-    std::uint64_t timestamp_us;
-    std::uint64_t bytes;
-    std::uint32_t requests;
-    std::uint32_t post_us;
-    std::uint32_t xfer_us;
-    std::uint32_t direction;
+    floor_record values;
     std::uint64_t attributes[4];
 };
 static_assert(sizeof(line_floor_record) == 64);
+
+const floor_record& values_of(const floor_record& r) {
+    return r;
+}
+const floor_record& values_of(const line_floor_record& r) {
+    return r.values;
+}
 
 /// The floor of a per-transfer record: the same four values (plus the timestamp) pushed as one
 /// record into a plain per-thread single-producer, single-consumer ring of 4,096 slots,
@@ -174,12 +177,17 @@ void floor_loop(benchmark::State& state, Ring& ring, Drain&& drain) {
         clock.start();
         for (auto _ : state) {
             ++i;
-            ring.push({.timestamp_us = 1'700'000'000'000'000 + i,
-                       .bytes = 65536,
-                       .requests = 1,
-                       .post_us = static_cast<std::uint32_t>(i & 7),
-                       .xfer_us = static_cast<std::uint32_t>(i & 63),
-                       .direction = 0});
+            const floor_record rec{.timestamp_us = 1'700'000'000'000'000 + i,
+                                   .bytes = 65536,
+                                   .requests = 1,
+                                   .post_us = static_cast<std::uint32_t>(i & 7),
+                                   .xfer_us = static_cast<std::uint32_t>(i & 63),
+                                   .direction = 0};
+            if constexpr (std::is_same_v<typename Ring::record, floor_record>) {
+                ring.push(rec);
+            } else {
+                ring.push({.values = rec, .attributes = {}});
+            }
             if ((i & (flush_every - 1)) == 0) [[unlikely]] {
                 clock.flush([&] { drain(ring); });
             }
@@ -196,7 +204,8 @@ void BM_floor_spsc_ring(benchmark::State& state) {
     spsc_floor_ring<Record> ring;  // one per benchmark thread
     std::uint64_t sum = 0;
     floor_loop(state, ring, [&](auto& r) {
-        r.drain([&](const Record& e) {
+        r.drain([&](const Record& record) {
+            const floor_record& e = values_of(record);
             sum += e.timestamp_us + e.bytes + e.requests + e.post_us + e.xfer_us;
         });
     });

@@ -313,23 +313,6 @@ TEST_CASE("a recorder larger than the staging buffer is written as events are st
     REQUIRE(w.commit());
 }
 
-TEST_CASE("the buffer exporter publishes a round's events at the round's end") {
-    xtel_test::temp_dir dir;
-    xtel::config cfg;
-    cfg.enabled = true;
-    cfg.buffer_size = 16;
-    cfg.output_path = dir.path().string();
-    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
-    fr::reader r(dir / "agent");
-    b.export_batch(make_range(0, 12));
-    b.export_batch(make_range(12, 40));
-    CHECK(r.published_count() == 0);
-    b.on_flush_end();
-    CHECK(r.published_count() == 40);
-    CHECK(numbers(read_all(r)) == iota(24, 40));
-    CHECK(b.events_lost() == 0);
-}
-
 TEST_CASE("the buffer exporter writes to the output path named by the configuration") {
     xtel_test::temp_dir dir;
     xtel::config cfg;
@@ -479,6 +462,21 @@ TEST_CASE("a directory at its path disables the buffer exporter") {
     xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
     CHECK(b.disabled());
     CHECK_THAT(b.error(), Catch::Contains("exists and is not a regular file"));
+}
+
+TEST_CASE("the buffer exporter publishes a round's events at the round's end") {
+    xtel_test::temp_dir dir;
+    auto cfg = buffer_config(dir.path());
+    cfg.buffer_size = 16;
+    xtel::buffer_exporter b(xtel::exporter_context{cfg, "agent"});
+    fr::reader r(dir / "agent");
+    b.export_batch(make_range(0, 12));
+    b.export_batch(make_range(12, 40));
+    CHECK(r.published_count() == 0);
+    b.on_flush_end();
+    CHECK(r.published_count() == 40);
+    CHECK(numbers(read_all(r)) == iota(24, 40));
+    CHECK(b.events_lost() == 0);
 }
 
 TEST_CASE("an enabled buffer exporter records, loses nothing and reports no error") {
