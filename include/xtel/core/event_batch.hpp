@@ -41,7 +41,6 @@ class event_batch {
     void clear() noexcept { size_ = 0; }
     std::size_t size() const noexcept { return size_; }
     bool empty() const noexcept { return size_ == 0; }
-    const event* data() const noexcept { return data_.get(); }
     std::span<const event> view() const noexcept { return {data_.get(), size_}; }
 
   private:

@@ -673,8 +673,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
             // The model takes transfer records: the events not derived from them.
             const detail::event_batch& plain = splits_events ? plain_ : batch_;
             if (!plain.empty()) {
-                fold_metric_state(
-                    [&](auto& m) { m.apply(std::span<const event>(plain.data(), plain.size())); });
+                fold_metric_state([&](auto& m) { m.apply(plain.view()); });
             }
         }
         export_each(std::index_sequence_for<Exporters...>{});
@@ -735,7 +734,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
         if (events.empty()) {
             return;
         }
-        const std::span<const event> b(events.data(), events.size());
+        const std::span<const event> b = events.view();
         try {
             std::get<I>(exporters_).export_batch(b);
         } catch (const std::exception& ex) {

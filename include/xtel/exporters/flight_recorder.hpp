@@ -106,6 +106,10 @@ class writer {
     xtel::detail::owned_writer owned() noexcept;
     /// stage() for a recorder larger than its staging buffer: writes and publishes now.
     bool write_through(std::span<const event> events) noexcept;
+    /// Every write's order (docs/buffer-format.md): the file checked, claim_seq = `end`, the
+    /// slots (`write_slots(file)`, false on a failed write), then write_seq = `end`.
+    template <class WriteSlots>
+    bool publish(std::uint64_t end, WriteSlots&& write_slots) noexcept;
 
     std::filesystem::path path_;
     std::string failure_;  // written once, before failed_ is set

@@ -117,69 +117,64 @@ bool writer::commit() noexcept {
     if (failed_.load(std::memory_order_relaxed)) {
         return false;
     }
-    const xtel::detail::owned_writer file = owned();
-    if (!file.intact(header_size + capacity_ * slot_size)) {
-        return false;
-    }
-    // Claim, fill, publish, as write_through does (docs/buffer-format.md).
-    const std::uint64_t end = next_ + count;
-    if (!file.write_at(&end, sizeof end, offsetof(file_header, claim_seq))) {
-        return false;
-    }
     // The slots changed since the last commit end at next_index_, and may wrap.
-    const std::uint64_t dirty = std::min<std::uint64_t>(count, capacity_);
-    const std::uint64_t first = (next_index_ + capacity_ - dirty) % capacity_;
-    const std::uint64_t before_wrap = std::min(dirty, capacity_ - first);
-    if (!file.write_at(&staging_[first], before_wrap * slot_size,
-                       header_size + first * slot_size)) {
-        return false;
-    }
-    if (dirty > before_wrap &&
-        !file.write_at(&staging_[0], (dirty - before_wrap) * slot_size, header_size)) {
-        return false;
-    }
-    next_ = end;
-    return file.write_at(&end, sizeof end, offsetof(file_header, write_seq));
+    return publish(next_ + count, [&](const xtel::detail::owned_writer& file) {
+        const std::uint64_t dirty = std::min<std::uint64_t>(count, capacity_);
+        const std::uint64_t first = (next_index_ + capacity_ - dirty) % capacity_;
+        const std::uint64_t before_wrap = std::min(dirty, capacity_ - first);
+        return file.write_at(&staging_[first], before_wrap * slot_size,
+                             header_size + first * slot_size) &&
+               (dirty == before_wrap ||
+                file.write_at(&staging_[0], (dirty - before_wrap) * slot_size, header_size));
+    });
 }
 
 bool writer::write_through(std::span<const event> events) noexcept {
+    const std::uint64_t end = next_ + events.size();
+    return publish(end, [&](const xtel::detail::owned_writer& file) {
+        // Of more than a ring's worth, only the last capacity events would survive.
+        std::uint64_t n = next_;
+        std::uint64_t index = next_index_;
+        if (events.size() > capacity_) {
+            n = end - capacity_;
+            index = n % capacity_;
+            events = events.last(capacity_);
+        }
+        while (!events.empty()) {
+            const std::size_t chunk = std::min(
+                {events.size(), staging_slots_, static_cast<std::size_t>(capacity_ - index)});
+            for (std::size_t i = 0; i < chunk; ++i) {
+                staging_[i].seq = n + i + 1;
+                staging_[i].ev = events[i];
+            }
+            if (!file.write_at(staging_.get(), chunk * slot_size,
+                               header_size + index * slot_size)) {
+                return false;
+            }
+            events = events.subspan(chunk);
+            n += chunk;
+            index += chunk;
+            if (index == capacity_) {
+                index = 0;
+            }
+        }
+        next_index_ = index;
+        return true;
+    });
+}
+
+template <class WriteSlots>
+bool writer::publish(std::uint64_t end, WriteSlots&& write_slots) noexcept {
     const xtel::detail::owned_writer file = owned();
     if (!file.intact(header_size + capacity_ * slot_size)) {
         return false;
     }
     // Claim, fill, publish: a reader that sees claim_seq C after copying a slot knows that
     // slots of events below C - capacity were not being rewritten (docs/buffer-format.md).
-    const std::uint64_t end = next_ + events.size();
-    if (!file.write_at(&end, sizeof end, offsetof(file_header, claim_seq))) {
+    if (!file.write_at(&end, sizeof end, offsetof(file_header, claim_seq)) || !write_slots(file)) {
         return false;
     }
-    // Of more than a ring's worth, only the last capacity events would survive.
-    std::uint64_t n = next_;
-    std::uint64_t index = next_index_;
-    if (events.size() > capacity_) {
-        n = end - capacity_;
-        index = n % capacity_;
-        events = events.last(capacity_);
-    }
-    while (!events.empty()) {
-        const std::size_t chunk =
-            std::min({events.size(), staging_slots_, static_cast<std::size_t>(capacity_ - index)});
-        for (std::size_t i = 0; i < chunk; ++i) {
-            staging_[i].seq = n + i + 1;
-            staging_[i].ev = events[i];
-        }
-        if (!file.write_at(staging_.get(), chunk * slot_size, header_size + index * slot_size)) {
-            return false;
-        }
-        events = events.subspan(chunk);
-        n += chunk;
-        index += chunk;
-        if (index == capacity_) {
-            index = 0;
-        }
-    }
     next_ = end;
-    next_index_ = index;
     return file.write_at(&end, sizeof end, offsetof(file_header, write_seq));
 }
 
