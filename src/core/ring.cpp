@@ -40,9 +40,9 @@ bool staging_ring::make_room(std::uint64_t head) noexcept {
         signal_->request();
     }
     if (used >= capacity_) {
-        // Stay on this path until the consumer frees a slot. Not `head`: for a pair, `head` is
-        // one past the first slot, and a mark there let the single claim that follows a
-        // refused pair in a full ring skip this check and write over an unread record.
+        // Stay on this path until the consumer frees a slot. Not `head`: for a record of
+        // several slots, `head` is its last slot, and a mark there let the single claim that
+        // follows a refused one in a full ring skip this check and write over an unread record.
         check_mark_ = cached_tail_ + capacity_;
         return false;
     }

@@ -134,40 +134,49 @@ TEST_CASE(
     const bool notified = GENERATE(false, true);
     CAPTURE(notified);
     xtel::telemetry_options small = manual;
-    small.staging_capacity = 4;
+    small.staging_capacity = 8;
     xtel::telemetry<keeping> t(enabled(), "target", small);
+    const xtel::transfer_attributes a = from(t.labels(), "a");
     const auto tagged = [&](std::uint64_t bytes) {
         if (notified) {
-            t.record_notified(now, bytes, from(t.labels(), "a"), caller_tp);
+            t.record_notified(now, bytes, a, caller_tp);
         } else {
-            t.record_transfer(xtel::direction::tx, now, bytes, 1, 1, 2, from(t.labels(), "a"),
-                              caller_tp);
+            t.record_transfer(xtel::direction::tx, now, bytes, 1, 1, 2, a, caller_tp);
         }
     };
-    tagged(1);  // slots 0 and 1: the record and its id
-    t.record_transfer(xtel::direction::tx, now, 2, 1, 1, 2);  // slot 2
-    tagged(3);                                                // one slot left: the record alone
-    tagged(4);                                                // none left
+    // The attributes' first record carries them (two slots); later ones are one slot.
+    t.record_transfer(xtel::direction::tx, now, 100, 1, 1, 2, a);
+    t.flush();
+    tagged(1);  // three slots: the record and its id
+    for (int i = 0; i < 4; ++i) {
+        t.record_transfer(xtel::direction::tx, now, 2, 1, 1, 2, a);  // one slot each
+    }
+    tagged(3);  // one slot left: the record alone
+    tagged(4);  // none left
     CHECK(t.stats().records_dropped == 1);
     t.flush();
     const auto& k = t.get<keeping>();
-    REQUIRE(k.records.size() == 3);
-    CHECK(k.records[0].bytes == 1);
-    CHECK(k.ids[0] == caller_tp);
-    CHECK(k.records[1].bytes == 2);
-    CHECK(k.records[2].bytes == 3);
-    CHECK(k.ids[2].empty());
-    CHECK(k.records[2].notified == notified);
+    REQUIRE(k.records.size() == 7);
+    CHECK(k.records[0].bytes == 100);
+    CHECK(k.records[1].bytes == 1);
+    CHECK(k.ids[1] == caller_tp);
+    CHECK(k.records[1].notified == notified);
+    CHECK(k.records[2].bytes == 2);
+    CHECK(k.records[5].bytes == 2);
+    CHECK(k.records[6].bytes == 3);
+    CHECK(k.ids[6].empty());
+    CHECK(k.records[6].notified == notified);
+    CHECK(k.records[6].attrs == a);
     // The ring is empty again: a tagged record has room for its id.
     tagged(5);
     t.flush();
-    REQUIRE(k.records.size() == 4);
-    CHECK(k.ids[3] == caller_tp);
+    REQUIRE(k.records.size() == 8);
+    CHECK(k.ids[7] == caller_tp);
 }
 
 TEST_CASE("a slot a notified record used is an ordinary transfer when reused", "[notified]") {
     xtel::telemetry_options small = manual;
-    small.staging_capacity = 2;
+    small.staging_capacity = 4;  // the first record carries its attributes: two slots
     xtel::telemetry<keeping> t(enabled(), "target", small);
     t.record_notified(now, 1, from(t.labels(), "a"));
     t.record_notified(now, 1, from(t.labels(), "a"));

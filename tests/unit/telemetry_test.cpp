@@ -173,6 +173,7 @@ TEST_CASE("a full staging ring drops, counts, and reports the count as an event"
         xtel::telemetry<collecting_exporter> t(
             enabled_config(), "full",
             {.staging_capacity = 64, .batch_size = 16, .start_flusher = false});
+        // An event takes two of the ring's 64 slots: 32 fit.
         for (int i = 0; i < 100; ++i) {
             t.add(category::transfer, "agent_tx_bytes", 1);
         }
@@ -181,17 +182,17 @@ TEST_CASE("a full staging ring drops, counts, and reports the count as an event"
         // Space again after the flush: recording goes on.
         t.add(category::transfer, "agent_tx_bytes", 1);
         t.flush();
-        CHECK(t.stats().records_dropped == 36);
+        CHECK(t.stats().records_dropped == 68);
     }
-    CHECK(dropped == 36);
+    CHECK(dropped == 68);
     const auto ev = xtel_test::sink_for("full")->snapshot();
-    REQUIRE(ev.size() == 64 + 1 + 1);
-    const auto& report = ev[64];
+    REQUIRE(ev.size() == 32 + 1 + 1);
+    const auto& report = ev[32];
     CHECK(report.name_view() == "telemetry_events_dropped");
     CHECK(report.cat == category::system);
     CHECK(report.kind == value_kind::counter);
-    CHECK(report.value == 36);
-    CHECK(ev[65].name_view() == "agent_tx_bytes");
+    CHECK(report.value == 68);
+    CHECK(ev[33].name_view() == "agent_tx_bytes");
 }
 
 TEST_CASE("an exporter that throws is counted and logged once, and the pipeline goes on") {
@@ -354,6 +355,70 @@ TEST_CASE(
     CHECK(r[2].requests == 2);
 }
 
+// The staged transfer is one 32-byte slot when the thread's attribute cache (16 ways by hash)
+// holds its attributes, and two when it carries them; both sides keep the cache in step.
+TEST_CASE(
+    "transfers keep their attributes and numbers through the attribute cache, whatever the "
+    "mix",
+    "[staging]") {
+    transfer_collecting_exporter::transfers.clear();
+    constexpr std::uint64_t sets = 40;  // more than the 16 ways: evictions and collisions
+    constexpr std::uint64_t long_time = 5'000'000'000;  // past 32 bits of microseconds
+    std::vector<xtel::transfer_attributes> attrs(sets);
+    {
+        xtel::telemetry<transfer_collecting_exporter> t(enabled_config(), "cache", manual);
+        for (std::uint64_t i = 0; i < sets; ++i) {
+            attrs[i].backend = t.labels().intern(i % 2 == 0 ? "ucx" : "gds");
+            attrs[i].remote_agent = t.labels().intern("peer-" + std::to_string(i % 20));
+            attrs[i].op = i % 3 == 0 ? xtel::transfer_op::read : xtel::transfer_op::write;
+            attrs[i].status =
+                i % 7 == 0 ? xtel::transfer_status::error : xtel::transfer_status::success;
+        }
+        for (std::uint64_t round = 0; round < 3; ++round) {
+            for (std::uint64_t k = 0; k < sets; ++k) {
+                const std::uint64_t i = (k * 7 + round) % sets;  // a different order each round
+                const std::uint64_t requests = i % 5 == 0 ? 70'000 : 1 + i;
+                t.record_transfer(xtel::direction::tx, round, i, requests, i,
+                                  i == 5 ? long_time : 2 * i, attrs[i]);
+            }
+            if (round == 1) {
+                t.flush();  // the consumer's copy outlives a flush
+            }
+        }
+        t.flush();
+        CHECK(t.stats().records_dropped == 0);
+    }
+    const auto& r = transfer_collecting_exporter::transfers;
+    REQUIRE(r.size() == 3 * sets);
+    for (const auto& got : r) {
+        const std::uint64_t i = got.bytes;
+        REQUIRE(i < sets);
+        CAPTURE(i, got.timestamp_us);
+        CHECK(got.attrs == attrs[i]);
+        CHECK(got.requests == (i % 5 == 0 ? 70'000 : 1 + i));
+        CHECK(got.post_us == i);
+        // Kept to 32 bits of microseconds (71.6 minutes), saturated.
+        CHECK(got.xfer_us == (i == 5 ? 0xffffffffULL : 2 * i));
+        CHECK(got.timed);
+    }
+}
+
+TEST_CASE("a transfer whose attributes the thread used last takes one slot", "[staging]") {
+    transfer_collecting_exporter::transfers.clear();
+    xtel::telemetry<transfer_collecting_exporter> t(
+        enabled_config(), "one_slot",
+        {.staging_capacity = 8, .batch_size = 256, .start_flusher = false});
+    xtel::transfer_attributes a;
+    a.remote_agent = t.labels().intern("decode-1");
+    // Two slots (it carries the attributes), then seven of one slot: eight fill the ring.
+    for (int i = 0; i < 8; ++i) {
+        t.record_transfer(xtel::direction::tx, 1, 4096, 1, 2, 3, a);
+    }
+    CHECK(t.stats().records_dropped == 1);
+    t.flush();
+    CHECK(transfer_collecting_exporter::transfers.size() == 7);
+}
+
 TEST_CASE("the label table stops growing at its capacity and answers 'other'") {
     xtel::label_table l(3);
     const auto a = l.intern("a");
@@ -372,7 +437,7 @@ TEST_CASE(
     "[concurrency]") {
     xtel_test::reset_sink("early");
     auto sink = xtel_test::sink_for("early");
-    constexpr std::size_t capacity = 1024;
+    constexpr std::size_t capacity = 1024;  // in events
     // Two bursts overflow the ring unless it is drained in between. One burst on top of what a
     // round may leave staged (fewer than capacity / 2) still fits, so the test does not depend
     // on the flusher getting a core during a burst, only on the early flush that follows it.
@@ -380,9 +445,10 @@ TEST_CASE(
     constexpr std::size_t bursts = 10;
     {
         // An interval of an hour: only early flushes can make room during the test.
-        xtel::telemetry<collecting_exporter> t(enabled_config(std::chrono::milliseconds(3'600'000)),
-                                               "early",
-                                               {.staging_capacity = capacity, .batch_size = 256});
+        xtel::telemetry<collecting_exporter> t(
+            enabled_config(std::chrono::milliseconds(3'600'000)), "early",
+            // An event takes two slots.
+            {.staging_capacity = 2 * capacity, .batch_size = 256});
         for (std::size_t round = 1; round <= bursts; ++round) {
             for (std::size_t i = 0; i < burst; ++i) {
                 t.add(category::transfer, "agent_tx_bytes", 1);

@@ -1,9 +1,10 @@
 #pragma once
 /// Per-thread staging: each recording thread owns a single-producer, single-consumer ring of
-/// compact records; the flusher thread is the only consumer. Nothing here is shared between
+/// 32-byte slots; the flusher thread is the only consumer. Nothing here is shared between
 /// two recording threads, so recording takes no lock and touches no other thread's lines.
 
 #include <atomic>
+#include <bit>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "xtel/core/cache_line.hpp"
@@ -20,78 +23,221 @@
 namespace xtel::detail {
 
 enum class record_kind : std::uint8_t {
-    event = 0,        ///< one event: value + name in the payload
-    transfer_tx = 1,  ///< a completed transmit: expands to 4 events at flush time
-    transfer_rx = 2,  ///< a completed receive: expands to 4 events at flush time
-    /// The request id of the transfer record before it (whose `continued` is set): the bytes
-    /// of the id in tag_bytes, their number in tag_length.
+    /// An event's first slot: timestamp, value, category, value kind and the name's first
+    /// bytes; an event_tail slot follows with the rest of the name.
+    event = 0,
+    /// A completed transmit or receive: one slot when its attributes are in the ring's
+    /// attribute cache and its requests fit 16 bits, else followed by a transfer_ext slot.
+    /// Expanded into up to four events at flush time.
+    transfer_tx = 1,
+    transfer_rx = 2,
+    /// The first slot of the request id of the transfer before it (the last slot of whose
+    /// group is `continued`); a tag_tail slot follows with the rest of the id.
     transfer_tag = 3,
     /// A transfer another agent made and notified this one of (transfer_record::notified),
     /// as this agent sees it: sent (a read of its memory) or received (a write into it).
     transfer_notified_tx = 4,
     transfer_notified_rx = 5,
+    /// What a transfer's slot could not hold: its attributes, which the consumer also keeps in
+    /// its copy of the attribute cache, and its request count.
+    transfer_ext = 6,
+    event_tail = 7,
+    tag_tail = 8,
 };
 
-/// What a transfer record carries besides its timestamp and byte count.
-struct transfer_fields {
-    std::uint64_t requests;
-    std::uint64_t post_us;
-    std::uint64_t xfer_us;
-    transfer_attributes attrs;
+/// The bits of staged_record::flags.
+struct slot_flag {
+    /// The next slot belongs to the same record (an event's or an id's tail, a transfer's
+    /// extension or id). A record's slots are published together and drained together.
+    static constexpr std::uint8_t continued = 1;
+    /// Transfers: post_us and xfer_us were measured (see record_transfer_counts).
+    static constexpr std::uint8_t timed = 2;
+    /// Transfers: a transfer_ext slot follows.
+    static constexpr std::uint8_t extended = 4;
 };
 
-/// One staged record: exactly one cache line, so that a record never straddles two.
-/// A transfer is staged as one record and expanded into its events on the flusher thread;
-/// that keeps the per-transfer cost to one line written.
-struct alignas(cache_line) staged_record {
+/// One staging slot: 32 bytes, two to a cache line. A transfer whose attributes the ring's
+/// attribute cache holds (the common case: an agent's transfers share a few attribute sets;
+/// checked with two compares when they are the thread's last) is one slot, so that the hot path
+/// writes half a line per transfer; events, request ids and the other transfers take two slots or
+/// more, published together. Every slot keeps its kind and flags at the same offsets, so that a
+/// drain can tell where a record ends without knowing its kind; the other 30 bytes are the kind's.
+///
+/// A transfer's slot: timestamp_us, value (the bytes), kind, flags, then (bytes 18 to 31) the
+/// shape (descriptors, 16 bits little-endian, then lanes), the attribute cache way, the
+/// requests (16 bits; in the transfer_ext slot when more), post_us and xfer_us (32 bits each,
+/// saturated: 2^32 - 1 microseconds, 71.6 minutes, reads as that).
+struct alignas(32) staged_record {
     std::uint64_t timestamp_us;
     std::uint64_t value;  ///< event value, or transfer bytes
     record_kind kind;
-    category cat;
-    value_kind vkind;
-    /// Transfers: whether post_us and xfer_us were measured (see record_transfer_counts).
-    bool timed;
-    /// Transfers: the next record is this one's transfer_tag; the two are drained together.
-    bool continued;
-    /// Transfers: the transfer_shape, descriptors (16 bits, little-endian) then lanes.
-    std::uint8_t shape[3];
-    alignas(8) unsigned char payload[40];  ///< event_name, or transfer_fields
+    std::uint8_t flags;  ///< slot_flag bits
+    unsigned char body[14];
 };
-static_assert(sizeof(staged_record) == cache_line);
+static_assert(sizeof(staged_record) == 32);
 
-/// Where a transfer_tag record keeps its id: the bytes before `kind` and from `payload` on.
-/// Its `cat` byte holds the length. Its `continued` is cleared: the id does not cover that
-/// byte, and a slot reused from a continued transfer record would otherwise read as one to a
-/// drain that ends on the id.
-struct tag_layout {
-    static constexpr std::size_t head = offsetof(staged_record, kind);  // 16 bytes
-    static constexpr std::size_t tail_at = offsetof(staged_record, payload);
-    static constexpr std::size_t tail = sizeof(staged_record) - tail_at;  // 40 bytes
-    static constexpr std::size_t capacity = head + tail;
+/// Where a slot's bytes are, for the kinds that lay them out by hand.
+struct slot_layout {
+    static constexpr std::size_t head = offsetof(staged_record, kind);  // bytes 0 to 15
+    static constexpr std::size_t body = offsetof(staged_record, body);  // bytes 18 to 31
+    static constexpr std::size_t body_size = sizeof(staged_record) - body;
+    // A transfer's slot, by offset in the slot.
+    static constexpr std::size_t shape = body;         // 3 bytes
+    static constexpr std::size_t way = body + 3;       // 1 byte
+    static constexpr std::size_t requests = body + 4;  // 2 bytes
+    static constexpr std::size_t times = body + 6;     // post_us, xfer_us: 4 bytes each
+    static constexpr std::uint64_t max_requests = 0xffff;
+    static constexpr std::uint64_t max_time_us = 0xffffffff;
 
-    static void write(staged_record& r, std::string_view id) noexcept {
+    /// Copies up to `n` bytes of `from` into the slot's free bytes: its 16 head bytes, then
+    /// its body from byte `skip` on (kind and flags are the caller's); returns how many.
+    static std::size_t put(staged_record& r,
+                           std::size_t skip,
+                           const unsigned char* from,
+                           std::size_t n) noexcept {
         auto* bytes = reinterpret_cast<unsigned char*>(&r);
-        const std::size_t n = id.size() < capacity ? id.size() : capacity;
         const std::size_t first = n < head ? n : head;
-        std::memcpy(bytes, id.data(), first);
-        std::memcpy(bytes + tail_at, id.data() + first, n - first);
-        r.kind = record_kind::transfer_tag;
-        r.cat = static_cast<category>(n);
-        r.continued = false;
+        std::memcpy(bytes, from, first);
+        const std::size_t room = body_size - skip;
+        const std::size_t second = n - first < room ? n - first : room;
+        std::memcpy(bytes + body + skip, from + first, second);
+        return first + second;
+    }
+    /// The reverse of put: appends up to `n` of the slot's bytes to `to`; returns how many.
+    static std::size_t get(const staged_record& r,
+                           std::size_t skip,
+                           unsigned char* to,
+                           std::size_t n) noexcept {
+        const auto* bytes = reinterpret_cast<const unsigned char*>(&r);
+        const std::size_t first = n < head ? n : head;
+        std::memcpy(to, bytes, first);
+        const std::size_t room = body_size - skip;
+        const std::size_t second = n - first < room ? n - first : room;
+        std::memcpy(to + first, bytes + body + skip, second);
+        return first + second;
+    }
+};
+
+/// An event in two slots: the head keeps category and value kind in its first two body bytes
+/// and the name's first 12 bytes in the rest; the tail keeps the other 26 (its head bytes and
+/// 10 of its body's).
+struct event_layout {
+    static constexpr std::size_t head_name = slot_layout::body_size - 2;  // 12
+    static_assert(head_name + slot_layout::head + slot_layout::body_size >= sizeof(event_name));
+
+    static void write(staged_record& head,
+                      staged_record& tail,
+                      std::uint64_t timestamp_us,
+                      std::uint64_t value,
+                      category cat,
+                      value_kind vkind,
+                      const event_name& name) noexcept {
+        const auto* bytes = reinterpret_cast<const unsigned char*>(&name);
+        head.timestamp_us = timestamp_us;
+        head.value = value;
+        head.kind = record_kind::event;
+        head.flags = slot_flag::continued;
+        head.body[0] = static_cast<unsigned char>(cat);
+        head.body[1] = static_cast<unsigned char>(vkind);
+        std::memcpy(head.body + 2, bytes, head_name);
+        slot_layout::put(tail, 0, bytes + head_name, sizeof(event_name) - head_name);
+        tail.kind = record_kind::event_tail;
+        tail.flags = 0;
+    }
+    static event read(const staged_record& head, const staged_record& tail) noexcept {
+        event e;
+        e.timestamp_us = head.timestamp_us;
+        e.value = head.value;
+        e.cat = static_cast<category>(head.body[0]);
+        e.kind = static_cast<value_kind>(head.body[1]);
+        auto* bytes = reinterpret_cast<unsigned char*>(&e.name);
+        std::memcpy(bytes, head.body + 2, head_name);
+        slot_layout::get(tail, 0, bytes + head_name, sizeof(event_name) - head_name);
+        return e;
+    }
+};
+
+/// A request id in two slots: its length in the head's first body byte, its bytes in every
+/// other free byte of the head and then of the tail (59 in all).
+struct tag_layout {
+    static constexpr std::size_t head_room = slot_layout::head + slot_layout::body_size - 1;
+    static constexpr std::size_t tail_room = slot_layout::head + slot_layout::body_size;
+    static constexpr std::size_t capacity = head_room + tail_room;
+
+    static void write(staged_record& head, staged_record& tail, std::string_view id) noexcept {
+        const std::size_t n = id.size() < max_request_id ? id.size() : max_request_id;
+        const auto* bytes = reinterpret_cast<const unsigned char*>(id.data());
+        const std::size_t first = slot_layout::put(head, 1, bytes, n);
+        slot_layout::put(tail, 0, bytes + first, n - first);
+        head.kind = record_kind::transfer_tag;
+        head.flags = slot_flag::continued;
+        head.body[0] = static_cast<unsigned char>(n);
+        tail.kind = record_kind::tag_tail;
+        tail.flags = 0;
     }
     /// Appends the id to `out`.
-    static void read(const staged_record& r, std::string& out) {
-        const auto* bytes = reinterpret_cast<const unsigned char*>(&r);
-        std::size_t n = static_cast<std::size_t>(r.cat);
-        n = n < capacity ? n : capacity;
-        const std::size_t first = n < head ? n : head;
-        out.append(reinterpret_cast<const char*>(bytes), first);
-        out.append(reinterpret_cast<const char*>(bytes + tail_at), n - first);
+    static void read(const staged_record& head, const staged_record& tail, std::string& out) {
+        unsigned char bytes[capacity];
+        std::size_t n = head.body[0];
+        n = n < max_request_id ? n : max_request_id;
+        const std::size_t first = slot_layout::get(head, 1, bytes, n);
+        slot_layout::get(tail, 0, bytes + first, n - first);
+        out.append(reinterpret_cast<const char*>(bytes), n);
     }
 };
-static_assert(tag_layout::capacity == max_request_id);
-static_assert(sizeof(event_name) <= sizeof(staged_record::payload));
-static_assert(sizeof(transfer_fields) == sizeof(staged_record::payload));
+static_assert(tag_layout::capacity >= max_request_id);
+
+/// Both sides' copy of a ring's transfer attribute cache: 16 attribute sets, each at the way
+/// attribute_way gives it. A transfer whose attributes are at their way in the producer's copy
+/// is staged in one slot that names the way; any other is staged with its attributes, which
+/// both sides then store at that way. The consumer reads the slots in the order they were
+/// written, so its copy is the producer's as of the slot it reads. Both start all "not known".
+struct attribute_cache {
+    static constexpr std::size_t ways = 16;
+    /// The producer's: the set staged last and its way, so that a run of transfers with the
+    /// same attributes (an agent's usual case) is checked with two compares and no hash.
+    std::uint64_t last[2] = {};
+    unsigned last_way = 0;  // way_of(0, 0): all "not known", which every way starts as
+    std::uint64_t words[ways][2] = {};
+
+    static constexpr unsigned way_of(std::uint64_t w0, std::uint64_t w1) noexcept {
+        // Folded first: the peer's label id is in w0's high half, which a multiply alone
+        // would mostly shift out of the top bits.
+        std::uint64_t h = w0 ^ std::rotl(w1, 29);
+        h ^= h >> 32;
+        return static_cast<unsigned>((h * 0x9e3779b97f4a7c15ULL) >> 60);
+    }
+    bool is_last(std::uint64_t w0, std::uint64_t w1) const noexcept {
+        return last[0] == w0 && last[1] == w1;
+    }
+    /// Whether `way` holds the set; if so, it becomes the last.
+    bool find(unsigned way, std::uint64_t w0, std::uint64_t w1) noexcept {
+        if (words[way][0] != w0 || words[way][1] != w1) {
+            return false;
+        }
+        remember(way, w0, w1);
+        return true;
+    }
+    void store(unsigned way, std::uint64_t w0, std::uint64_t w1) noexcept {
+        words[way][0] = w0;
+        words[way][1] = w1;
+        remember(way, w0, w1);
+    }
+    transfer_attributes at(unsigned way) const noexcept {
+        transfer_attributes a;
+        std::memcpy(&a, words[way & (ways - 1)], sizeof a);
+        return a;
+    }
+
+  private:
+    void remember(unsigned way, std::uint64_t w0, std::uint64_t w1) noexcept {
+        last[0] = w0;
+        last[1] = w1;
+        last_way = way;
+    }
+};
+static_assert(attribute_cache::way_of(0, 0) == 0);
+static_assert(sizeof(transfer_attributes) == 2 * sizeof(std::uint64_t));
 
 /// How a ring that is filling up asks its pipeline's flusher to run before its interval ends.
 /// Lock-free on the recording side: a flag and a notify without the mutex. A wake-up that
@@ -146,36 +292,40 @@ class staging_ring {
         head_.store(head_local_, std::memory_order_release);
     }
 
-    /// Two slots in a row, for a record and its continuation: the first, or nullptr when the
-    /// ring lacks room for both (the caller drops and counts one record). The second is
-    /// second_of(first).
-    staged_record* try_claim_pair() noexcept {
+    /// `n` slots in a row (2 to 4), for a record that takes more than one: the first, or
+    /// nullptr when the ring lacks room for all of them (the caller drops and counts, or
+    /// stages less). The others are next_of(first), next_of of that, and so on.
+    staged_record* try_claim_n(std::size_t n) noexcept {
         const std::uint64_t head = head_local_;
-        if (head + 1 >= check_mark_) [[unlikely]] {
-            if (!make_room(head + 1)) {
+        if (head + n - 1 >= check_mark_) [[unlikely]] {
+            if (!make_room(head + n - 1)) {
                 return nullptr;
             }
         }
         return &slots_[head & mask_];
     }
-    staged_record* second_of(const staged_record* first) noexcept {
-        return &slots_[(static_cast<std::uint64_t>(first - slots_.get()) + 1) & mask_];
+    staged_record* next_of(const staged_record* slot) noexcept {
+        return &slots_[(static_cast<std::uint64_t>(slot - slots_.get()) + 1) & mask_];
     }
-    /// Makes both claimed records visible at once: the consumer never sees one without the
-    /// other.
-    void publish_pair() noexcept {
-        head_local_ += 2;
+    /// Makes `n` claimed slots visible at once: the consumer never sees a record in part.
+    void publish_n(std::size_t n) noexcept {
+        head_local_ += n;
         head_.store(head_local_, std::memory_order_release);
     }
+
+    /// The producer's copy of the attribute cache (only the owning thread touches it).
+    attribute_cache& sent_attributes() noexcept { return sent_; }
+    /// The consumer's copy (only the consumer touches it, in drain's callback).
+    attribute_cache& received_attributes() noexcept { return received_; }
 
     /// Counts one record that did not fit. Single writer, so a plain load and store suffice.
     void note_drop() noexcept {
         dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
 
-    /// Calls f(const staged_record&) for each published record, oldest first, at most `limit`
-    /// of them (one more when the last is `continued`: a pair is never split), then frees
-    /// their slots. Returns how many it consumed.
+    /// Calls f(const staged_record&) for each published slot, oldest first, at most `limit`
+    /// of them (more when the last is `continued`: a record's slots are never split between
+    /// two drains), then frees them. Returns how many it consumed.
     template <class F>
     std::size_t drain(F&& f, std::size_t limit) {
         const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
@@ -183,8 +333,11 @@ class staging_ring {
         std::uint64_t n = head - tail;
         if (n > limit) {
             n = limit;
-            if (n > 0 && slots_[(tail + n - 1) & mask_].continued) {
-                ++n;  // published together, so present
+            // Published together, so present; bounded by what was published, whatever a slot
+            // holds.
+            while (n > 0 && n < head - tail &&
+                   (slots_[(tail + n - 1) & mask_].flags & slot_flag::continued) != 0) {
+                ++n;
             }
         }
         for (std::uint64_t i = 0; i < n; ++i) {
@@ -216,9 +369,11 @@ class staging_ring {
     std::uint64_t check_mark_ = 0;
     std::atomic<std::uint64_t> dropped_{0};
     flush_signal* const signal_;
-    // Consumer's line.
+    alignas(cache_line) attribute_cache sent_;
+    // Consumer's lines.
     alignas(cache_line) std::atomic<std::uint64_t> tail_{0};
     std::atomic<bool> abandoned_{false};
+    alignas(cache_line) attribute_cache received_;
     // Read-only after construction.
     alignas(cache_line) std::size_t capacity_;
     std::uint64_t mask_;

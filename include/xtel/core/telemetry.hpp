@@ -165,15 +165,19 @@ class basic_telemetry<exporter_list<Exporters...>> {
                    std::uint64_t value,
                    value_kind kind = value_kind::sample) noexcept {
         if constexpr (enabled) {
-            stage([&](detail::staged_record& r) {
-                r.timestamp_us = timestamp_us;
-                r.value = value;
-                r.kind = detail::record_kind::event;
-                r.cat = cat;
-                r.vkind = kind;
-                r.continued = false;
-                std::memcpy(r.payload, &name, sizeof(event_name));
-            });
+            detail::staging_ring* ring = registry_.local_ring();
+            if (ring == nullptr) [[unlikely]] {
+                registry_.note_unstaged_drop();
+                return;
+            }
+            detail::staged_record* r = ring->try_claim_n(2);
+            if (r == nullptr) [[unlikely]] {
+                ring->note_drop();
+                return;
+            }
+            detail::event_layout::write(*r, *ring->next_of(r), timestamp_us, value, cat, kind,
+                                        name);
+            ring->publish_n(2);
         }
     }
 
@@ -194,25 +198,23 @@ class basic_telemetry<exporter_list<Exporters...>> {
     /// transfers, as in NIXL.
     /// A non-empty `request_id` (the caller's request or trace id, cut to max_request_id
     /// bytes) is staged in a second record beside it, and reaches exporters of transfer
-    /// records as transfer_record::request_id: one more cache line, for tagged transfers only.
+    /// records as transfer_record::request_id: two more slots, for tagged transfers only.
+    /// The record is one 32-byte slot when `attrs` are among the 16 attribute sets this thread
+    /// used last (a cache by hash: an agent's transfers share a few) and `requests` fits 16
+    /// bits; two slots otherwise. post_us and xfer_us are kept to 2^32 - 1 (71.6 minutes).
     /// PRECONDITION: `attrs` was filled before this call (say, when the transfer was created):
-    /// it is copied as two 8-byte words.
-    void record_transfer(direction dir,
-                         std::uint64_t timestamp_us,
-                         std::uint64_t bytes,
-                         std::uint64_t requests,
-                         std::uint64_t post_us,
-                         std::uint64_t xfer_us,
-                         const transfer_attributes& attrs = no_attributes,
-                         std::string_view request_id = {},
-                         transfer_shape shape = {}) noexcept {
-        if (request_id.empty() || !takes_transfers) [[likely]] {
-            stage_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true,
-                           shape);
-        } else {
-            stage_tagged(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, true,
-                         request_id, shape);
-        }
+    /// it is read as two 8-byte words.
+    [[gnu::always_inline]] void record_transfer(direction dir,
+                                                std::uint64_t timestamp_us,
+                                                std::uint64_t bytes,
+                                                std::uint64_t requests,
+                                                std::uint64_t post_us,
+                                                std::uint64_t xfer_us,
+                                                const transfer_attributes& attrs = no_attributes,
+                                                std::string_view request_id = {},
+                                                transfer_shape shape = {}) noexcept {
+        stage_transfer(transfer_kind(dir), timestamp_us, bytes, requests, post_us, xfer_us, attrs,
+                       detail::slot_flag::timed, request_id, shape);
     }
 
     /// Records completed transfers whose times were not measured: their bytes and requests
@@ -227,11 +229,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
                                 const transfer_attributes& attrs = no_attributes,
                                 std::string_view request_id = {},
                                 transfer_shape shape = {}) noexcept {
-        if (request_id.empty() || !takes_transfers) [[likely]] {
-            stage_transfer(dir, timestamp_us, bytes, requests, 0, 0, attrs, false, shape);
-        } else {
-            stage_tagged(dir, timestamp_us, bytes, requests, 0, 0, attrs, false, request_id, shape);
-        }
+        stage_transfer(transfer_kind(dir), timestamp_us, bytes, requests, 0, 0, attrs, 0,
+                       request_id, shape);
     }
 
     /// Records a transfer another agent made into (or from) this agent's memory, told by its
@@ -247,10 +246,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
         if constexpr (takes_transfers) {
             // As the target sees the bytes: a write came in, a read went out.
             const direction dir = attrs.op == transfer_op::read ? direction::tx : direction::rx;
-            stage_with_id(request_id, [&](detail::staged_record& r, bool continued) {
-                fill_transfer(r, dir, timestamp_us, bytes, 1, 0, 0, attrs, false, continued);
-                r.kind = notified_kind(dir);
-            });
+            stage_transfer(notified_kind(dir), timestamp_us, bytes, 1, 0, 0, attrs, 0, request_id,
+                           {});
         }
     }
 
@@ -313,7 +310,11 @@ class basic_telemetry<exporter_list<Exporters...>> {
   private:
     using exporter_tuple = std::tuple<Exporters...>;
 
-    /// Writes a transfer's record into `r` (the body of stage_transfer's fill).
+    /// The slot kind of a transfer this agent made.
+    static constexpr detail::record_kind transfer_kind(direction dir) noexcept {
+        return dir == direction::tx ? detail::record_kind::transfer_tx
+                                    : detail::record_kind::transfer_rx;
+    }
     /// The record kind of a notified transfer: its own kind, so that telling it from the
     /// agent's own transfers costs the hot path no store (fill_transfer writes the kind anyway).
     static constexpr detail::record_kind notified_kind(direction dir) noexcept {
@@ -321,114 +322,143 @@ class basic_telemetry<exporter_list<Exporters...>> {
                                     : detail::record_kind::transfer_notified_rx;
     }
 
+    /// Writes a transfer's first slot (see staged_record): four 8-byte stores.
     static void fill_transfer(detail::staged_record& r,
-                              direction dir,
+                              detail::record_kind kind,
                               std::uint64_t timestamp_us,
                               std::uint64_t bytes,
                               std::uint64_t requests,
                               std::uint64_t post_us,
                               std::uint64_t xfer_us,
-                              const transfer_attributes& attrs,
-                              bool timed,
-                              bool continued,
-                              transfer_shape shape = {}) noexcept {
+                              std::uint8_t flags,
+                              unsigned way,
+                              transfer_shape shape) noexcept {
+        using layout = detail::slot_layout;
         r.timestamp_us = timestamp_us;
         r.value = bytes;
-        const auto kind = dir == direction::tx ? detail::record_kind::transfer_tx
-                                               : detail::record_kind::transfer_rx;
+        const std::uint64_t req = requests < layout::max_requests ? requests : layout::max_requests;
         if constexpr (std::endian::native == std::endian::little) {
-            // kind, cat, vkind, timed, continued and the shape's three bytes as one 8-byte
-            // store, made in a register: one store instead of five (cat and vkind are unused
-            // by transfers).
-            static_assert(offsetof(detail::staged_record, cat) ==
-                              offsetof(detail::staged_record, kind) + 1 &&
-                          offsetof(detail::staged_record, shape) ==
-                              offsetof(detail::staged_record, kind) + 5);
-            const std::uint64_t head = std::uint64_t{static_cast<std::uint8_t>(kind)} |
-                                       std::uint64_t{timed} << 24 | std::uint64_t{continued} << 32 |
-                                       std::uint64_t{shape.descriptors} << 40 |
-                                       std::uint64_t{shape.lanes} << 56;
-            std::memcpy(
-                reinterpret_cast<unsigned char*>(&r) + offsetof(detail::staged_record, kind), &head,
-                sizeof head);
+            // kind, flags, shape, way and requests as one store, made in a register.
+            const std::uint64_t head =
+                std::uint64_t{static_cast<std::uint8_t>(kind)} | std::uint64_t{flags} << 8 |
+                std::uint64_t{shape.descriptors} << 16 | std::uint64_t{shape.lanes} << 32 |
+                std::uint64_t{way} << 40 | req << 48;
+            std::memcpy(reinterpret_cast<unsigned char*>(&r) + layout::head, &head, sizeof head);
         } else {
             r.kind = kind;
-            r.timed = timed;
-            r.continued = continued;
-            r.shape[0] = static_cast<std::uint8_t>(shape.descriptors);
-            r.shape[1] = static_cast<std::uint8_t>(shape.descriptors >> 8);
-            r.shape[2] = shape.lanes;
+            r.flags = flags;
+            r.body[0] = static_cast<unsigned char>(shape.descriptors);
+            r.body[1] = static_cast<unsigned char>(shape.descriptors >> 8);
+            r.body[2] = shape.lanes;
+            r.body[3] = static_cast<unsigned char>(way);
+            r.body[4] = static_cast<unsigned char>(req);
+            r.body[5] = static_cast<unsigned char>(req >> 8);
         }
-        // Field by field: a struct built on the stack and copied as one block costs a
-        // store-forwarding stall (two 8-byte stores read back as one 16-byte load).
-        std::memcpy(r.payload + offsetof(detail::transfer_fields, requests), &requests, 8);
-        std::memcpy(r.payload + offsetof(detail::transfer_fields, post_us), &post_us, 8);
-        std::memcpy(r.payload + offsetof(detail::transfer_fields, xfer_us), &xfer_us, 8);
-        std::memcpy(r.payload + offsetof(detail::transfer_fields, attrs), &attrs, sizeof attrs);
+        // Written and read back as one word, so the same on either byte order.
+        const std::uint64_t times =
+            (post_us < layout::max_time_us ? post_us : layout::max_time_us) |
+            (xfer_us < layout::max_time_us ? xfer_us : layout::max_time_us) << 32;
+        std::memcpy(reinterpret_cast<unsigned char*>(&r) + layout::times, &times, sizeof times);
     }
 
-    /// A transfer and its request id: two slots, published together.
-    [[gnu::noinline]] void stage_tagged(direction dir,
-                                        std::uint64_t timestamp_us,
-                                        std::uint64_t bytes,
-                                        std::uint64_t requests,
-                                        std::uint64_t post_us,
-                                        std::uint64_t xfer_us,
-                                        const transfer_attributes& attrs,
-                                        bool timed,
-                                        std::string_view request_id,
-                                        transfer_shape shape) noexcept {
+    /// Stages a transfer: one slot when `attrs` are those the thread staged last, its requests
+    /// fit and it has no request id (the hot path: two compares, no hash); else
+    /// stage_transfer_slow. Forced inline: as a call it spent more on saving registers than
+    /// on the record.
+    [[gnu::always_inline]] void stage_transfer(detail::record_kind kind,
+                                               std::uint64_t timestamp_us,
+                                               std::uint64_t bytes,
+                                               std::uint64_t requests,
+                                               std::uint64_t post_us,
+                                               std::uint64_t xfer_us,
+                                               const transfer_attributes& attrs,
+                                               std::uint8_t flags,
+                                               std::string_view request_id,
+                                               transfer_shape shape) noexcept {
         if constexpr (enabled) {
-            stage_with_id(request_id, [&](detail::staged_record& r, bool continued) {
-                fill_transfer(r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
-                              continued, shape);
-            });
-        }
-    }
-
-    /// Stages the record `fill(record, continued)` writes and, when `request_id` is not empty,
-    /// the id in the slot after it (`continued` true), the two published together. Without
-    /// room for two, the record alone (`continued` false), which loses only its id; without
-    /// room for one, a counted drop.
-    template <class Fill>
-    void stage_with_id(std::string_view request_id, Fill&& fill) noexcept {
-        detail::staging_ring* ring = registry_.local_ring();
-        if (ring == nullptr) [[unlikely]] {
-            registry_.note_unstaged_drop();
-            return;
-        }
-        if (!request_id.empty()) {
-            if (detail::staged_record* r = ring->try_claim_pair(); r != nullptr) [[likely]] {
-                fill(*r, true);
-                detail::tag_layout::write(*ring->second_of(r), clip_request_id(request_id));
-                ring->publish_pair();
+            detail::staging_ring* ring = registry_.local_ring();
+            if (ring == nullptr) [[unlikely]] {
+                registry_.note_unstaged_drop();
                 return;
             }
+            std::uint64_t w[2];
+            std::memcpy(w, &attrs, sizeof w);
+            const detail::attribute_cache& sent = ring->sent_attributes();
+            if ((request_id.empty() || !takes_transfers) &&
+                requests <= detail::slot_layout::max_requests && sent.is_last(w[0], w[1]))
+                [[likely]] {
+                detail::staged_record* r = ring->try_claim();
+                if (r == nullptr) [[unlikely]] {
+                    ring->note_drop();
+                    return;
+                }
+                fill_transfer(*r, kind, timestamp_us, bytes, requests, post_us, xfer_us, flags,
+                              sent.last_way, shape);
+                ring->publish();
+                return;
+            }
+            stage_transfer_slow(*ring, kind, timestamp_us, bytes, requests, post_us, xfer_us, w[0],
+                                w[1], flags, takes_transfers ? request_id : std::string_view{},
+                                shape);
         }
-        detail::staged_record* r = ring->try_claim();
-        if (r == nullptr) [[unlikely]] {
-            ring->note_drop();
-            return;
-        }
-        fill(*r, false);
-        ring->publish();
     }
 
-    void stage_transfer(direction dir,
-                        std::uint64_t timestamp_us,
-                        std::uint64_t bytes,
-                        std::uint64_t requests,
-                        std::uint64_t post_us,
-                        std::uint64_t xfer_us,
-                        const transfer_attributes& attrs,
-                        bool timed,
-                        transfer_shape shape) noexcept {
-        if constexpr (enabled) {
-            stage([&](detail::staged_record& r) {
-                fill_transfer(r, dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, timed,
-                              false, shape);
-            });
+    /// A transfer whose attributes are not the last: one slot when the cache holds them at
+    /// their way, else with them (a transfer_ext slot, which also stores them at their way on
+    /// both sides), as when its requests do not fit 16 bits; and
+    /// its request id in two more slots when it has one; published together. Without room for
+    /// the id, the transfer alone, which loses only its id; without room for that, a counted
+    /// drop.
+    [[gnu::noinline]] void stage_transfer_slow(detail::staging_ring& ring,
+                                               detail::record_kind kind,
+                                               std::uint64_t timestamp_us,
+                                               std::uint64_t bytes,
+                                               std::uint64_t requests,
+                                               std::uint64_t post_us,
+                                               std::uint64_t xfer_us,
+                                               std::uint64_t w0,
+                                               std::uint64_t w1,
+                                               std::uint8_t flags,
+                                               std::string_view request_id,
+                                               transfer_shape shape) noexcept {
+        using detail::slot_flag;
+        const unsigned way = detail::attribute_cache::way_of(w0, w1);
+        const bool found = ring.sent_attributes().find(way, w0, w1);
+        const bool extended = requests > detail::slot_layout::max_requests || !found;
+        const std::size_t own = extended ? 2 : 1;
+        bool tagged = !request_id.empty();
+        detail::staged_record* r = tagged ? ring.try_claim_n(own + 2) : nullptr;
+        if (r == nullptr) {
+            tagged = false;
+            r = ring.try_claim_n(own);
         }
+        if (r == nullptr) {
+            ring.note_drop();
+            return;
+        }
+        if (extended) {
+            flags |= slot_flag::extended | slot_flag::continued;
+        } else if (tagged) {
+            flags |= slot_flag::continued;
+        }
+        fill_transfer(*r, kind, timestamp_us, bytes, requests, post_us, xfer_us, flags, way, shape);
+        detail::staged_record* last = r;
+        if (extended) {
+            detail::staged_record* x = ring.next_of(r);
+            auto* bytes_of = reinterpret_cast<unsigned char*>(x);
+            std::memcpy(bytes_of, &w0, sizeof w0);
+            std::memcpy(bytes_of + sizeof w0, &w1, sizeof w1);
+            x->kind = detail::record_kind::transfer_ext;
+            x->flags = tagged ? slot_flag::continued : 0;
+            std::memcpy(bytes_of + detail::slot_layout::times, &requests, sizeof requests);
+            ring.sent_attributes().store(way, w0, w1);
+            last = x;
+        }
+        if (tagged) {
+            detail::staged_record* h = ring.next_of(last);
+            detail::tag_layout::write(*h, *ring.next_of(h), clip_request_id(request_id));
+        }
+        ring.publish_n(own + (tagged ? 2 : 0));
     }
 
     /// What a transfer recorded without attributes carries (every field "not known").
@@ -460,23 +490,6 @@ class basic_telemetry<exporter_list<Exporters...>> {
     exporter_tuple make_exporters(const exporter_context& ctx,
                                   std::index_sequence_for<Exporters...>) const {
         return exporter_tuple{exporter_argument<Exporters>(ctx)...};
-    }
-
-    /// Fills the calling thread's next slot and publishes it; drops and counts when full.
-    template <class Fill>
-    void stage(Fill&& fill) noexcept {
-        detail::staging_ring* ring = registry_.local_ring();
-        if (ring == nullptr) [[unlikely]] {
-            registry_.note_unstaged_drop();
-            return;
-        }
-        detail::staged_record* r = ring->try_claim();
-        if (r == nullptr) [[unlikely]] {
-            ring->note_drop();
-            return;
-        }
-        fill(*r);
-        ring->publish();
     }
 
     void run_flusher() {
@@ -513,8 +526,10 @@ class basic_telemetry<exporter_list<Exporters...>> {
             while (budget > 0) {
                 const std::size_t take =
                     std::min(budget, std::max<std::size_t>(opts_.batch_size / 4, 1));
-                const std::size_t n =
-                    ring->drain([this](const detail::staged_record& r) { expand(r); }, take);
+                detail::staging_ring& from = *ring;
+                const std::size_t n = from.drain(
+                    [this, &from](const detail::staged_record& r) { take_slot(r, from); }, take);
+                group_size_ = 0;  // a drain never ends inside a record; never left dangling
                 if (batch_.size() + unexpanded_ >= opts_.batch_size) {
                     export_batch();
                 }
@@ -584,65 +599,118 @@ class basic_telemetry<exporter_list<Exporters...>> {
         }
     }
 
-    void expand(const detail::staged_record& r) {
-        if (r.kind == detail::record_kind::transfer_tag) {
-            // The id of the transfer record just before it (the pair is drained together).
-            if constexpr (takes_transfers) {
-                if (!transfers_.empty()) {
-                    const std::size_t at = tag_text_.size();
-                    detail::tag_layout::read(r, tag_text_);
-                    tags_.push_back({transfers_.size() - 1, at, tag_text_.size() - at});
-                }
+    /// Gathers a record's slots (a drain hands them one by one, and never ends inside a record)
+    /// and expands the record at its last.
+    void take_slot(const detail::staged_record& r, detail::staging_ring& ring) {
+        if ((r.flags & detail::slot_flag::continued) == 0) [[likely]] {
+            if (group_size_ == 0) [[likely]] {
+                const detail::staged_record* one = &r;
+                expand(&one, 1, ring);
+                return;
             }
+            group_[group_size_++] = &r;
+            expand(group_.data(), group_size_, ring);
+            group_size_ = 0;
             return;
         }
-        if (r.kind == detail::record_kind::event) {
-            event e;
-            e.timestamp_us = r.timestamp_us;
-            e.value = r.value;
-            e.cat = r.cat;
-            e.kind = r.vkind;
-            std::memcpy(&e.name, r.payload, sizeof(event_name));
-            push_plain(e);
-            return;
+        if (group_size_ == group_.size()) {
+            group_size_ = 0;  // longer than any record: not one of ours; start again
         }
-        detail::transfer_fields f;
-        std::memcpy(&f, r.payload, sizeof f);
+        group_[group_size_++] = &r;
+    }
+
+    /// Expands one record from its `n` slots.
+    void expand(const detail::staged_record* const* slots,
+                std::size_t n,
+                detail::staging_ring& ring) {
+        const detail::staged_record& r = *slots[0];
+        switch (r.kind) {
+            case detail::record_kind::event:
+                if (n == 2 && slots[1]->kind == detail::record_kind::event_tail) {
+                    push_plain(detail::event_layout::read(r, *slots[1]));
+                }
+                return;
+            case detail::record_kind::transfer_tx:
+            case detail::record_kind::transfer_rx:
+            case detail::record_kind::transfer_notified_tx:
+            case detail::record_kind::transfer_notified_rx:
+                expand_transfer(slots, n, ring);
+                return;
+            default:
+                return;  // a part without its head: not written by stage_*
+        }
+    }
+
+    void expand_transfer(const detail::staged_record* const* slots,
+                         std::size_t n,
+                         detail::staging_ring& ring) {
+        using layout = detail::slot_layout;
+        const detail::staged_record& r = *slots[0];
+        const auto* bytes = reinterpret_cast<const unsigned char*>(&r);
+        const unsigned way = bytes[layout::way] & (detail::attribute_cache::ways - 1);
+        std::uint64_t requests = std::uint64_t{bytes[layout::requests]} |
+                                 std::uint64_t{bytes[layout::requests + 1]} << 8;
+        std::uint64_t times;
+        std::memcpy(&times, bytes + layout::times, sizeof times);
+        const std::uint64_t post_us = times & layout::max_time_us;
+        const std::uint64_t xfer_us = times >> 32;
+        const bool timed = (r.flags & detail::slot_flag::timed) != 0;
+        [[maybe_unused]] std::size_t next = 1;
+        transfer_attributes attrs;
+        if ((r.flags & detail::slot_flag::extended) != 0) {
+            if (n < 2 || slots[1]->kind != detail::record_kind::transfer_ext) {
+                return;
+            }
+            const auto* x = reinterpret_cast<const unsigned char*>(slots[1]);
+            std::uint64_t w[2];
+            std::memcpy(w, x, sizeof w);
+            std::memcpy(&requests, x + layout::times, sizeof requests);
+            ring.received_attributes().store(way, w[0], w[1]);
+            next = 2;
+        }
+        attrs = ring.received_attributes().at(way);
         const bool tx = r.kind == detail::record_kind::transfer_tx ||
                         r.kind == detail::record_kind::transfer_notified_tx;
         const bool notified = r.kind == detail::record_kind::transfer_notified_tx ||
                               r.kind == detail::record_kind::transfer_notified_rx;
         if constexpr (takes_transfers) {
             transfer_record& t = transfers_.emplace_back(
-                transfer_record{r.timestamp_us, r.value, f.requests, f.post_us, f.xfer_us,
-                                tx ? direction::tx : direction::rx, f.attrs, r.timed});
+                transfer_record{r.timestamp_us, r.value, requests, post_us, xfer_us,
+                                tx ? direction::tx : direction::rx, attrs, timed});
             t.notified = notified;
-            t.shape.descriptors = static_cast<std::uint16_t>(r.shape[0] | r.shape[1] << 8);
-            t.shape.lanes = r.shape[2];
+            t.shape.descriptors =
+                static_cast<std::uint16_t>(bytes[layout::shape] | bytes[layout::shape + 1] << 8);
+            t.shape.lanes = bytes[layout::shape + 2];
+            if (next + 2 == n && slots[next]->kind == detail::record_kind::transfer_tag &&
+                slots[next + 1]->kind == detail::record_kind::tag_tail) {
+                const std::size_t at = tag_text_.size();
+                detail::tag_layout::read(*slots[next], *slots[next + 1], tag_text_);
+                tags_.push_back({transfers_.size() - 1, at, tag_text_.size() - at});
+            }
         }
         if (notified) {
             return;  // another agent's transfer: no agent_*_bytes event counts it here
         }
         if constexpr (!expands_transfers) {
             // Every exporter takes the record itself: its events are only counted.
-            unexpanded_ += detail::events_of_transfer(f.attrs.status, r.timed);
+            unexpanded_ += detail::events_of_transfer(attrs.status, timed);
             return;
         }
-        if (f.attrs.status != transfer_status::success) {
+        if (attrs.status != transfer_status::success) {
             return;
         }
         push_event(r.timestamp_us, category::transfer,
                    tx ? names::agent_tx_bytes : names::agent_rx_bytes, r.value,
                    value_kind::counter);
         push_event(r.timestamp_us, category::transfer,
-                   tx ? names::agent_tx_requests_num : names::agent_rx_requests_num, f.requests,
+                   tx ? names::agent_tx_requests_num : names::agent_rx_requests_num, requests,
                    value_kind::counter);
-        if (!r.timed) {
+        if (!timed) {
             return;
         }
-        push_event(r.timestamp_us, category::performance, names::agent_xfer_time, f.xfer_us,
+        push_event(r.timestamp_us, category::performance, names::agent_xfer_time, xfer_us,
                    value_kind::sample);
-        push_event(r.timestamp_us, category::performance, names::agent_xfer_post_time, f.post_us,
+        push_event(r.timestamp_us, category::performance, names::agent_xfer_post_time, post_us,
                    value_kind::sample);
     }
 
@@ -792,6 +860,10 @@ class basic_telemetry<exporter_list<Exporters...>> {
     };
     std::vector<tag_span> tags_;
     std::string tag_text_;
+    /// The slots of the record take_slot is gathering (at most a transfer, its extension and
+    /// its id's two); valid within one drain.
+    std::array<const detail::staged_record*, 4> group_{};
+    std::size_t group_size_ = 0;
     std::size_t unexpanded_ = 0;  ///< events of transfers that no exporter takes as events
     std::vector<std::shared_ptr<detail::staging_ring>> rings_;
     std::uint64_t dropped_reported_ = 0;

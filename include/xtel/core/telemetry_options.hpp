@@ -9,7 +9,9 @@ namespace xtel {
 
 /// Run-time knobs that are not NIXL variables.
 struct telemetry_options {
-    /// Records each thread can stage between two flushes before it drops (and counts).
+    /// 32-byte slots each thread can fill between two flushes before it drops (and counts): a
+    /// transfer takes one (two when it carries attributes new to the thread's cache, two more
+    /// with a request id), an event two. 16,384 slots are 512 KiB a thread.
     std::size_t staging_capacity = 16384;
     /// Most events handed to an exporter in one call.
     std::size_t batch_size = 4096;

@@ -1,7 +1,8 @@
 #pragma once
 /// What a completed transfer carries besides its numbers: the attributes operators slice
-/// metrics by. Strings (backend, peer, GPU) travel as ids of the pipeline's label table, so a
-/// transfer record stays one cache line and the hot path copies no string.
+/// metrics by. Strings (backend, peer, GPU) travel as ids of the pipeline's label table, so the
+/// attributes are two words that the staging ring caches (ring.hpp) and the hot path copies no
+/// string.
 
 #include <array>
 #include <cstddef>
