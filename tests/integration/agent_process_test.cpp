@@ -24,6 +24,8 @@
 
 extern char** environ;
 
+namespace agent_process_test {
+
 using namespace agent_test;
 using xtel::descriptor;
 using xtel::status_code;
@@ -384,3 +386,5 @@ TEST_CASE("a transfer to an agent whose process was killed ends in an error and 
 }
 
 #endif  // XTEL_XFER_DEMO
+
+}  // namespace agent_process_test

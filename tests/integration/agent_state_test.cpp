@@ -21,6 +21,8 @@
 #include "exporter_support.hpp"
 #include "prometheus_support.hpp"
 
+namespace agent_state_test {
+
 using prom_it::child_process;
 using prom_it::scrape;
 using prom_it::scrape_until;
@@ -277,3 +279,5 @@ TEST_CASE(
         ::close(fd);
     }
 }
+
+}  // namespace agent_state_test

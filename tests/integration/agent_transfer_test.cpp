@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+namespace agent_transfer_test {
+
 using namespace agent_test;
 using xtel::descriptor;
 using xtel::status_code;
@@ -604,3 +606,5 @@ TEST_CASE("an agent with telemetry off moves data and writes no flight recorder"
     CHECK(off->stats().events_exported == 0);
     CHECK_FALSE(std::filesystem::exists(dir.path() / "off"));
 }
+
+}  // namespace agent_transfer_test

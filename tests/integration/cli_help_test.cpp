@@ -19,6 +19,8 @@
 #include "prometheus_support.hpp"
 #include "test_util.hpp"
 
+namespace cli_help_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -434,3 +436,5 @@ TEST_CASE("scripts/fuzz refuses a bad argument with one stderr line and exit sta
     CHECK(xtel_test::read_file(box.calls()).empty());
     CHECK_FALSE(fs::exists(box.build()));
 }
+
+}  // namespace cli_help_test

@@ -23,6 +23,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
+namespace crafted_node_file_test {
+
 using prom_it::child_process;
 using prom_it::prometheus_server;
 using prom_it::scrape;
@@ -232,3 +234,5 @@ TEST_CASE(
         CHECK(lines_with(log, c.reason) == 1);
     }
 }
+
+}  // namespace crafted_node_file_test

@@ -10,6 +10,8 @@
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace crash_test {
+
 TEST_CASE("a writer killed with SIGKILL mid-stream leaves every published event readable") {
     xtel_test::temp_dir dir;
     const pid_t child = ::fork();
@@ -71,3 +73,5 @@ TEST_CASE("a writer killed with SIGKILL mid-stream leaves every published event 
     CHECK(out.exit_code == 0);
     CHECK_THAT(out.err, Catch::Contains(std::to_string(published) + " events read, 0 missed"));
 }
+
+}  // namespace crash_test

@@ -26,6 +26,8 @@
 #include "xtel/agent/basic_agent.hpp"
 #include "xtel/core/log.hpp"
 
+namespace exporter_failure_test {
+
 using namespace agent_test;
 
 namespace {
@@ -340,3 +342,5 @@ TEST_CASE(
                              Catch::Contains("cannot reach the collector") &&
                              Catch::Contains("disabled"));
 }
+
+}  // namespace exporter_failure_test

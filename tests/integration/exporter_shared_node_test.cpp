@@ -35,6 +35,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
+namespace exporter_shared_node_test {
+
 using exporter_it::block;
 using exporter_it::demo_options;
 using exporter_it::read_errors;
@@ -824,3 +826,5 @@ TEST_CASE("an agent's family of a name xtel-exporter serves itself is left out a
                    "exp-forger.metrics: family xtel_exporter_snapshot_read_errors_total is left "
                    "out: xtel-exporter serves a family of that name itself") == 1);
 }
+
+}  // namespace exporter_shared_node_test

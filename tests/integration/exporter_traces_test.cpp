@@ -30,6 +30,8 @@
 #include "xtel/trace/sampler.hpp"
 #include "xtel/trace/span_ring.hpp"
 
+namespace exporter_traces_test {
+
 using prom_it::child_process;
 using prom_it::spawn_options;
 using xtel_test::count_of;
@@ -795,3 +797,5 @@ TEST_CASE("a file named like a span ring that is not one is refused in one line 
     CHECK(count_of(exporter.output(), garbage.string()) == 1);
     CHECK(count_of(exporter.output(), "span file " + garbage.string() + ": ") == 1);
 }
+
+}  // namespace exporter_traces_test

@@ -24,6 +24,8 @@
 #include "xtel/core/transfer.hpp"
 #include "xtel/metrics/attributes.hpp"
 
+namespace metrics_agent_test {
+
 using xtel::descriptor;
 using xtel::status_code;
 using xtel::transfer_handle;
@@ -396,3 +398,5 @@ TEST_CASE("every family of both sets shows exactly what the agent did") {
     CHECK(ids_in(read_buckets, "r-") >= 1);
     CHECK(om.ends_with("# EOF\n"));
 }
+
+}  // namespace metrics_agent_test

@@ -21,6 +21,8 @@
 #include "prometheus_support.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
+namespace native_histogram_test {
+
 using prom_it::first_value;
 using prom_it::percent_encode;
 using prom_it::prometheus_server;
@@ -331,3 +333,5 @@ TEST_CASE(
     CHECK(zipped->get_header_value("Content-Encoding") == "gzip");
     CHECK(zipped->get_header_value("Content-Type") == plain->get_header_value("Content-Type"));
 }
+
+}  // namespace native_histogram_test

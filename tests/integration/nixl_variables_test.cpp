@@ -10,6 +10,8 @@
 
 #include "prometheus_support.hpp"
 
+namespace nixl_variables_test {
+
 using prom_it::child_process;
 using prom_it::spawn_options;
 using xtel_test::temp_dir;
@@ -86,3 +88,5 @@ TEST_CASE("xfer_demo refuses upstream's prometheus_mp at start and names what to
 }
 
 #endif
+
+}  // namespace nixl_variables_test

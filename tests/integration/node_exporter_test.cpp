@@ -23,6 +23,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
+namespace node_exporter_test {
+
 using xtel::descriptor;
 using xtel::transfer_handle;
 using xtel::transfer_op;
@@ -208,3 +210,5 @@ TEST_CASE("xfer_demo with the node exporter leaves node files holding exactly th
     CHECK(value_of(s, "agent_tx_requests_num_total", {host}) == transfers);
     CHECK(value_of(s, "xtel_errors_total", {"timed_out"}) == 0u);
 }
+
+}  // namespace node_exporter_test

@@ -27,6 +27,8 @@
 
 #include "prometheus_support.hpp"
 
+namespace node_fleet_test {
+
 using prom_it::child_process;
 using prom_it::prometheus_options;
 using prom_it::prometheus_server;
@@ -522,3 +524,5 @@ TEST_CASE("a central Prometheus federating three nodes sums the fleet's bytes ex
                                             instance)) == std::to_string(2 * n.demos().size()));
     }
 }
+
+}  // namespace node_fleet_test

@@ -15,6 +15,8 @@
 #include "agent_support.hpp"
 #include "xtel/agent/basic_agent.hpp"
 
+namespace notification_test {
+
 using namespace agent_test;
 using xtel::descriptor;
 using xtel::notification;
@@ -242,3 +244,5 @@ TEST_CASE("xfer_demo --notify: the target counts one notification per transfer t
                    "malformed; one per transfer") != std::string::npos);
 }
 #endif
+
+}  // namespace notification_test

@@ -21,6 +21,8 @@
 #include "xtel/trace/sampler.hpp"
 #include "xtel/trace/span_ring.hpp"
 
+namespace notified_target_test {
+
 namespace tr = xtel::trace;
 namespace sr = xtel::trace::span_ring;
 using xtel_test::temp_dir;
@@ -193,3 +195,5 @@ TEST_CASE(
         CHECK(sr::text(s.remote_agent) == "xfer_initiator");
     }
 }
+
+}  // namespace notified_target_test

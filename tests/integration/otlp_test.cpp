@@ -24,6 +24,8 @@
 #include "prometheus_support.hpp"
 #include "xtel/push/otlp.hpp"
 
+namespace otlp_test {
+
 using prom_it::child_process;
 using prom_it::spawn_options;
 using xtel_test::count_of;
@@ -492,3 +494,5 @@ TEST_CASE("xtel-exporter pushes an agent's native latency histogram as an expone
     CHECK(p.at("sum") == j.at("sum"));
     CHECK(p.at("scale") == j.at("scale"));
 }
+
+}  // namespace otlp_test

@@ -17,6 +17,8 @@
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace plugin_agent_test {
+
 namespace {
 
 std::vector<std::string> rows_of(const std::filesystem::path& csv) {
@@ -163,3 +165,5 @@ TEST_CASE("Prometheus and a plugin together make an agent that transfers and exp
         CHECK(std::filesystem::is_regular_file(out.path() / "combo-initiator"));
     }
 }
+
+}  // namespace plugin_agent_test

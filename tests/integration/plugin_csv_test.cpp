@@ -16,6 +16,8 @@
 #include "plugin_test_support.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace plugin_csv_test {
+
 using Catch::Matchers::Contains;
 using xtel::test::log_capture;
 using xtel::test::read_lines;
@@ -126,15 +128,19 @@ const std::string header = "timestamp_us,category,event_name,value";
 
 }  // namespace
 
+}  // namespace plugin_csv_test
+
 namespace Catch {
 template <>
-struct StringMaker<row> {
-    static std::string convert(const row& r) {
+struct StringMaker<plugin_csv_test::row> {
+    static std::string convert(const plugin_csv_test::row& r) {
         return std::to_string(r.timestamp_us) + "," + r.category + "," + r.event_name + "," +
                std::to_string(r.value);
     }
 };
 }  // namespace Catch
+
+namespace plugin_csv_test {
 
 TEST_CASE("the csv plugin, chosen through the environment alone, writes one exact row per event") {
     const temp_dir out;
@@ -186,3 +192,5 @@ TEST_CASE("the csv plugin without an output path is disabled with an error, and 
     CHECK_THAT(errors[0], Contains("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH is not set"));
     CHECK_THAT(errors[0], Contains("this plugin is disabled"));
 }
+
+}  // namespace plugin_csv_test

@@ -12,6 +12,8 @@
 #include "plugin_test_support.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace plugin_loader_test {
+
 using Catch::Matchers::Contains;
 using xtel::test::exporter_error_of;
 using xtel::test::log_capture;
@@ -268,3 +270,5 @@ TEST_CASE("the plugins named in the configuration are all loaded, in order") {
     CHECK(status[1].name == "export_throws");
     CHECK(read_lines(out.path() / "agent.log") == std::vector<std::string>{"both 9"});
 }
+
+}  // namespace plugin_loader_test

@@ -14,6 +14,8 @@
 #include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
+namespace prometheus_promtool_test {
+
 using prom_it::child_process;
 using prom_it::spawn_options;
 using xtel_test::temp_dir;
@@ -311,3 +313,5 @@ TEST_CASE("promtool check metrics, as the test runs it, rejects a malformed expo
     CHECK(r.status != 0);
     CHECK(r.output.find("_total") != std::string::npos);
 }
+
+}  // namespace prometheus_promtool_test

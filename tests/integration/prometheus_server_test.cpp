@@ -12,6 +12,8 @@
 
 #include "prometheus_support.hpp"
 
+namespace prometheus_server_test {
+
 using prom_it::first_value;
 using prom_it::percent_encode;
 using prom_it::prometheus_server;
@@ -200,3 +202,5 @@ TEST_CASE(
     CHECK(prom.value_until("agent_xfer_time_total{agent_name=\"prom_surface_agent\"}",
                            *xfer_time) == *xfer_time);
 }
+
+}  // namespace prometheus_server_test

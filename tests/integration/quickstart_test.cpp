@@ -33,6 +33,8 @@
 
 extern char** environ;
 
+namespace quickstart_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -459,3 +461,5 @@ TEST_CASE("the quickstart's commands run in order and show the exact bytes its f
     }
     check_exact_bytes(run, r);
 }
+
+}  // namespace quickstart_test

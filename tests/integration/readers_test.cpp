@@ -20,6 +20,8 @@
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace readers_test {
+
 namespace {
 
 const std::string cpp_reader = XTEL_TELEMETRY_READER;
@@ -1073,3 +1075,5 @@ TEST_CASE("both readers answer a bad command line with one line on stderr and st
         }
     }
 }
+
+}  // namespace readers_test

@@ -17,6 +17,8 @@
 #include "test_util.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 
+namespace readme_test {
+
 namespace {
 
 using xtel_test::telemetry_env;
@@ -225,3 +227,5 @@ TEST_CASE("the readme's demo commands run as written and their readers miss no e
           std::string::npos);
     CHECK(r.out.find("} 67108864\n") != std::string::npos);
 }
+
+}  // namespace readme_test

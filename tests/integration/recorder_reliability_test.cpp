@@ -23,6 +23,8 @@
 
 extern char** environ;
 
+namespace recorder_reliability_test {
+
 #if defined(XTEL_XFER_DEMO)
 
 namespace {
@@ -248,3 +250,5 @@ TEST_CASE(
 }
 
 #endif
+
+}  // namespace recorder_reliability_test

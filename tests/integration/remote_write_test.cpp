@@ -25,6 +25,8 @@
 #include "prometheus_support.hpp"
 #include "xtel/push/remote_write.hpp"
 
+namespace remote_write_test {
+
 using prom_it::prometheus_receiver;
 using xtel_test::temp_dir;
 using namespace std::chrono_literals;
@@ -272,3 +274,5 @@ TEST_CASE("bodies pushed while the receiver is down arrive once it is up", "[rem
     CHECK(writer.rejected() == 0);
     CHECK(writer.failed_attempts() > 0);
 }
+
+}  // namespace remote_write_test

@@ -25,6 +25,8 @@
 #include "xtel/trace/sampler.hpp"
 #include "xtel/trace/span_ring.hpp"
 
+namespace spans_test {
+
 namespace tr = xtel::trace;
 namespace sr = xtel::trace::span_ring;
 using xtel_test::temp_dir;
@@ -360,3 +362,5 @@ TEST_CASE("a transfer that fails becomes a span in its caller's trace with the f
     CHECK(sr::text(spans[0].remote_agent) == "target");
     CHECK(span_counter(dir.path() / "failing.metrics", "xtel_trace_spans_total", "failed") == 1);
 }
+
+}  // namespace spans_test

@@ -24,6 +24,8 @@
 #include "exporter_support.hpp"
 #include "prometheus_support.hpp"
 
+namespace straggler_test {
+
 using prom_it::child_process;
 using prom_it::percent_encode;
 using prom_it::prometheus_options;
@@ -172,3 +174,5 @@ TEST_CASE(
         "max_over_time(" + firing + "[5m])", [](const std::string&) { return true; }, 5s);
     CHECK(peers_of(late) == std::set<std::string>{"pair3-target"});
 }
+
+}  // namespace straggler_test

@@ -24,6 +24,8 @@
 #include "prometheus_support.hpp"
 #include "test_util.hpp"
 
+namespace top_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -512,3 +514,5 @@ TEST_CASE(
     }
     check_terminal_given_back(session, out.path());
 }
+
+}  // namespace top_test

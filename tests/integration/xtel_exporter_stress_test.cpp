@@ -31,6 +31,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
+namespace xtel_exporter_stress_test {
+
 #if defined(__SANITIZE_ADDRESS__)
 #define XTEL_TEST_ASAN 1
 #elif defined(__has_feature)
@@ -421,3 +423,5 @@ TEST_CASE(
     CHECK_FALSE(exporter.exited().has_value());
     CHECK(without_own_values(scrape(port)) == expected);
 }
+
+}  // namespace xtel_exporter_stress_test

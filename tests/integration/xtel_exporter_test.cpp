@@ -28,6 +28,8 @@
 #include "prometheus_receiver.hpp"
 #include "prometheus_support.hpp"
 
+namespace xtel_exporter_test {
+
 using prom_it::child_process;
 using prom_it::scrape;
 using prom_it::scrape_until;
@@ -512,3 +514,5 @@ TEST_CASE("xtel-exporter refuses an empty or malformed --metrics with exit 64",
         CHECK(exporter.wait(std::chrono::seconds(10)) == 64);
     }
 }
+
+}  // namespace xtel_exporter_test

@@ -6,6 +6,8 @@
 
 #include "agent/metadata.hpp"
 
+namespace agent_metadata_test {
+
 using xtel::status_code;
 using xtel::detail::agent_metadata;
 using xtel::detail::decode_metadata;
@@ -113,3 +115,5 @@ TEST_CASE("bytes that are not metadata at all are refused with their size") {
     CHECK(st.code() == status_code::bad_metadata);
     CHECK_THAT(st.message(), Catch::Contains("51 bytes") && Catch::Contains("XTELMETA"));
 }
+
+}  // namespace agent_metadata_test

@@ -8,6 +8,8 @@
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace concurrency_test {
+
 namespace {
 
 /// 16-bit check over everything else in the event, so a torn event cannot pass.
@@ -112,3 +114,5 @@ TEST_CASE(
         CHECK(res.read >= cfg.buffer_size);  // at least the final ring's worth
     }
 }
+
+}  // namespace concurrency_test

@@ -9,6 +9,8 @@
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 
+namespace config_test {
+
 TEST_CASE("telemetry is off when NIXL_TELEMETRY_ENABLE is unset") {
     const auto c = xtel::config::from_env(xtel_test::env_table({}));
     CHECK_FALSE(c.enabled);
@@ -300,3 +302,5 @@ TEST_CASE(
     CHECK_THAT(warnings[0], Catch::StartsWith(var + "='v1' is not read by xtel: "));
     CHECK_THAT(warnings[0], Catch::Contains(instead));
 }
+
+}  // namespace config_test

@@ -15,6 +15,8 @@
 #include "xtel/exporters/buffer.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 
+namespace flight_recorder_test {
+
 namespace fr = xtel::flight_recorder;
 
 namespace {
@@ -511,3 +513,5 @@ TEST_CASE("an agent name that is not a file name stops the buffer exporter at st
     }
     CHECK(std::filesystem::is_empty(dir.path()));
 }
+
+}  // namespace flight_recorder_test

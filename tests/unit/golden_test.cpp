@@ -27,6 +27,8 @@
 #include "xtel/push/otlp.hpp"
 #include "xtel/push/remote_write.hpp"
 
+namespace golden_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -232,3 +234,5 @@ TEST_CASE("the OTLP requests of a node are what they were before the split", "[g
         matches_golden("otlp_delta_second." + ext, delta.encode(snapshots, t2, encoding));
     }
 }
+
+}  // namespace golden_test

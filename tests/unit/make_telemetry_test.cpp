@@ -17,6 +17,8 @@
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace make_telemetry_test {
+
 namespace {
 
 using xtel_test::scoped_env;
@@ -142,3 +144,5 @@ TEST_CASE("the pipelines behind runtime_telemetry are final so a record is one v
     STATIC_REQUIRE(std::is_base_of_v<xtel::runtime_telemetry,
                                      xtel::detail::pipeline_telemetry<xtel::buffer_telemetry>>);
 }
+
+}  // namespace make_telemetry_test

@@ -23,6 +23,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
+namespace metric_surface_test {
+
 namespace {
 
 using xtel::metrics::agent_metrics;
@@ -280,3 +282,5 @@ TEST_CASE(
     CHECK_THAT(warnings[1], Catch::Contains("'nope_*' matches no metric this agent serves"));
     CHECK(served(m) == std::vector<std::string>{"xtel_errors_total"});
 }
+
+}  // namespace metric_surface_test

@@ -5,6 +5,8 @@
 
 #include "xtel/metrics/attributes.hpp"
 
+namespace metrics_attributes_test {
+
 using namespace xtel::metrics;
 
 namespace {
@@ -185,3 +187,5 @@ TEST_CASE("an entry reading a raw key transfers lack, or with another type, is r
     CHECK_THROWS_WITH(check_transfer_keys(wrong_type),
                       Catch::Contains("raw key 'success' holds a boolean"));
 }
+
+}  // namespace metrics_attributes_test

@@ -9,6 +9,8 @@
 #include "xtel/metrics/builders/legacy.hpp"
 #include "xtel/metrics/builders/time.hpp"
 
+namespace metrics_builders_test {
+
 using namespace xtel::metrics;
 
 namespace {
@@ -138,3 +140,5 @@ TEST_CASE("builders name themselves for configuration through their traits") {
     STATIC_REQUIRE(builder_traits<comprehensive_builder>::name == "comprehensive");
     STATIC_REQUIRE(builder_traits<time_builder>::name == "time");
 }
+
+}  // namespace metrics_builders_test

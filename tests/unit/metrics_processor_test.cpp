@@ -10,6 +10,8 @@
 #include "xtel/metrics/builders/time.hpp"
 #include "xtel/metrics/processor.hpp"
 
+namespace metrics_processor_test {
+
 using namespace xtel::metrics;
 using xtel::direction;
 using xtel::transfer_record;
@@ -289,3 +291,5 @@ TEST_CASE("processing a batch calls the builders once per distinct attribute set
     CHECK(p.store().value("user_transfers_by_peer_total", {"a"}) == 1366u);
     CHECK(p.store().value("user_transfers_by_peer_total", {"b"}) == 2730u);
 }
+
+}  // namespace metrics_processor_test

@@ -15,6 +15,8 @@
 #include "xtel/exporters/pipelines.hpp"
 #include "xtel/metrics/builder.hpp"
 
+namespace metrics_prometheus_test {
+
 using prom_test::exporter_under_test;
 using prom_test::transfer_round;
 
@@ -395,3 +397,5 @@ TEST_CASE("peer names reach the label values as written and are never merged") {
         has_line(text, series("xtel_transfer_bytes_total", with_peer(R"(Décode \"7\"\\n)"), "3")));
     CHECK(lines_starting(text, "xtel_transfer_bytes_total{").size() == 3);
 }
+
+}  // namespace metrics_prometheus_test

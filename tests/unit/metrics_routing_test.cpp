@@ -13,6 +13,8 @@
 #include "xtel/core/telemetry.hpp"
 #include "xtel/exporters/prometheus.hpp"
 
+namespace metrics_routing_test {
+
 namespace {
 
 constexpr std::string_view derived_names[] = {"agent_tx_bytes",        "agent_rx_bytes",
@@ -161,3 +163,5 @@ TEST_CASE("agent_xfer_time counts the timed transfers once, beside an event expo
     CHECK(event_only::s.tx_bytes == 2400);
     CHECK(event_only::s.derived == 120 * 4 + 120 * 2);
 }
+
+}  // namespace metrics_routing_test

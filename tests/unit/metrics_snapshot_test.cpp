@@ -7,6 +7,8 @@
 
 #include "xtel/metrics/snapshot.hpp"
 
+namespace metrics_snapshot_test {
+
 using namespace xtel::metrics;
 
 TEST_CASE("a snapshot holds every family with series, sorted by name, with exact values") {
@@ -78,3 +80,5 @@ TEST_CASE("a snapshot does not change when the store goes on") {
     CHECK(before.families[0].series[0].value == 1);
     CHECK(take_snapshot(s).families.size() == 2);
 }
+
+}  // namespace metrics_snapshot_test

@@ -6,6 +6,8 @@
 
 #include "xtel/metrics/metric_store.hpp"
 
+namespace metrics_store_test {
+
 using namespace xtel::metrics;
 
 namespace {
@@ -283,3 +285,5 @@ TEST_CASE("each kind of update is refused on a family of the other kind") {
     CHECK_THROWS_WITH(s.add(h, {}, 1), Catch::Contains("'h' is a histogram"));
     CHECK_THROWS_WITH(s.set(h, {}, 1), Catch::Contains("'h' is a histogram"));
 }
+
+}  // namespace metrics_store_test

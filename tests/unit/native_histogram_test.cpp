@@ -15,6 +15,8 @@
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/native_histogram.hpp"
 
+namespace native_histogram_test {
+
 using namespace xtel::metrics;
 
 namespace {
@@ -293,3 +295,5 @@ TEST_CASE("NIXL_TELEMETRY_HISTOGRAM_KIND and _SCHEMA shape every latency histogr
     }
     CHECK(error_of({{"NIXL_TELEMETRY_HISTOGRAM_SCHEMA", " 8 "}}).empty());
 }
+
+}  // namespace native_histogram_test

@@ -34,6 +34,8 @@
 #include "xtel/node/collector.hpp"
 #include "xtel/node/file.hpp"
 
+namespace node_collector_test {
+
 namespace nf = xtel::node::file;
 using xtel::metrics::family_snapshot;
 using xtel::metrics::metric_type;
@@ -666,3 +668,5 @@ TEST_CASE("a family --metrics leaves out takes no OpenMetrics names from those i
     CHECK(has_family(*sb, "lat_created"));
     CHECK(c.families_left_out(collector::left_out::name_clash) == 0);
 }
+
+}  // namespace node_collector_test

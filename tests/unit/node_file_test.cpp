@@ -25,6 +25,8 @@
 #include "xtel/core/log.hpp"
 #include "xtel/node/file.hpp"
 
+namespace node_file_test {
+
 namespace nf = xtel::node::file;
 
 namespace {
@@ -523,3 +525,5 @@ TEST_CASE("a node file writer refuses a symbolic link at its path", "[node_file]
     CHECK_THROWS_WITH(nf::writer(dir.path(), "agent"), Catch::Contains("symbolic link"));
     CHECK(slurp(dir / "target") == "precious");
 }
+
+}  // namespace node_file_test

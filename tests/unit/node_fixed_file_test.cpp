@@ -23,6 +23,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
+namespace node_fixed_file_test {
+
 namespace {
 
 namespace nf = xtel::node::file;
@@ -178,3 +180,5 @@ TEST_CASE(
         CHECK(lines[i] == expected[i]);
     }
 }
+
+}  // namespace node_fixed_file_test

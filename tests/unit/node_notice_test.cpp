@@ -24,6 +24,8 @@
 #include "xtel/node/file.hpp"
 #include "xtel/node/notice.hpp"
 
+namespace node_notice_test {
+
 using xtel::node::collector;
 using xtel::node::format_notice;
 using xtel::node::notice;
@@ -263,3 +265,5 @@ TEST_CASE("the collector refuses a notice that is a link, another uid's, too lar
     CHECK(c.read_errors(refusal::foreign_owner) == (foreign ? 1u : 0u));
     CHECK(logs.at(xtel::log_level::warning).size() == (foreign ? 5u : 4u));
 }
+
+}  // namespace node_notice_test

@@ -13,6 +13,8 @@
 #include "xtel/metrics/builder.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
+namespace node_payload_test {
+
 using xtel::metrics::agent_metrics;
 using xtel::metrics::agent_metrics_settings;
 using xtel::metrics::family_spec;
@@ -142,3 +144,5 @@ TEST_CASE(
                     "r\xEF\xBF\xBD"
                     "ad") != f.series[0].label_values.end());
 }
+
+}  // namespace node_payload_test

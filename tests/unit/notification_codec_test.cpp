@@ -10,6 +10,8 @@
 #include "agent/notification_codec.hpp"
 #include "xtel/trace/context.hpp"
 
+namespace notification_codec_test {
+
 using xtel::notification;
 using xtel::detail::decode_notification;
 using xtel::detail::encode_notification;
@@ -163,3 +165,5 @@ TEST_CASE("a notification carries the trace its transfer's spans are in, by the 
     CHECK_FALSE(n.traced);
     CHECK(n.trace_id == std::array<std::uint8_t, 16>{});
 }
+
+}  // namespace notification_codec_test

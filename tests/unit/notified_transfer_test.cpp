@@ -23,6 +23,8 @@
 #include "xtel/metrics/builder.hpp"
 #include "xtel/trace/recorder.hpp"
 
+namespace notified_transfer_test {
+
 namespace tr = xtel::trace;
 namespace sr = xtel::trace::span_ring;
 
@@ -290,3 +292,5 @@ TEST_CASE("a notified transfer is never a slow span: unsampled, it writes none",
     rec.record(round, labels, now);
     CHECK(rec.counts().kept == std::array<std::uint64_t, 4>{});
 }
+
+}  // namespace notified_transfer_test

@@ -22,6 +22,8 @@
 #include "xtel/push/push_url.hpp"
 #include "xtel/trace/context.hpp"
 
+namespace otlp_test {
+
 using namespace xtel;
 using namespace std::chrono_literals;
 using xtel_test::eventually;
@@ -745,3 +747,5 @@ TEST_CASE("OTLP JSON writes an exponential histogram by the proto3 JSON rules", 
     CHECK(xtel_test::count_of(json, R"("exponentialHistogram":{"dataPoints":[{"attributes":)") ==
           1);
 }
+
+}  // namespace otlp_test

@@ -16,6 +16,8 @@
 #include "xtel/core/error.hpp"
 #include "xtel/push/otlp_traces.hpp"
 
+namespace otlp_traces_test {
+
 using namespace xtel;
 using namespace std::chrono_literals;
 using xtel_test::eventually;
@@ -372,3 +374,5 @@ TEST_CASE("a JSON partial success of a traces export counts its rejectedSpans", 
     CHECK(p->rejected_data_points == 3);
     CHECK(p->error_message == "too old");
 }
+
+}  // namespace otlp_traces_test

@@ -15,6 +15,8 @@
 #include "xtel/exporters/output_path.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
 
+namespace output_path_test {
+
 using xtel::host_port;
 using xtel::output_path_use;
 
@@ -108,3 +110,5 @@ TEST_CASE("an exporter takes the output path only when it is set and nothing nam
     CHECK_FALSE(
         xtel::takes_output_path(xtel_test::enabled_config({"csv"}, "d"), output_path_use::none));
 }
+
+}  // namespace output_path_test

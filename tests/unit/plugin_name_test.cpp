@@ -7,6 +7,8 @@
 #include "plugin_test_support.hpp"
 #include "xtel/exporters/plugin.hpp"
 
+namespace plugin_name_test {
+
 using Catch::Matchers::Contains;
 using xtel::test::exporter_error_of;
 using xtel::test::temp_dir;
@@ -114,3 +116,5 @@ TEST_CASE("the plugin exporter with no plugin name is an exporter_error naming t
     });
     CHECK_THAT(what, Contains("NIXL_TELEMETRY_EXPORTER"));
 }
+
+}  // namespace plugin_name_test

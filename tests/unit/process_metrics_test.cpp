@@ -14,6 +14,8 @@
 
 #include "xtel/metrics/process_metrics.hpp"
 
+namespace process_metrics_test {
+
 namespace {
 
 std::optional<std::uint64_t> value_of(const xtel::metrics::snapshot& s, std::string_view name) {
@@ -97,3 +99,5 @@ TEST_CASE("memory and start time are plausible and in base units") {
         CHECK(f.series[0].label_values.empty());
     }
 }
+
+}  // namespace process_metrics_test

@@ -8,6 +8,8 @@
 #include "xtel/exporters/prometheus_settings.hpp"
 #include "xtel/metrics/agent_metrics_settings.hpp"
 
+namespace prometheus_config_test {
+
 using xtel::host_port;
 using xtel::prometheus_settings;
 using xtel::metrics::agent_metrics_settings;
@@ -204,3 +206,5 @@ TEST_CASE("NIXL_TELEMETRY_DIR is never taken as the Prometheus address") {
     const auto s = prometheus_settings::from_env(cfg, xtel_test::env_table({}));
     CHECK(s.address == host_port{"127.0.0.1", 9464});
 }
+
+}  // namespace prometheus_config_test

@@ -32,6 +32,8 @@
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
 
+namespace prometheus_hostile_test {
+
 using prom_test::exporter_under_test;
 using prom_test::log_capture;
 using prom_test::tx_transfer;
@@ -606,3 +608,5 @@ TEST_CASE("a server that never served closes its port and lets its clients go",
     const client_socket late(port);
     CHECK_FALSE(late.connected());
 }
+
+}  // namespace prometheus_hostile_test

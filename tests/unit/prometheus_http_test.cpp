@@ -19,6 +19,8 @@
 #include "xtel/exporters/pipelines.hpp"
 #include "xtel/metrics/negotiate.hpp"
 
+namespace prometheus_http_test {
+
 using prom_test::exporter_under_test;
 using prom_test::log_capture;
 using prom_test::tx_transfer;
@@ -541,3 +543,5 @@ TEST_CASE("the endpoint renders each representation once until the snapshots cha
         CHECK(gunzip(*pb_gz) == *pb);
     }
 }
+
+}  // namespace prometheus_http_test

@@ -10,6 +10,8 @@
 #include "xtel/http/request.hpp"
 #include "xtel/metrics/negotiate.hpp"
 
+namespace prometheus_negotiation_test {
+
 using xtel::metrics::exposition;
 using xtel::metrics::negotiate;
 
@@ -249,3 +251,5 @@ TEST_CASE("repeated Accept lines are all kept in order and past four the request
     CHECK(refused.status == 400);
     CHECK(refused.reason.find("Accept-Encoding") != std::string_view::npos);
 }
+
+}  // namespace prometheus_negotiation_test

@@ -13,6 +13,8 @@
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
+namespace prometheus_render_test {
+
 using prom_test::block;
 using prom_test::exporter_under_test;
 using prom_test::make;
@@ -750,3 +752,5 @@ lat_seconds_count{agent_name="a1",op="read"} 2
               "# TYPE xtel_metrics_series_folded counter\n# HELP xtel_metrics_series_folded " +
               om_help + "\n" + folded + "# EOF\n");
 }
+
+}  // namespace prometheus_render_test

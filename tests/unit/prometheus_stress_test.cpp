@@ -23,6 +23,8 @@
 #include "hostile_clients.hpp"
 #include "prometheus_fixtures.hpp"
 
+namespace prometheus_stress_test {
+
 using prom_test::exporter_under_test;
 using prom_test::log_capture;
 using prom_test::tx_transfer;
@@ -196,3 +198,5 @@ TEST_CASE(
     CHECK(fds_after == fds_before);
     CHECK(prom_test::without_process_values(scrape(port)) == expected);
 }
+
+}  // namespace prometheus_stress_test

@@ -16,6 +16,8 @@
 #include "xtel/metrics/native_histogram.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
+namespace protobuf_exposition_test {
+
 namespace pc = xtel::promclient;
 using xtel::metrics::exposition;
 using xtel::metrics::family_spec;
@@ -391,3 +393,5 @@ TEST_CASE("protobuf: labels and help that are not UTF-8 show U+FFFD, as in the t
     CHECK(f.help() == "bad \xEF\xBF\xBD help");
     CHECK(label_of(f.metric(0), "peer") == "p\xEF\xBF\xBD");
 }
+
+}  // namespace protobuf_exposition_test

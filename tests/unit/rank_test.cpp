@@ -12,6 +12,8 @@
 #include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/agent_metrics_settings.hpp"
 
+namespace rank_test {
+
 using xtel::process_rank;
 using xtel_test::env_table;
 
@@ -124,3 +126,5 @@ TEST_CASE("an agent without a rank carries agent_name alone") {
     REQUIRE(agent.latest());
     CHECK(agent.latest()->labels == std::vector<xtel::metrics::label>{{"agent_name", "a"}});
 }
+
+}  // namespace rank_test

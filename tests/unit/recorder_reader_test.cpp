@@ -15,6 +15,8 @@
 #include "test_util.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 
+namespace recorder_reader_test {
+
 namespace fr = xtel::flight_recorder;
 
 namespace {
@@ -185,3 +187,5 @@ TEST_CASE("replaced is true once the path names another file or none") {
     f.save();
     CHECK(r.replaced());
 }
+
+}  // namespace recorder_reader_test

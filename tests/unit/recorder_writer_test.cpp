@@ -21,6 +21,8 @@
 #include "xtel/exporters/buffer.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 
+namespace recorder_writer_test {
+
 namespace fr = xtel::flight_recorder;
 
 namespace {
@@ -284,3 +286,5 @@ TEST_CASE("a closed recorder or a file that is not one is replaced, not kept") {
     CHECK(logs.all().empty());
     CHECK(fr::reader(dir / "junk").capacity() == 8);
 }
+
+}  // namespace recorder_writer_test

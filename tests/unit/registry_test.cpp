@@ -16,6 +16,8 @@
 #include "xtel/agent/registry.hpp"
 #include "xtel/exporters/pipelines.hpp"
 
+namespace registry_test {
+
 namespace {
 
 using xtel_test::temp_dir;
@@ -324,3 +326,5 @@ TEST_CASE("NIXL's Prometheus port without the prometheus exporter named is said 
           "NIXL_TELEMETRY_PROMETHEUS_PORT='9090' is not used: prometheus is not among the "
           "exporters named (buffer); name it in NIXL_TELEMETRY_EXPORTER to serve /metrics");
 }
+
+}  // namespace registry_test

@@ -22,6 +22,8 @@
 #include "prometheus_remote_write.pb.h"
 #include "xtel/push/remote_write.hpp"
 
+namespace remote_write_test {
+
 using namespace xtel;
 using namespace std::chrono_literals;
 
@@ -360,3 +362,5 @@ TEST_CASE("a remote writer refuses a URL that is not http", "[remote_write]") {
     CHECK_THROWS_AS(push::remote_writer("http://127.0.0.1:1/", {.queue_capacity = 0}),
                     push::remote_write_error);
 }
+
+}  // namespace remote_write_test

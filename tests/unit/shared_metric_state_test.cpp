@@ -21,6 +21,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
+namespace shared_metric_state_test {
+
 namespace {
 
 const xtel::telemetry_options manual{.start_flusher = false};
@@ -155,3 +157,5 @@ TEST_CASE("with prometheus and node named, /metrics and the node file serve one 
     CHECK(family(node, "xtel_agent_info").spec.label_names == std::vector<std::string>{"backend"});
     CHECK(family(node, "agent_tx_bytes_total").series[0].value == 70);
 }
+
+}  // namespace shared_metric_state_test

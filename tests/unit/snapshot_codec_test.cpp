@@ -21,6 +21,8 @@
 #include "xtel/metrics/native_histogram.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
+namespace snapshot_codec_test {
+
 using namespace xtel::metrics;
 using Catch::Matchers::Contains;
 
@@ -895,3 +897,5 @@ TEST_CASE("families the store takes decode, with every name the rules allow", "[
     const snapshot s = take_snapshot(store, {{"agent_name", "a"}, {"rank", "0"}});
     CHECK(decode_snapshot(encoded(s)) == s);
 }
+
+}  // namespace snapshot_codec_test

@@ -22,6 +22,8 @@
 #include "xtel/core/log.hpp"
 #include "xtel/trace/span_ring.hpp"
 
+namespace span_ring_test {
+
 namespace sr = xtel::trace::span_ring;
 
 namespace {
@@ -349,3 +351,5 @@ TEST_CASE("a head that goes back or a slot older than the head is damage", "[spa
     }
     ::close(fd);
 }
+
+}  // namespace span_ring_test

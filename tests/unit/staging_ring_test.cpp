@@ -10,6 +10,8 @@
 
 #include "xtel/core/ring.hpp"
 
+namespace staging_ring_test {
+
 namespace d = xtel::detail;
 
 namespace {
@@ -203,3 +205,5 @@ TEST_CASE("the attribute cache's ways are spread and in range", "[ring]") {
     // 64 peers over 16 ways: a hash that ignored the peer would use one.
     CHECK(ways.size() >= 12);
 }
+
+}  // namespace staging_ring_test

@@ -11,6 +11,8 @@
 #include "xtel/core/log.hpp"
 #include "xtel/core/telemetry.hpp"
 
+namespace telemetry_test {
+
 using xtel::category;
 using xtel::value_kind;
 using xtel_test::collecting_exporter;
@@ -467,3 +469,5 @@ TEST_CASE(
     }
     CHECK(sink->snapshot().size() == bursts * burst);
 }
+
+}  // namespace telemetry_test

@@ -9,6 +9,8 @@
 
 #include "straggler.hpp"
 
+namespace top_straggler_test {
+
 using namespace xtel::top;
 using namespace std::chrono_literals;
 
@@ -188,3 +190,5 @@ TEST_CASE("xtel top finds stragglers from native buckets when the family has no 
     CHECK(s[0].median == Approx(0x1p-14 + 0.99 * 0x1p-14).epsilon(1e-12));
     CHECK(s[0].timed == 100);
 }
+
+}  // namespace top_straggler_test

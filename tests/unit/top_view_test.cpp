@@ -12,6 +12,8 @@
 #include "top_options.hpp"
 #include "top_view.hpp"
 
+namespace top_view_test {
+
 using namespace xtel::top;
 using xtel::metrics::family_snapshot;
 using xtel::metrics::metric_type;
@@ -646,3 +648,5 @@ TEST_CASE("xtel top refuses a bad option naming it and what it accepts", "[top]"
     }
     CHECK_THROWS_WITH(parse_options(3, argv.data()), Catch::Contains(words));
 }
+
+}  // namespace top_view_test

@@ -9,6 +9,8 @@
 #include "trace/sha256.hpp"
 #include "xtel/trace/context.hpp"
 
+namespace trace_context_test {
+
 namespace tr = xtel::trace;
 
 namespace {
@@ -151,3 +153,5 @@ TEST_CASE("two generators seeded at random give different ids", "[trace_context]
     tr::id_generator d(7);
     CHECK(c.next_span_id() == d.next_span_id());
 }
+
+}  // namespace trace_context_test

@@ -15,6 +15,8 @@
 #include "xtel/core/transfer_record.hpp"
 #include "xtel/trace/recorder.hpp"
 
+namespace trace_recorder_test {
+
 namespace tr = xtel::trace;
 namespace sr = xtel::trace::span_ring;
 
@@ -201,3 +203,5 @@ TEST_CASE("a second recorder of the same agent name in the directory is refused"
     CHECK_THROWS_WITH(tr::span_recorder(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16),
                       Catch::Contains("a.spans"));
 }
+
+}  // namespace trace_recorder_test

@@ -12,6 +12,8 @@
 #include "xtel/core/error.hpp"
 #include "xtel/trace/sampler.hpp"
 
+namespace trace_sampler_test {
+
 namespace tr = xtel::trace;
 
 namespace {
@@ -186,3 +188,5 @@ TEST_CASE("a transfer with no reason takes nothing from the budget", "[trace_sam
     CHECK(s.dropped() == 0);
     CHECK(s.decide(false, 1000, some_trace, 0) == tr::span_reason::slow);
 }
+
+}  // namespace trace_sampler_test

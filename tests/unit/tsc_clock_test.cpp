@@ -7,6 +7,8 @@
 #include "xtel/core/clock.hpp"
 #include "xtel/core/tsc_clock.hpp"
 
+namespace tsc_clock_test {
+
 TEST_CASE("the transfer clock tells wall-clock time to within a millisecond") {
     xtel::detail::tsc_clock c;
     for (int i = 0; i < 3; ++i) {
@@ -51,3 +53,5 @@ TEST_CASE("the transfer clock keeps to wall-clock time past its once-a-second re
     CHECK(c.wall_us(early) + 1'050'000 <= t);
     CHECK(c.wall_us(early) + 1'300'000 >= t);
 }
+
+}  // namespace tsc_clock_test
