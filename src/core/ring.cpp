@@ -94,6 +94,7 @@ staging_ring* ring_registry::attach_slow() noexcept {
         c.rings[0] = ring.get();
         return ring.get();
     } catch (...) {
+        note_unstaged_drop();
         return nullptr;
     }
 }

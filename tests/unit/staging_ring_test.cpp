@@ -35,8 +35,7 @@ void stage_tagged(d::staging_ring& ring, std::uint64_t value, std::string_view i
     r->kind = d::record_kind::transfer_tx;
     r->flags = d::slot_flag::continued | d::slot_flag::extended;
     d::staged_record* x = ring.next_of(r);
-    x->kind = d::record_kind::transfer_ext;
-    x->flags = d::slot_flag::continued;
+    d::ext_layout::write(*x, value, value, value, true);
     d::staged_record* h = ring.next_of(x);
     d::tag_layout::write(*h, *ring.next_of(h), id);
     ring.publish_n(4);
@@ -132,6 +131,25 @@ TEST_CASE("a request id across two slots reads back whole, and its slots say whe
     std::string got = "kept:";
     d::tag_layout::read(head, tail, got);
     CHECK(got == "kept:" + id.substr(0, xtel::max_request_id));
+}
+
+TEST_CASE("a transfer's extension slot reads back its attribute words and full request count",
+          "[ring]") {
+    const bool continued = GENERATE(false, true);
+    d::staged_record x{};
+    x.flags = 0xff;  // a reused slot
+    const std::uint64_t w0 = 0x0123456789abcdefULL;
+    const std::uint64_t w1 = 0xfedcba9876543210ULL;
+    const std::uint64_t requests = (std::uint64_t{1} << 40) + 65536;  // past the slot's 16 bits
+    d::ext_layout::write(x, w0, w1, requests, continued);
+    CHECK(x.kind == d::record_kind::transfer_ext);
+    CHECK(x.flags == (continued ? d::slot_flag::continued : 0));
+    std::uint64_t w[2] = {};
+    std::uint64_t got = 0;
+    d::ext_layout::read(x, w, got);
+    CHECK(w[0] == w0);
+    CHECK(w[1] == w1);
+    CHECK(got == requests);
 }
 
 TEST_CASE("an event across two slots reads back with every byte of its name", "[ring]") {

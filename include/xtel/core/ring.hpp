@@ -187,6 +187,33 @@ struct tag_layout {
 };
 static_assert(tag_layout::capacity >= max_request_id);
 
+/// A transfer's extension slot (transfer_ext), what its own slot could not hold: the two words
+/// of its attribute set in the head bytes and its request count, at full width, in the bytes a
+/// transfer's slot keeps its times in.
+struct ext_layout {
+    static_assert(slot_layout::times + sizeof(std::uint64_t) == sizeof(staged_record));
+
+    static void write(staged_record& x,
+                      std::uint64_t w0,
+                      std::uint64_t w1,
+                      std::uint64_t requests,
+                      bool continued) noexcept {
+        auto* bytes = reinterpret_cast<unsigned char*>(&x);
+        std::memcpy(bytes, &w0, sizeof w0);
+        std::memcpy(bytes + sizeof w0, &w1, sizeof w1);
+        std::memcpy(bytes + slot_layout::times, &requests, sizeof requests);
+        x.kind = record_kind::transfer_ext;
+        x.flags = continued ? slot_flag::continued : 0;
+    }
+    static void read(const staged_record& x,
+                     std::uint64_t (&w)[2],
+                     std::uint64_t& requests) noexcept {
+        const auto* bytes = reinterpret_cast<const unsigned char*>(&x);
+        std::memcpy(w, bytes, sizeof w);
+        std::memcpy(&requests, bytes + slot_layout::times, sizeof requests);
+    }
+};
+
 /// Both sides' copy of a ring's transfer attribute cache: 16 attribute sets, each at the way
 /// attribute_way gives it. A transfer whose attributes are at their way in the producer's copy
 /// is staged in one slot that names the way; any other is staged with its attributes, which
@@ -392,7 +419,8 @@ class ring_registry {
 
     /// The calling thread's ring, found in a small thread-local cache keyed by a process-unique
     /// id (never an address, which a later pipeline could reuse). nullptr only when a ring
-    /// could not be allocated; the caller drops and counts.
+    /// could not be allocated: the record the caller was staging is then counted as an
+    /// unstaged drop here, and the caller drops it.
     staging_ring* local_ring() noexcept {
         const auto& c = tls_cache;
         if (c.ids[0] == id_) [[likely]] {
@@ -406,7 +434,6 @@ class ring_registry {
 
     /// Records dropped because no ring could be allocated, plus the rings' drops.
     std::uint64_t dropped() const noexcept;
-    void note_unstaged_drop() noexcept { unstaged_drops_.fetch_add(1, std::memory_order_relaxed); }
 
     std::uint64_t id() const noexcept { return id_; }
     std::size_t ring_capacity() const noexcept { return ring_capacity_; }
@@ -422,6 +449,7 @@ class ring_registry {
 
   private:
     [[gnu::noinline]] staging_ring* attach_slow() noexcept;
+    void note_unstaged_drop() noexcept { unstaged_drops_.fetch_add(1, std::memory_order_relaxed); }
 
     const std::uint64_t id_;
     const std::size_t ring_capacity_;

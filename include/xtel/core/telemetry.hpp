@@ -167,8 +167,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
         if constexpr (enabled) {
             detail::staging_ring* ring = registry_.local_ring();
             if (ring == nullptr) [[unlikely]] {
-                registry_.note_unstaged_drop();
-                return;
+                return;  // counted by local_ring
             }
             detail::staged_record* r = ring->try_claim_n(2);
             if (r == nullptr) [[unlikely]] {
@@ -378,8 +377,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
         if constexpr (enabled) {
             detail::staging_ring* ring = registry_.local_ring();
             if (ring == nullptr) [[unlikely]] {
-                registry_.note_unstaged_drop();
-                return;
+                return;  // counted by local_ring
             }
             std::uint64_t w[2];
             std::memcpy(w, &attrs, sizeof w);
@@ -445,12 +443,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
         detail::staged_record* last = r;
         if (extended) {
             detail::staged_record* x = ring.next_of(r);
-            auto* bytes_of = reinterpret_cast<unsigned char*>(x);
-            std::memcpy(bytes_of, &w0, sizeof w0);
-            std::memcpy(bytes_of + sizeof w0, &w1, sizeof w1);
-            x->kind = detail::record_kind::transfer_ext;
-            x->flags = tagged ? slot_flag::continued : 0;
-            std::memcpy(bytes_of + detail::slot_layout::times, &requests, sizeof requests);
+            detail::ext_layout::write(*x, w0, w1, requests, tagged);
             ring.sent_attributes().store(way, w0, w1);
             last = x;
         }
@@ -661,10 +654,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
             if (n < 2 || slots[1]->kind != detail::record_kind::transfer_ext) {
                 return;
             }
-            const auto* x = reinterpret_cast<const unsigned char*>(slots[1]);
             std::uint64_t w[2];
-            std::memcpy(w, x, sizeof w);
-            std::memcpy(&requests, x + layout::times, sizeof requests);
+            detail::ext_layout::read(*slots[1], w, requests);
             ring.received_attributes().store(way, w[0], w[1]);
             next = 2;
         }
