@@ -304,7 +304,7 @@ class staging_ring {
     /// drop). One compare on the fast path: the consumer's index is read only at a check mark,
     /// which is never beyond the point where the ring would be full.
     staged_record* try_claim() noexcept {
-        const std::uint64_t head = head_local_;
+        const std::uint64_t head = head_.load(std::memory_order_relaxed);  // only writer
         if (head >= check_mark_) [[unlikely]] {
             if (!make_room(head)) {
                 return nullptr;
@@ -315,15 +315,29 @@ class staging_ring {
 
     /// Makes the claimed record visible to the consumer.
     void publish() noexcept {
-        ++head_local_;
-        head_.store(head_local_, std::memory_order_release);
+        head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+
+    /// The hot path's claim: true when the next slot needs no room made for it first, else
+    /// false, and the caller's slow path calls try_claim (which makes room, or says the ring is
+    /// full). `head` is the slot's index, for slot_at and publish_claimed. A flag and an index,
+    /// not a pointer: a null test of the slot's address would stay on the hot path.
+    bool claim_fast(std::uint64_t& head) const noexcept {
+        head = head_.load(std::memory_order_relaxed);  // only writer
+        return head < check_mark_;
+    }
+    staged_record& slot_at(std::uint64_t head) noexcept { return slots_[head & mask_]; }
+    /// publish() for the slot claim_fast gave at `head`, which the caller keeps in a register:
+    /// publish() loads the index again after the slot's stores, which might alias it.
+    void publish_claimed(std::uint64_t head) noexcept {
+        head_.store(head + 1, std::memory_order_release);
     }
 
     /// `n` slots in a row (2 to 4), for a record that takes more than one: the first, or
     /// nullptr when the ring lacks room for all of them (the caller drops and counts, or
     /// stages less). The others are next_of(first), next_of of that, and so on.
     staged_record* try_claim_n(std::size_t n) noexcept {
-        const std::uint64_t head = head_local_;
+        const std::uint64_t head = head_.load(std::memory_order_relaxed);  // only writer
         if (head + n - 1 >= check_mark_) [[unlikely]] {
             if (!make_room(head + n - 1)) {
                 return nullptr;
@@ -336,8 +350,7 @@ class staging_ring {
     }
     /// Makes `n` claimed slots visible at once: the consumer never sees a record in part.
     void publish_n(std::size_t n) noexcept {
-        head_local_ += n;
-        head_.store(head_local_, std::memory_order_release);
+        head_.store(head_.load(std::memory_order_relaxed) + n, std::memory_order_release);
     }
 
     /// The producer's copy of the attribute cache (only the owning thread touches it).
@@ -391,7 +404,6 @@ class staging_ring {
 
     // Producer's line.
     alignas(cache_line) std::atomic<std::uint64_t> head_{0};
-    std::uint64_t head_local_ = 0;
     std::uint64_t cached_tail_ = 0;
     std::uint64_t check_mark_ = 0;
     std::atomic<std::uint64_t> dropped_{0};
@@ -424,7 +436,13 @@ class ring_registry {
     staging_ring* local_ring() noexcept {
         const auto& c = tls_cache;
         if (c.ids[0] == id_) [[likely]] {
-            return c.rings[0];
+            staging_ring* ring = c.rings[0];
+            // A way's id is set with its ring, and ids start at 1: told so, the compiler drops
+            // the caller's null test from this path, which is the hot one.
+            if (ring == nullptr) {
+                __builtin_unreachable();
+            }
+            return ring;
         }
         return attach_slow();
     }

@@ -361,9 +361,9 @@ class basic_telemetry<exporter_list<Exporters...>> {
     }
 
     /// Stages a transfer: one slot when `attrs` are those the thread staged last, its requests
-    /// fit and it has no request id (the hot path: two compares, no hash); else
-    /// stage_transfer_slow. Forced inline: as a call it spent more on saving registers than
-    /// on the record.
+    /// fit, it has no request id and the ring needs no room made (the hot path: two compares,
+    /// no hash); else stage_transfer_slow, which makes room or counts the drop. Forced inline:
+    /// as a call it spent more on saving registers than on the record.
     [[gnu::always_inline]] void stage_transfer(detail::record_kind kind,
                                                std::uint64_t timestamp_us,
                                                std::uint64_t bytes,
@@ -382,17 +382,13 @@ class basic_telemetry<exporter_list<Exporters...>> {
             std::uint64_t w[2];
             std::memcpy(w, &attrs, sizeof w);
             const detail::attribute_cache& sent = ring->sent_attributes();
+            std::uint64_t head;
             if ((request_id.empty() || !takes_transfers) &&
-                requests <= detail::slot_layout::max_requests && sent.is_last(w[0], w[1]))
-                [[likely]] {
-                detail::staged_record* r = ring->try_claim();
-                if (r == nullptr) [[unlikely]] {
-                    ring->note_drop();
-                    return;
-                }
-                fill_transfer(*r, kind, timestamp_us, bytes, requests, post_us, xfer_us, flags,
-                              sent.last_way, shape);
-                ring->publish();
+                requests <= detail::slot_layout::max_requests && sent.is_last(w[0], w[1]) &&
+                ring->claim_fast(head)) [[likely]] {
+                fill_transfer(ring->slot_at(head), kind, timestamp_us, bytes, requests, post_us,
+                              xfer_us, flags, sent.last_way, shape);
+                ring->publish_claimed(head);
                 return;
             }
             stage_transfer_slow(*ring, kind, timestamp_us, bytes, requests, post_us, xfer_us, w[0],
