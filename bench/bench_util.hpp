@@ -154,11 +154,10 @@ template <class Telemetry>
 /// The timed loop of every BM_transfer_tax case on an enabled pipeline: `shared` is the
 /// pipeline thread 0 set up before the loops start (Google Benchmark starts every thread's loop
 /// together, after that). Flushes every flush_every transfers, timed apart (split_clock);
-/// thread 0 reports what was dropped. `tagged`: each transfer carries a request id.
-template <class Telemetry>
-void transfer_tax_loop(benchmark::State& state,
-                       const std::unique_ptr<Telemetry>& shared,
-                       bool tagged = false) {
+/// thread 0 reports what was dropped. `Tagged`: each transfer carries a request id (a template
+/// argument, so that the untagged loop has no test of it to pay that the floors do not).
+template <bool Tagged = false, class Telemetry>
+void transfer_tax_loop(benchmark::State& state, const std::unique_ptr<Telemetry>& shared) {
     Telemetry* t = nullptr;
     split_clock clock(state);
     {
@@ -169,7 +168,7 @@ void transfer_tax_loop(benchmark::State& state,
             if (t == nullptr) [[unlikely]] {
                 t = shared.get();
             }
-            if (tagged) {
+            if constexpr (Tagged) {
                 record_one_tagged_transfer(*t, ++i);
             } else {
                 record_one_transfer(*t, ++i);

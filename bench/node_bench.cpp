@@ -411,7 +411,7 @@ void BM_transfer_tax_node_tagged(benchmark::State& state) {
         shared_node = std::make_unique<node_telemetry>(
             shared_env->cfg, "bench", xtel::telemetry_options{.start_flusher = true});
     }
-    xtel_bench::transfer_tax_loop(state, shared_node, true);
+    xtel_bench::transfer_tax_loop<true>(state, shared_node);
     if (state.thread_index() == 0) {
         shared_node.reset();
         shared_env.reset();

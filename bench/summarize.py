@@ -211,6 +211,17 @@ def main(path, harness_seconds=None, windows_path=None):
         if line:
             print(f"- (for information) BM_floor/spsc_ring_line record: {line:.2f} ns, the "
                   f"floor with a 64-byte record as xtel's ({r / line:.2f}x of it)")
+        # Where the record's time goes past the floor (telemetry_bench.cpp): the same ring
+        # found per record through a thread_local pointer, and xtel's staging ring found as a
+        # pipeline finds it.
+        for name, what in (("BM_floor/spsc_ring_recorder_tls", "the floor's ring found through "
+                            "a thread_local pointer"),
+                           ("BM_floor/staging_ring_registry", "xtel's staging ring found as a "
+                            "pipeline finds it (ring_registry::local_ring)")):
+            v = med.get(name, {}).get("record_ns")
+            if v:
+                print(f"- (for information) {name} record: {v:.2f} ns, {v / f:.2f}x the floor: "
+                      f"{what}")
         m = med.get("BM_transfer_tax/mutex_staging", {}).get("record_ns")
         if m:
             target(m / r >= 2.5, f"BM_transfer_tax/buffer record: {m / r:.1f}x below one-lock "

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "bench_util.hpp"
+#include "floor.hpp"
 #include "xtel/core/config.hpp"
 #include "xtel/core/names.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
@@ -24,10 +25,15 @@
 
 namespace {
 
+using xtel_bench::floor_loop;
+using xtel_bench::floor_record;
 using xtel_bench::flush_every;
+using xtel_bench::line_floor_record;
 using xtel_bench::pin_scope;
 using xtel_bench::record_one_transfer;
+using xtel_bench::recorder_drain;
 using xtel_bench::split_clock;
+using xtel_bench::spsc_floor_ring;
 
 // ---------------------------------------------------------------------------------------------
 // Floors: the cheapest things a record could possibly cost.
@@ -85,120 +91,6 @@ BENCHMARK(BM_floor_clock<CLOCK_MONOTONIC>)->Name("BM_floor/clock_monotonic");
 BENCHMARK(BM_floor_clock<CLOCK_MONOTONIC_COARSE>)->Name("BM_floor/clock_monotonic_coarse");
 BENCHMARK(BM_floor_clock<CLOCK_REALTIME>)->Name("BM_floor/clock_realtime");
 
-/// The floor's record: a transfer's four values and its timestamp in 32 bytes, two to a line.
-struct floor_record {
-    std::uint64_t timestamp_us;
-    std::uint64_t bytes;
-    std::uint32_t requests;
-    std::uint32_t post_us;
-    std::uint32_t xfer_us;
-    std::uint32_t direction;
-};
-static_assert(sizeof(floor_record) == 32);
-
-/// The same record grown to a line of its own, as xtel stages a transfer (its attributes,
-/// zero here, fill the rest): what the record's size alone costs the floor.
-struct alignas(64) line_floor_record {
-    floor_record values;
-    std::uint64_t attributes[4];
-};
-static_assert(sizeof(line_floor_record) == 64);
-
-const floor_record& values_of(const floor_record& r) {
-    return r;
-}
-const floor_record& values_of(const line_floor_record& r) {
-    return r.values;
-}
-
-/// The floor of a per-transfer record: the same four values (plus the timestamp) pushed as one
-/// record into a plain per-thread single-producer, single-consumer ring of 4,096 slots,
-/// with one counter per side, and drained as the harness drains xtel's rings (every
-/// flush_every transfers, on the recording thread, timed apart). No registry lookup, no
-/// flusher: what is left is the cheapest honest way to hand a transfer to another thread. A
-/// full ring drops and counts, as xtel's does.
-template <class Record = floor_record>
-class spsc_floor_ring {
-  public:
-    using record = Record;
-    static constexpr std::uint64_t slots = 4096;
-
-    spsc_floor_ring() : records_(std::make_unique<record[]>(slots)) {}
-
-    /// Producer. The consumer's counter is re-read only when the ring looks full.
-    [[gnu::always_inline]] bool push(const record& r) noexcept {
-        const std::uint64_t head = head_.load(std::memory_order_relaxed);  // only writer
-        if (head - cached_tail_ == slots) [[unlikely]] {
-            // Acquire: the consumer has finished reading the slots it freed.
-            cached_tail_ = tail_.load(std::memory_order_acquire);
-            if (head - cached_tail_ == slots) {
-                ++dropped_;
-                return false;
-            }
-        }
-        records_[head & (slots - 1)] = r;
-        // Release: the record is written before the consumer can see the new head.
-        head_.store(head + 1, std::memory_order_release);
-        return true;
-    }
-
-    /// Consumer: reads every published record, then frees their slots.
-    template <class F>
-    std::size_t drain(F&& f) {
-        const std::uint64_t tail = tail_.load(std::memory_order_relaxed);  // only writer
-        const std::uint64_t head = head_.load(std::memory_order_acquire);
-        for (std::uint64_t i = tail; i != head; ++i) {
-            f(records_[i & (slots - 1)]);
-        }
-        tail_.store(head, std::memory_order_release);
-        return static_cast<std::size_t>(head - tail);
-    }
-
-    std::uint64_t dropped() const noexcept { return dropped_; }
-
-  private:
-    // Producer's line.
-    alignas(64) std::atomic<std::uint64_t> head_{0};
-    std::uint64_t cached_tail_ = 0;
-    std::uint64_t dropped_ = 0;
-    // Consumer's line.
-    alignas(64) std::atomic<std::uint64_t> tail_{0};
-    std::unique_ptr<record[]> records_;
-};
-
-/// The floor's timed loop: one record per iteration, and every flush_every records the ring
-/// drained by `drain(ring)`, timed apart (split_clock).
-template <class Ring, class Drain>
-void floor_loop(benchmark::State& state, Ring& ring, Drain&& drain) {
-    split_clock clock(state);
-    {
-        const pin_scope pin(state.thread_index());
-        std::uint64_t i = 0;
-        clock.start();
-        for (auto _ : state) {
-            ++i;
-            const floor_record rec{.timestamp_us = 1'700'000'000'000'000 + i,
-                                   .bytes = 65536,
-                                   .requests = 1,
-                                   .post_us = static_cast<std::uint32_t>(i & 7),
-                                   .xfer_us = static_cast<std::uint32_t>(i & 63),
-                                   .direction = 0};
-            if constexpr (std::is_same_v<typename Ring::record, floor_record>) {
-                ring.push(rec);
-            } else {
-                ring.push({.values = rec, .attributes = {}});
-            }
-            if ((i & (flush_every - 1)) == 0) [[unlikely]] {
-                clock.flush([&] { drain(ring); });
-            }
-        }
-        clock.stop();
-    }
-    state.counters["dropped"] =
-        benchmark::Counter(static_cast<double>(ring.dropped()), benchmark::Counter::kAvgThreads);
-    state.SetItemsProcessed(state.iterations());
-}
-
 template <class Record>
 void BM_floor_spsc_ring(benchmark::State& state) {
     spsc_floor_ring<Record> ring;  // one per benchmark thread
@@ -215,39 +107,16 @@ BENCHMARK(BM_floor_spsc_ring<floor_record>)->Name("BM_floor/spsc_ring");
 BENCHMARK(BM_floor_spsc_ring<floor_record>)->Name("BM_floor/spsc_ring")->Threads(2);
 BENCHMARK(BM_floor_spsc_ring<line_floor_record>)->Name("BM_floor/spsc_ring_line");
 
-/// The same floor ring and record, drained with the work xtel's buffer flush does: each record
-/// expanded into the transfer's four 56-byte events (tx bytes, tx requests, transfer time, post
-/// time) and the batch appended to a flight recorder of the default 4,096 slots with one
-/// pwrite (xtel::flight_recorder::writer, as the buffer exporter does). The record path is
-/// the floor's; only the drain weighs what xtel's does, and so leaves the caches as xtel's
-/// leaves them for the records after it. Not a target: it separates the record's own cost
-/// from what a flush of that weight costs the records that follow it (docs/performance.md).
+/// The same floor ring and record, drained with the work xtel's buffer flush does
+/// (recorder_drain). The record path is the floor's; only the drain weighs what xtel's does,
+/// and so leaves the caches as xtel's leaves them for the records after it. Not a target: it
+/// separates the record's own cost from what a flush of that weight costs the records that
+/// follow it (docs/performance.md).
 void BM_floor_spsc_ring_recorder(benchmark::State& state) {
     const xtel_bench::scratch_dir dir;
     spsc_floor_ring<> ring;
-    xtel::flight_recorder::writer recorder(dir.path(), "floor", xtel::config::default_buffer_size);
-    std::vector<xtel::event> batch;
-    batch.reserve(4 * flush_every);
-    const xtel::event_name names[4] = {
-        xtel::names::agent_tx_bytes, xtel::names::agent_tx_requests_num,
-        xtel::names::agent_xfer_time, xtel::names::agent_xfer_post_time};
-    floor_loop(state, ring, [&](auto& r) {
-        batch.clear();
-        r.drain([&](const floor_record& rec) {
-            // Each event written in place, field by field (no stack copy: the
-            // store-forwarding stall that push_event in telemetry.hpp avoids).
-            const std::uint64_t values[4] = {rec.bytes, rec.requests, rec.xfer_us, rec.post_us};
-            for (int k = 0; k < 4; ++k) {
-                xtel::event& e = batch.emplace_back();
-                e.timestamp_us = rec.timestamp_us;
-                e.value = values[k];
-                e.cat = k < 2 ? xtel::category::transfer : xtel::category::performance;
-                e.kind = k < 2 ? xtel::value_kind::counter : xtel::value_kind::sample;
-                std::memcpy(&e.name, &names[k], sizeof e.name);
-            }
-        });
-        benchmark::DoNotOptimize(recorder.append(batch));
-    });
+    recorder_drain drain(dir.path());
+    floor_loop(state, ring, drain);
 }
 BENCHMARK(BM_floor_spsc_ring_recorder)->Name("BM_floor/spsc_ring_recorder");
 
