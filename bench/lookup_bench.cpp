@@ -23,8 +23,8 @@ using xtel_bench::floor_record;
 using xtel_bench::recorder_drain;
 using xtel_bench::spsc_floor_ring;
 
-// Where the record's time goes past the floor: the floors above keep their ring in the
-// benchmark's frame, where the compiler holds its address in a register. A recorder that any
+// Where the record's time goes past the floor: the floors of telemetry_bench.cpp keep their ring
+// in the benchmark's frame, where the compiler holds its address in a register. A recorder that any
 // thread calls must find the calling thread's ring on every record. These two find it as a
 // recorder must, and differ from BM_floor/spsc_ring_recorder in that alone.
 
@@ -61,7 +61,6 @@ BENCHMARK(BM_floor_spsc_ring_recorder_tls)->Name("BM_floor/spsc_ring_recorder_tl
 struct registry_ring_ref {
     using record = floor_record;
     xtel::detail::ring_registry registry{xtel::telemetry_options{}.staging_capacity};
-    std::uint64_t unstaged = 0;
 
     /// Four 8-byte stores, as telemetry.hpp's fill_transfer writes a transfer's slot.
     static void put(xtel::detail::staged_record& s, const floor_record& r) noexcept {

@@ -211,7 +211,7 @@ def main(path, harness_seconds=None, windows_path=None):
         if line:
             print(f"- (for information) BM_floor/spsc_ring_line record: {line:.2f} ns, the "
                   f"floor with a 64-byte record as xtel's ({r / line:.2f}x of it)")
-        # Where the record's time goes past the floor (telemetry_bench.cpp): the same ring
+        # Where the record's time goes past the floor (lookup_bench.cpp): the same ring
         # found per record through a thread_local pointer, and xtel's staging ring found as a
         # pipeline finds it.
         for name, what in (("BM_floor/spsc_ring_recorder_tls", "the floor's ring found through "
