@@ -68,11 +68,11 @@ ring_registry::~ring_registry() {
 
 staging_ring* ring_registry::attach_slow() noexcept {
     auto& c = tls_cache;
-    for (std::size_t i = 1; i < cache_ways; ++i) {
+    for (std::size_t i = 0; i < cache_ways - 1; ++i) {
         if (c.ids[i] == id_) {
-            std::swap(c.ids[0], c.ids[i]);
-            std::swap(c.rings[0], c.rings[i]);
-            return c.rings[0];
+            std::swap(tls_front_id, c.ids[i]);
+            std::swap(tls_front_ring, c.rings[i]);
+            return tls_front_ring;
         }
     }
     try {
@@ -86,12 +86,14 @@ staging_ring* ring_registry::attach_slow() noexcept {
         std::erase_if(owned, [](const auto& r) { return r.use_count() == 1; });
         owned.push_back(ring);
         // Shift the cache down one way and put this ring in front.
-        for (std::size_t i = cache_ways - 1; i > 0; --i) {
+        for (std::size_t i = cache_ways - 2; i > 0; --i) {
             c.ids[i] = c.ids[i - 1];
             c.rings[i] = c.rings[i - 1];
         }
-        c.ids[0] = id_;
-        c.rings[0] = ring.get();
+        c.ids[0] = tls_front_id;
+        c.rings[0] = tls_front_ring;
+        tls_front_id = id_;
+        tls_front_ring = ring.get();
         return ring.get();
     } catch (...) {
         note_unstaged_drop();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -269,6 +271,64 @@ TEST_CASE("two pipelines recorded from one thread keep their events apart") {
         CHECK(l[i].value == i);
         CHECK(r[i].value == 100 + i);
     }
+}
+
+TEST_CASE(
+    "more pipelines than a thread's ring cache holds, recorded in turn, keep their events "
+    "apart") {
+    // Six pipelines against the cache's four ways: every record after the first round finds
+    // its ring past the front way, or not cached at all, and brings it to the front.
+    constexpr std::size_t count = 6;
+    static_assert(count > xtel::detail::ring_registry::cache_ways);
+    std::vector<std::string> names;
+    for (std::size_t p = 0; p < count; ++p) {
+        names.push_back("turn" + std::to_string(p));
+        xtel_test::reset_sink(names.back());
+    }
+    {
+        std::vector<std::unique_ptr<xtel::telemetry<collecting_exporter>>> pipes;
+        for (const auto& n : names) {
+            pipes.push_back(std::make_unique<xtel::telemetry<collecting_exporter>>(enabled_config(),
+                                                                                   n, manual));
+        }
+        for (std::uint64_t i = 0; i < 10; ++i) {
+            for (std::size_t p = 0; p < count; ++p) {
+                // Twice in a row, then the next: the front way's hit and the miss after it.
+                pipes[p]->add(category::custom, "n", 1000 * p + 2 * i);
+                pipes[p]->add(category::custom, "n", 1000 * p + 2 * i + 1);
+            }
+        }
+    }
+    for (std::size_t p = 0; p < count; ++p) {
+        const auto got = xtel_test::sink_for(names[p])->snapshot();
+        REQUIRE(got.size() == 20);
+        for (std::uint64_t i = 0; i < 20; ++i) {
+            CHECK(got[i].value == 1000 * p + i);
+        }
+    }
+}
+
+TEST_CASE("a pipeline made after another is gone never records into the other's ring") {
+    // The new pipeline may well sit at the old one's address; its thread's cache still holds
+    // the old ring under the old id.
+    xtel_test::reset_sink("before");
+    xtel_test::reset_sink("after");
+    {
+        xtel::telemetry<collecting_exporter> a(enabled_config(), "before", manual);
+        a.add(category::custom, "n", 1);
+    }
+    {
+        xtel::telemetry<collecting_exporter> b(enabled_config(), "after", manual);
+        b.add(category::custom, "n", 2);
+        b.add(category::custom, "n", 3);
+    }
+    const auto before = xtel_test::sink_for("before")->snapshot();
+    const auto after = xtel_test::sink_for("after")->snapshot();
+    REQUIRE(before.size() == 1);
+    CHECK(before[0].value == 1);
+    REQUIRE(after.size() == 2);
+    CHECK(after[0].value == 2);
+    CHECK(after[1].value == 3);
 }
 
 namespace {

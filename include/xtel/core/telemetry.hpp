@@ -330,7 +330,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
                               std::uint64_t post_us,
                               std::uint64_t xfer_us,
                               std::uint8_t flags,
-                              unsigned way,
+                              std::uint64_t way_bits,
                               transfer_shape shape) noexcept {
         using layout = detail::slot_layout;
         r.timestamp_us = timestamp_us;
@@ -338,10 +338,10 @@ class basic_telemetry<exporter_list<Exporters...>> {
         const std::uint64_t req = requests < layout::max_requests ? requests : layout::max_requests;
         if constexpr (std::endian::native == std::endian::little) {
             // kind, flags, shape, way and requests as one store, made in a register.
-            const std::uint64_t head =
-                std::uint64_t{static_cast<std::uint8_t>(kind)} | std::uint64_t{flags} << 8 |
-                std::uint64_t{shape.descriptors} << 16 | std::uint64_t{shape.lanes} << 32 |
-                std::uint64_t{way} << 40 | req << 48;
+            const std::uint64_t head = std::uint64_t{static_cast<std::uint8_t>(kind)} |
+                                       std::uint64_t{flags} << 8 |
+                                       std::uint64_t{shape.descriptors} << 16 |
+                                       std::uint64_t{shape.lanes} << 32 | way_bits | req << 48;
             std::memcpy(reinterpret_cast<unsigned char*>(&r) + layout::head, &head, sizeof head);
         } else {
             r.kind = kind;
@@ -349,7 +349,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
             r.body[0] = static_cast<unsigned char>(shape.descriptors);
             r.body[1] = static_cast<unsigned char>(shape.descriptors >> 8);
             r.body[2] = shape.lanes;
-            r.body[3] = static_cast<unsigned char>(way);
+            r.body[3] = static_cast<unsigned char>(way_bits >> 40);
             r.body[4] = static_cast<unsigned char>(req);
             r.body[5] = static_cast<unsigned char>(req >> 8);
         }
@@ -379,18 +379,18 @@ class basic_telemetry<exporter_list<Exporters...>> {
             if (ring == nullptr) [[unlikely]] {
                 return;  // counted by local_ring
             }
-            std::uint64_t w[2];
-            std::memcpy(w, &attrs, sizeof w);
             const detail::attribute_cache& sent = ring->sent_attributes();
             std::uint64_t head;
             if ((request_id.empty() || !takes_transfers) &&
-                requests <= detail::slot_layout::max_requests && sent.is_last(w[0], w[1]) &&
+                requests <= detail::slot_layout::max_requests && sent.is_last(&attrs) &&
                 ring->claim_fast(head)) [[likely]] {
                 fill_transfer(ring->slot_at(head), kind, timestamp_us, bytes, requests, post_us,
-                              xfer_us, flags, sent.last_way, shape);
+                              xfer_us, flags, sent.last_way_bits, shape);
                 ring->publish_claimed(head);
                 return;
             }
+            std::uint64_t w[2];
+            std::memcpy(w, &attrs, sizeof w);
             stage_transfer_slow(*ring, kind, timestamp_us, bytes, requests, post_us, xfer_us, w[0],
                                 w[1], flags, takes_transfers ? request_id : std::string_view{},
                                 shape);
@@ -435,7 +435,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
         } else if (tagged) {
             flags |= slot_flag::continued;
         }
-        fill_transfer(*r, kind, timestamp_us, bytes, requests, post_us, xfer_us, flags, way, shape);
+        fill_transfer(*r, kind, timestamp_us, bytes, requests, post_us, xfer_us, flags,
+                      detail::attribute_cache::way_bits(way), shape);
         detail::staged_record* last = r;
         if (extended) {
             detail::staged_record* x = ring.next_of(r);
