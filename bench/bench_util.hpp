@@ -73,6 +73,18 @@ class scratch_dir {
     std::filesystem::path path_;
 };
 
+/// An enabled configuration whose buffer exporter writes to a scratch directory: what the
+/// transfer-tax cases of the buffer pipeline run on.
+struct buffer_env {
+    scratch_dir dir;
+    xtel::config cfg;
+    buffer_env() {
+        cfg.enabled = true;
+        cfg.buffer_size = xtel::config::default_buffer_size;
+        cfg.output_path = dir.path().string();
+    }
+};
+
 /// Transfers between two manual flushes in the transfer-tax cases: a benchmark loop records
 /// far faster than any real transfer completes, so without these the staging ring would fill
 /// and the cases would measure the (cheaper) drop path.

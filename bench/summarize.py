@@ -122,7 +122,8 @@ def main(path, harness_seconds=None, windows_path=None):
         case = "/".join(p for p in name.split("/")
                         if p != "real_time" and not p.startswith("min_time:"))
         for prefix, label in (("telemetry", "off, same case"), ("attack", "no attack, same case"),
-                              ("scrape", "not scraped, same case")):
+                              ("scrape", "not scraped, same case"),
+                              ("record", "floor's record, same case")):
             if f"{prefix}_ratio_median" in m:
                 pooled = windows.get((case, prefix))
                 value = pooled[len(pooled) // 2] if pooled else m[f"{prefix}_ratio_median"]
@@ -234,6 +235,24 @@ def main(path, harness_seconds=None, windows_path=None):
                    f"BM_transfer_tax/buffer record and flush: {whole:.2f} ns, "
                    f"{whole / whole_floor:.2f}x BM_floor/spsc_ring_recorder's "
                    f"({whole_floor:.2f} ns), <= 1.5x")
+    # The same two ratios in neighbouring windows (paired_record_bench.cpp): the record and
+    # the floor's within microseconds of each other, so that a slow spell of the host falls on
+    # both sides of a pair, where the medians above can each land on either side of one.
+    paired = med.get("BM_record_paired/buffer", {})
+    for prefix, what in (("record", "record"), ("whole", "record and flush")):
+        pooled = windows.get(("BM_record_paired/buffer", prefix))
+        if pooled:
+            n = len(pooled)
+            r, q1, q3 = pooled[n // 2], pooled[n // 4], pooled[(3 * n) // 4]
+            how = f"median of {n} window pairs pooled over the repetitions"
+        elif f"{prefix}_ratio_median" in paired:
+            r, q1, q3 = (paired[f"{prefix}_ratio_{k}"] for k in ("median", "q1", "q3"))
+            how = "median over repetitions of each one's median"
+        else:
+            continue
+        target(r <= 1.5, f"BM_record_paired/buffer: the {what} {r:.2f}x "
+                         f"BM_floor/spsc_ring_recorder's in neighbouring windows ({how}, "
+                         f"quartiles {q1:.2f}x to {q3:.2f}x), <= 1.5x")
     dis = cpu("BM_transfer_tax/disabled")
     empty = cpu("BM_floor/empty_loop")
     if dis is not None and empty is not None:

@@ -292,15 +292,7 @@ BENCHMARK(BM_baseline_atomic_double_add)->Name("BM_baseline/atomic_double_add")-
 // xtel
 
 /// A flight recorder in a fresh temporary directory, for the buffer cases.
-struct buffer_env {
-    xtel_bench::scratch_dir dir;
-    xtel::config cfg;
-    buffer_env() {
-        cfg.enabled = true;
-        cfg.buffer_size = xtel::config::default_buffer_size;
-        cfg.output_path = dir.path().string();
-    }
-};
+using xtel_bench::buffer_env;
 
 void BM_transfer_tax_disabled(benchmark::State& state) {
     xtel::config cfg;
