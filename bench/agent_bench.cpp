@@ -498,29 +498,12 @@ class alternating_windows {
         return out;
     }
 
-    /// Reports the ratios' median and quartiles as counters named <prefix>_ratio_median, ...
-    /// and appends every ratio to the file XTEL_BENCH_WINDOWS_OUT names, when set, as lines
-    /// "<case>\t<prefix>\t<ratio>": bench/summarize.py pools a case's windows over its
-    /// repetitions (its calibration runs too: they measure the same way) for the targets.
+    /// Reports the ratios (bench_util.hpp's report_window_ratios): summarize.py pools a case's
+    /// windows over its repetitions (its calibration runs too: they measure the same way).
     void report(benchmark::State& state,
                 const std::string& case_name,
                 const std::string& prefix) const {
-        const std::vector<double> r = ratios();
-        if (r.empty()) {
-            return;
-        }
-        if (const char* path = std::getenv("XTEL_BENCH_WINDOWS_OUT"); path && *path) {
-            if (std::ofstream out(path, std::ios::app); out) {
-                out.precision(17);
-                for (const double ratio : r) {
-                    out << case_name << '\t' << prefix << '\t' << ratio << '\n';
-                }
-            }
-        }
-        state.counters[prefix + "_pairs"] = static_cast<double>(r.size());
-        state.counters[prefix + "_ratio_median"] = r[r.size() / 2];
-        state.counters[prefix + "_ratio_q1"] = r[r.size() / 4];
-        state.counters[prefix + "_ratio_q3"] = r[(3 * r.size()) / 4];
+        xtel_bench::report_window_ratios(state, case_name, prefix, ratios());
     }
 
   private:

@@ -9,10 +9,13 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "xtel/core/telemetry.hpp"
 
@@ -84,6 +87,31 @@ struct buffer_env {
         cfg.output_path = dir.path().string();
     }
 };
+
+/// Reports sorted ratios of a case that alternates windows: their median and quartiles as
+/// counters <prefix>_ratio_median, _q1, _q3 and <prefix>_pairs, and every ratio appended to the
+/// file XTEL_BENCH_WINDOWS_OUT names, when set, as lines "<case>\t<prefix>\t<ratio>":
+/// bench/summarize.py pools a case's windows over its repetitions for the targets.
+inline void report_window_ratios(benchmark::State& state,
+                                 const std::string& case_name,
+                                 const std::string& prefix,
+                                 const std::vector<double>& sorted) {
+    if (sorted.empty()) {
+        return;
+    }
+    if (const char* path = std::getenv("XTEL_BENCH_WINDOWS_OUT"); path && *path) {
+        if (std::ofstream out(path, std::ios::app); out) {
+            out.precision(17);
+            for (const double ratio : sorted) {
+                out << case_name << '\t' << prefix << '\t' << ratio << '\n';
+            }
+        }
+    }
+    state.counters[prefix + "_pairs"] = static_cast<double>(sorted.size());
+    state.counters[prefix + "_ratio_median"] = sorted[sorted.size() / 2];
+    state.counters[prefix + "_ratio_q1"] = sorted[sorted.size() / 4];
+    state.counters[prefix + "_ratio_q3"] = sorted[(3 * sorted.size()) / 4];
+}
 
 /// Transfers between two manual flushes in the transfer-tax cases: a benchmark loop records
 /// far faster than any real transfer completes, so without these the staging ring would fill

@@ -12,9 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
-#include <string>
 #include <vector>
 
 #include "bench_util.hpp"
@@ -27,31 +24,6 @@ using steady = std::chrono::steady_clock;
 
 double ns_since(steady::time_point t0) {
     return std::chrono::duration<double, std::nano>(steady::now() - t0).count();
-}
-
-/// Sorted ratios' median and quartiles as counters <prefix>_ratio_median, _q1, _q3 and
-/// <prefix>_pairs, and each ratio appended to XTEL_BENCH_WINDOWS_OUT (when set) as a line
-/// "<case>\t<prefix>\t<ratio>", which bench/summarize.py pools over the repetitions.
-void report(benchmark::State& state,
-            const std::string& case_name,
-            const std::string& prefix,
-            std::vector<double>& r) {
-    if (r.empty()) {
-        return;
-    }
-    std::sort(r.begin(), r.end());
-    if (const char* path = std::getenv("XTEL_BENCH_WINDOWS_OUT"); path && *path) {
-        if (std::ofstream out(path, std::ios::app); out) {
-            out.precision(17);
-            for (const double ratio : r) {
-                out << case_name << '\t' << prefix << '\t' << ratio << '\n';
-            }
-        }
-    }
-    state.counters[prefix + "_pairs"] = static_cast<double>(r.size());
-    state.counters[prefix + "_ratio_median"] = r[r.size() / 2];
-    state.counters[prefix + "_ratio_q1"] = r[r.size() / 4];
-    state.counters[prefix + "_ratio_q3"] = r[(3 * r.size()) / 4];
 }
 
 /// The floor's window: flush_every floor records pushed, as floor_loop pushes them. Not
@@ -151,8 +123,10 @@ void BM_record_paired_buffer(benchmark::State& state) {
     state.counters["record_ns"] = median(record_ns);
     state.counters["floor_record_ns"] = median(floor_ns);
     state.counters["dropped"] = static_cast<double>(t.stats().records_dropped + ring.dropped());
-    report(state, "BM_record_paired/buffer", "record", record);
-    report(state, "BM_record_paired/buffer", "whole", whole);
+    std::sort(record.begin(), record.end());
+    std::sort(whole.begin(), whole.end());
+    xtel_bench::report_window_ratios(state, "BM_record_paired/buffer", "record", record);
+    xtel_bench::report_window_ratios(state, "BM_record_paired/buffer", "whole", whole);
     state.SetItemsProcessed(2 * xtel_bench::flush_every * state.iterations());
 }
 BENCHMARK(BM_record_paired_buffer)->Name("BM_record_paired/buffer");
