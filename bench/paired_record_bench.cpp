@@ -108,7 +108,7 @@ void BM_record_paired_buffer(benchmark::State& state) {
                 run_floor();
             }
             floor_first = !floor_first;
-            if (floor_push > 0 && floor_push + floor_drain > 0) {
+            if (floor_push > 0) {
                 record.push_back(rec / floor_push);
                 whole.push_back((rec + flush) / (floor_push + floor_drain));
                 record_ns.push_back(rec / xtel_bench::flush_every);
