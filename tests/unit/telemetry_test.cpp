@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -479,6 +480,52 @@ TEST_CASE("a transfer whose attributes the thread used last takes one slot", "[s
     CHECK(t.stats().records_dropped == 1);
     t.flush();
     CHECK(transfer_collecting_exporter::transfers.size() == 7);
+}
+
+// A slot of the hot path says only "the set staged last": the producer's last set may change
+// only with a slot the consumer will read. Here the dropped transfer's set is in the cache
+// (found, one slot) but finds no room; had it become the producer's last, the next transfer
+// with it would take the hot path and reach the exporter with the other set.
+TEST_CASE("a transfer dropped for want of room leaves the last attribute set as it was",
+          "[staging]") {
+    transfer_collecting_exporter::transfers.clear();
+    xtel::telemetry<transfer_collecting_exporter> t(
+        enabled_config(), "last_kept",
+        {.staging_capacity = 8, .batch_size = 256, .start_flusher = false});
+    xtel::transfer_attributes a;
+    a.remote_agent = t.labels().intern("decode-1");
+    xtel::transfer_attributes b;
+    b.remote_agent = t.labels().intern("decode-2");
+    b.op = xtel::transfer_op::read;
+    const auto way = [](const xtel::transfer_attributes& x) {
+        std::uint64_t w[2];
+        std::memcpy(w, &x, sizeof w);
+        return xtel::detail::attribute_cache::way_of(w[0], w[1]);
+    };
+    REQUIRE(way(a) != way(b));  // else storing a evicts b, and b's drop is of two slots
+    t.record_transfer(xtel::direction::tx, 1, 1, 1, 2, 3, b);  // two slots: b stored
+    t.record_transfer(xtel::direction::tx, 2, 2, 1, 2, 3, a);  // two slots: a stored, last
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        t.record_transfer(xtel::direction::tx, 3 + i, 3 + i, 1, 2, 3, a);  // one slot each
+    }
+    CHECK(t.stats().records_dropped == 0);
+    t.record_transfer(xtel::direction::tx, 7, 7, 1, 2, 3, b);  // b found; no room
+    CHECK(t.stats().records_dropped == 1);
+    t.flush();
+    // An event: its claim makes room (a transfer's hot path claims only below the mark the
+    // last claim that made room set), and it leaves the attribute cache alone.
+    t.add(category::custom, "between", 1);
+    t.record_transfer(xtel::direction::tx, 8, 8, 1, 2, 3, b);  // b is not the last: one slot
+    t.record_transfer(xtel::direction::tx, 9, 9, 1, 2, 3, b);  // now the last: the hot path
+    t.record_transfer(xtel::direction::tx, 10, 10, 1, 2, 3, a);
+    t.flush();
+    const auto& r = transfer_collecting_exporter::transfers;
+    REQUIRE(r.size() == 9);
+    for (const auto& got : r) {
+        CAPTURE(got.bytes);
+        const bool with_b = got.bytes == 1 || got.bytes == 8 || got.bytes == 9;
+        CHECK(got.attrs == (with_b ? b : a));
+    }
 }
 
 TEST_CASE("the label table stops growing at its capacity and answers 'other'") {

@@ -67,9 +67,10 @@ struct slot_flag {
 /// drain can tell where a record ends without knowing its kind; the other 30 bytes are the kind's.
 ///
 /// A transfer's slot: timestamp_us, value (the bytes), kind, flags, then (bytes 18 to 31) the
-/// shape (descriptors, 16 bits little-endian, then lanes), the attribute cache way, the
-/// requests (16 bits; in the transfer_ext slot when more), post_us and xfer_us (32 bits each,
-/// saturated: 2^32 - 1 microseconds, 71.6 minutes, reads as that).
+/// shape (descriptors, 16 bits little-endian, then lanes), the attribute cache way (or
+/// attribute_cache::same_as_last), the requests (16 bits; in the transfer_ext slot when more),
+/// post_us and xfer_us (32 bits each, saturated: 2^32 - 1 microseconds, 71.6 minutes, reads as
+/// that).
 struct alignas(32) staged_record {
     std::uint64_t timestamp_us;
     std::uint64_t value;  ///< event value, or transfer bytes
@@ -218,18 +219,21 @@ struct ext_layout {
 };
 
 /// Both sides' copy of a ring's transfer attribute cache: 16 attribute sets, each at the way
-/// attribute_way gives it. A transfer whose attributes are at their way in the producer's copy
-/// is staged in one slot that names the way; any other is staged with its attributes, which
-/// both sides then store at that way. The consumer reads the slots in the order they were
-/// written, so its copy is the producer's as of the slot it reads. Both start all "not known".
+/// attribute_way gives it, and the set staged last. A transfer whose attributes are the last
+/// set is staged in one slot that says so (same_as_last: no way to load on the hot path); one
+/// whose attributes are at their way in the producer's copy, in one slot that names the way;
+/// any other with its attributes, which both sides then store at that way. A slot that names a
+/// way makes it the last. The consumer reads the slots in the order they were written, so its
+/// copy is the producer's as of the slot it reads: the producer changes its copy only for a
+/// slot it has claimed, and so will publish. Both start all "not known", the last at way 0.
 struct attribute_cache {
     static constexpr std::size_t ways = 16;
-    /// The producer's: the set staged last and its way, so that a run of transfers with the
-    /// same attributes (an agent's usual case) is checked with one compare and no hash.
+    /// A slot's way byte for "the set staged last"; 0 to 15 name a way.
+    static constexpr unsigned same_as_last = 0x10;
+    /// The last set, so that a run of transfers with the same attributes (an agent's usual
+    /// case) is checked with one compare and no hash, and its way.
     alignas(16) std::uint64_t last[2] = {};
-    /// The last set's way, where a transfer slot's head word carries it (way << 40): the hot
-    /// path ORs it in as it is. way_of(0, 0) is 0: all "not known", which every way starts as.
-    std::uint64_t last_way_bits = 0;
+    unsigned last_way = 0;
     std::uint64_t words[ways][2] = {};
 
     static constexpr unsigned way_of(std::uint64_t w0, std::uint64_t w1) noexcept {
@@ -252,33 +256,37 @@ struct attribute_cache {
         return last[0] == w[0] && last[1] == w[1];
 #endif
     }
+    /// A slot's way byte where a transfer slot's head word carries it.
     static constexpr std::uint64_t way_bits(unsigned way) noexcept {
         return std::uint64_t{way} << 40;
     }
-    /// Whether `way` holds the set; if so, it becomes the last.
-    bool find(unsigned way, std::uint64_t w0, std::uint64_t w1) noexcept {
-        if (words[way][0] != w0 || words[way][1] != w1) {
-            return false;
-        }
-        remember(way, w0, w1);
-        return true;
+    /// Whether `way` holds the set. Changes nothing: the producer asks before it has a slot.
+    bool holds(unsigned way, std::uint64_t w0, std::uint64_t w1) const noexcept {
+        return words[way][0] == w0 && words[way][1] == w1;
+    }
+    /// The set at `way` becomes the last.
+    void remember(unsigned way) noexcept {
+        last[0] = words[way][0];
+        last[1] = words[way][1];
+        last_way = way;
     }
     void store(unsigned way, std::uint64_t w0, std::uint64_t w1) noexcept {
         words[way][0] = w0;
         words[way][1] = w1;
-        remember(way, w0, w1);
+        remember(way);
+    }
+    /// The consumer's side: the way a slot's way byte means, which becomes the last when the
+    /// byte names it.
+    unsigned resolve(unsigned char way_byte) noexcept {
+        if ((way_byte & same_as_last) == 0) {
+            remember(way_byte & (ways - 1));
+        }
+        return last_way;
     }
     transfer_attributes at(unsigned way) const noexcept {
         transfer_attributes a;
         std::memcpy(&a, words[way & (ways - 1)], sizeof a);
         return a;
-    }
-
-  private:
-    void remember(unsigned way, std::uint64_t w0, std::uint64_t w1) noexcept {
-        last[0] = w0;
-        last[1] = w1;
-        last_way_bits = way_bits(way);
     }
 };
 static_assert(attribute_cache::way_of(0, 0) == 0);

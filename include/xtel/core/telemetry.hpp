@@ -363,14 +363,16 @@ class basic_telemetry<exporter_list<Exporters...>> {
     /// Stages a transfer: one slot when `attrs` are those the thread staged last, its requests
     /// fit, it has no request id and the ring needs no room made (the hot path: two compares,
     /// no hash); else stage_transfer_slow, which makes room or counts the drop. Forced inline:
-    /// as a call it spent more on saving registers than on the record.
+    /// as a call it spent more on saving registers than on the record. `attrs` by value: a set
+    /// the compiler knows (no_attributes, the default) is then compared from a register it fills
+    /// once per loop, not loaded every transfer.
     [[gnu::always_inline]] void stage_transfer(detail::record_kind kind,
                                                std::uint64_t timestamp_us,
                                                std::uint64_t bytes,
                                                std::uint64_t requests,
                                                std::uint64_t post_us,
                                                std::uint64_t xfer_us,
-                                               const transfer_attributes& attrs,
+                                               transfer_attributes attrs,
                                                std::uint8_t flags,
                                                std::string_view request_id,
                                                transfer_shape shape) noexcept {
@@ -384,8 +386,10 @@ class basic_telemetry<exporter_list<Exporters...>> {
             if ((request_id.empty() || !takes_transfers) &&
                 requests <= detail::slot_layout::max_requests && sent.is_last(&attrs) &&
                 ring->claim_fast(head)) [[likely]] {
-                fill_transfer(ring->slot_at(head), kind, timestamp_us, bytes, requests, post_us,
-                              xfer_us, flags, sent.last_way_bits, shape);
+                fill_transfer(
+                    ring->slot_at(head), kind, timestamp_us, bytes, requests, post_us, xfer_us,
+                    flags, detail::attribute_cache::way_bits(detail::attribute_cache::same_as_last),
+                    shape);
                 ring->publish_claimed(head);
                 return;
             }
@@ -417,7 +421,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
                                                transfer_shape shape) noexcept {
         using detail::slot_flag;
         const unsigned way = detail::attribute_cache::way_of(w0, w1);
-        const bool found = ring.sent_attributes().find(way, w0, w1);
+        detail::attribute_cache& sent = ring.sent_attributes();
+        const bool found = sent.holds(way, w0, w1);
         const bool extended = requests > detail::slot_layout::max_requests || !found;
         const std::size_t own = extended ? 2 : 1;
         bool tagged = !request_id.empty();
@@ -437,11 +442,14 @@ class basic_telemetry<exporter_list<Exporters...>> {
         }
         fill_transfer(*r, kind, timestamp_us, bytes, requests, post_us, xfer_us, flags,
                       detail::attribute_cache::way_bits(way), shape);
+        if (!extended) {
+            sent.remember(way);  // the slot names it: the consumer's last becomes it too
+        }
         detail::staged_record* last = r;
         if (extended) {
             detail::staged_record* x = ring.next_of(r);
             detail::ext_layout::write(*x, w0, w1, requests, tagged);
-            ring.sent_attributes().store(way, w0, w1);
+            sent.store(way, w0, w1);
             last = x;
         }
         if (tagged) {
@@ -637,7 +645,7 @@ class basic_telemetry<exporter_list<Exporters...>> {
         using layout = detail::slot_layout;
         const detail::staged_record& r = *slots[0];
         const auto* bytes = reinterpret_cast<const unsigned char*>(&r);
-        const unsigned way = bytes[layout::way] & (detail::attribute_cache::ways - 1);
+        const unsigned char way_byte = bytes[layout::way];
         std::uint64_t requests = std::uint64_t{bytes[layout::requests]} |
                                  std::uint64_t{bytes[layout::requests + 1]} << 8;
         std::uint64_t times;
@@ -653,10 +661,11 @@ class basic_telemetry<exporter_list<Exporters...>> {
             }
             std::uint64_t w[2];
             detail::ext_layout::read(*slots[1], w, requests);
-            ring.received_attributes().store(way, w[0], w[1]);
+            ring.received_attributes().store(way_byte & (detail::attribute_cache::ways - 1), w[0],
+                                             w[1]);
             next = 2;
         }
-        attrs = ring.received_attributes().at(way);
+        attrs = ring.received_attributes().at(ring.received_attributes().resolve(way_byte));
         const bool tx = r.kind == detail::record_kind::transfer_tx ||
                         r.kind == detail::record_kind::transfer_notified_tx;
         const bool notified = r.kind == detail::record_kind::transfer_notified_tx ||
