@@ -442,15 +442,15 @@ class basic_telemetry<exporter_list<Exporters...>> {
         }
         fill_transfer(*r, kind, timestamp_us, bytes, requests, post_us, xfer_us, flags,
                       detail::attribute_cache::way_bits(way), shape);
-        if (!extended) {
-            sent.remember(way);  // the slot names it: the consumer's last becomes it too
-        }
+        // The slot names the way: the set there becomes the last on both sides.
         detail::staged_record* last = r;
         if (extended) {
             detail::staged_record* x = ring.next_of(r);
             detail::ext_layout::write(*x, w0, w1, requests, tagged);
             sent.store(way, w0, w1);
             last = x;
+        } else {
+            sent.remember(way);
         }
         if (tagged) {
             detail::staged_record* h = ring.next_of(last);
@@ -645,7 +645,8 @@ class basic_telemetry<exporter_list<Exporters...>> {
         using layout = detail::slot_layout;
         const detail::staged_record& r = *slots[0];
         const auto* bytes = reinterpret_cast<const unsigned char*>(&r);
-        const unsigned char way_byte = bytes[layout::way];
+        // Before the extension's store below, which makes its set the last again.
+        const unsigned way = ring.received_attributes().resolve(bytes[layout::way]);
         std::uint64_t requests = std::uint64_t{bytes[layout::requests]} |
                                  std::uint64_t{bytes[layout::requests + 1]} << 8;
         std::uint64_t times;
@@ -661,11 +662,10 @@ class basic_telemetry<exporter_list<Exporters...>> {
             }
             std::uint64_t w[2];
             detail::ext_layout::read(*slots[1], w, requests);
-            ring.received_attributes().store(way_byte & (detail::attribute_cache::ways - 1), w[0],
-                                             w[1]);
+            ring.received_attributes().store(way, w[0], w[1]);
             next = 2;
         }
-        attrs = ring.received_attributes().at(ring.received_attributes().resolve(way_byte));
+        attrs = ring.received_attributes().at(way);
         const bool tx = r.kind == detail::record_kind::transfer_tx ||
                         r.kind == detail::record_kind::transfer_notified_tx;
         const bool notified = r.kind == detail::record_kind::transfer_notified_tx ||
