@@ -243,18 +243,11 @@ def main(path, harness_seconds=None, windows_path=None):
     # Item 5's two ratios, in neighbouring windows (paired_record_bench.cpp): the record and
     # the floor's within microseconds of each other, so that a slow spell of the host falls on
     # both sides of a pair, where the medians above can each land on either side of one.
-    paired = med.get("BM_record_paired/buffer", {})
     for prefix, what in (("record", "record"), ("whole", "record and flush")):
-        pooled = windows.get(("BM_record_paired/buffer", prefix))
-        if pooled:
-            n = len(pooled)
-            r, q1, q3 = pooled[n // 2], pooled[n // 4], pooled[(3 * n) // 4]
-            how = f"median of {n} window pairs pooled over the repetitions"
-        elif f"{prefix}_ratio_median" in paired:
-            r, q1, q3 = (paired[f"{prefix}_ratio_{k}"] for k in ("median", "q1", "q3"))
-            how = "median over repetitions of each one's median"
-        else:
+        found = paired_ratio("BM_record_paired/buffer", prefix)
+        if found is None:
             continue
+        r, q1, q3, how = found
         target(r <= 1.5, f"BM_record_paired/buffer: the {what} {r:.2f}x "
                          f"BM_floor/spsc_ring_recorder's in neighbouring windows ({how}, "
                          f"quartiles {q1:.2f}x to {q3:.2f}x), <= 1.5x")
