@@ -62,7 +62,7 @@ struct registry_ring_ref {
     using record = floor_record;
     xtel::detail::ring_registry registry{xtel::telemetry_options{}.staging_capacity};
 
-    /// Four 8-byte stores, as telemetry.hpp's fill_transfer writes a transfer's slot.
+    /// Four 8-byte stores, as slot_codec.hpp's transfer_layout::write writes a transfer's slot.
     static void put(xtel::detail::staged_record& s, const floor_record& r) noexcept {
         const std::uint64_t head =
             static_cast<std::uint64_t>(xtel::detail::record_kind::transfer_tx);
