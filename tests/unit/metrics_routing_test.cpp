@@ -113,7 +113,7 @@ TEST_CASE("in a mixed pipeline the transfer exporter gets records and plain even
 }
 
 TEST_CASE("when every exporter takes records, transfers are not expanded but still counted") {
-    STATIC_REQUIRE_FALSE(xtel::telemetry<with_transfers>::expands_transfers);
+    STATIC_REQUIRE_FALSE(xtel::back_end<with_transfers>::expands_transfers);
     reset<with_transfers>();
     xtel::telemetry<with_transfers> t(enabled(), "records", manual);
     workload(t);

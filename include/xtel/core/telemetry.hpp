@@ -69,8 +69,10 @@ class basic_telemetry<exporter_list<Exporters...>>
     static constexpr bool enabled = sizeof...(Exporters) > 0;
     /// Whether any exporter takes whole transfer records (back_end.hpp).
     static constexpr bool takes_transfers = back_end_type::takes_transfers;
-    /// The metric state the exporters that declare `metric_state` serve, or void.
+    /// The metric state the exporters that declare `metric_state` serve, or void, and whether
+    /// the pipeline owns one.
     using metric_state_type = typename back_end_type::metric_state_type;
+    static constexpr bool owns_metric_state = back_end_type::owns_metric_state;
 
     /// Builds every exporter (their set-up errors propagate) and starts the flusher.
     basic_telemetry(const config& cfg, std::string agent_name, telemetry_options opts = {})
