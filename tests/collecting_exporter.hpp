@@ -12,6 +12,7 @@
 
 #include "xtel/core/error.hpp"
 #include "xtel/core/exporter.hpp"
+#include "xtel/core/transfer_record.hpp"
 
 namespace xtel_test {
 
@@ -86,5 +87,34 @@ class collecting_exporter {
 };
 
 static_assert(xtel::exporter<collecting_exporter>);
+
+/// Keeps whole transfers, request ids copied (the views die with the call).
+class record_keeper {
+  public:
+    static inline std::vector<xtel::transfer_record> records;
+    static inline std::vector<std::string> ids;
+    static inline std::vector<std::string> peers;
+    static inline std::size_t events = 0;
+    static inline std::size_t rounds = 0;
+
+    static void clear() {
+        records.clear();
+        ids.clear();
+        peers.clear();
+        events = 0;
+        rounds = 0;
+    }
+
+    explicit record_keeper(const xtel::exporter_context&) {}
+    void export_batch(std::span<const xtel::event> b) { events += b.size(); }
+    void export_transfers(std::span<const xtel::transfer_record> t, const xtel::label_table& l) {
+        for (const auto& r : t) {
+            records.push_back(r);
+            ids.emplace_back(r.request_id);
+            peers.emplace_back(l.name(r.attrs.remote_agent));
+        }
+    }
+    void on_flush_end() { ++rounds; }
+};
 
 }  // namespace xtel_test

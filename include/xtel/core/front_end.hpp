@@ -78,7 +78,8 @@ class front_end {
     /// transfers, as in NIXL.
     /// A non-empty `request_id` (the caller's request or trace id, cut to max_request_id
     /// bytes) is staged in a second record beside it, and reaches exporters of transfer
-    /// records as transfer_record::request_id: two more slots, for tagged transfers only.
+    /// records as transfer_record::request_id: two more slots, for tagged transfers only, and
+    /// none when it is the id this thread staged last (a request's blocks: tag_cache.hpp).
     /// The record is one 32-byte slot when `attrs` are among the 16 attribute sets this thread
     /// used last (a cache by hash: an agent's transfers share a few) and `requests` fits 16
     /// bits; two slots otherwise. post_us and xfer_us are kept to 2^32 - 1 (71.6 minutes).
@@ -154,11 +155,11 @@ class front_end {
     }
 
     /// Stages a transfer: one slot when `attrs` are those the thread staged last, its requests
-    /// fit, it has no request id and the ring needs no room made (the hot path: two compares,
-    /// no hash); else stage_transfer_slow, which makes room or counts the drop. Forced inline:
-    /// as a call it spent more on saving registers than on the record. `attrs` by value: a set
-    /// the compiler knows (no_attributes, the default) is then compared from a register it fills
-    /// once per loop, not loaded every transfer.
+    /// fit, it has no request id or the one staged last, and the ring needs no room made (the hot
+    /// path: two compares, no hash); else stage_transfer_slow, which makes room or counts the drop.
+    /// Forced inline: as a call it spent more on saving registers than on the record. `attrs` by
+    /// value: a set the compiler knows (no_attributes, the default) is then compared from a
+    /// register it fills once per loop, not loaded every transfer.
     [[gnu::always_inline]] void stage_transfer(detail::record_kind kind,
                                                std::uint64_t timestamp_us,
                                                std::uint64_t bytes,
@@ -175,13 +176,16 @@ class front_end {
                 return;  // counted by local_ring
             }
             const detail::attribute_cache& sent = ring->sent_attributes();
+            // Untagged (an id the compiler knows is empty: the default) costs no test here.
+            const bool tagged = TakesTransfers && !request_id.empty();
             std::uint64_t head;
-            if ((request_id.empty() || !TakesTransfers) &&
+            if ((!tagged || ring->sent_tag().is_last(clip_request_id(request_id))) &&
                 requests <= detail::slot_layout::max_requests && sent.is_last(&attrs) &&
                 ring->claim_fast(head)) [[likely]] {
-                detail::transfer_layout::write(ring->slot_at(head), kind, timestamp_us, bytes,
-                                               requests, post_us, xfer_us, flags,
-                                               detail::attribute_cache::same_as_last, shape);
+                detail::transfer_layout::write(
+                    ring->slot_at(head), kind, timestamp_us, bytes, requests, post_us, xfer_us,
+                    tagged ? flags | detail::slot_flag::tag_as_last : flags,
+                    detail::attribute_cache::same_as_last, shape);
                 ring->publish_claimed(head);
                 return;
             }
@@ -217,7 +221,12 @@ class front_end {
         const bool found = sent.holds(way, w0, w1);
         const bool extended = requests > detail::slot_layout::max_requests || !found;
         const std::size_t own = extended ? 2 : 1;
-        bool tagged = !request_id.empty();
+        const std::string_view id = clip_request_id(request_id);
+        bool tagged = !id.empty();
+        if (tagged && ring.sent_tag().is_last(id)) {
+            flags |= slot_flag::tag_as_last;  // the consumer has it: no id slots
+            tagged = false;
+        }
         detail::staged_record* r = tagged ? ring.try_claim_n(own + 2) : nullptr;
         if (r == nullptr) {
             tagged = false;
@@ -246,7 +255,8 @@ class front_end {
         }
         if (tagged) {
             detail::staged_record* h = ring.next_of(last);
-            detail::tag_layout::write(*h, *ring.next_of(h), clip_request_id(request_id));
+            detail::tag_layout::write(*h, *ring.next_of(h), id);
+            ring.sent_tag().remember(id);  // with a slot that will be published
         }
         ring.publish_n(own + (tagged ? 2 : 0));
     }

@@ -14,6 +14,7 @@
 #include "xtel/core/attribute_cache.hpp"
 #include "xtel/core/cache_line.hpp"
 #include "xtel/core/slot_codec.hpp"
+#include "xtel/core/tag_cache.hpp"
 
 namespace xtel::detail {
 
@@ -108,6 +109,9 @@ class staging_ring {
     attribute_cache& sent_attributes() noexcept { return sent_; }
     /// The consumer's copy (only the consumer touches it, in drain's callback).
     attribute_cache& received_attributes() noexcept { return received_; }
+    /// The request id the producer staged last, and the consumer's copy (tag_cache.hpp).
+    tag_cache& sent_tag() noexcept { return sent_tag_; }
+    tag_cache& received_tag() noexcept { return received_tag_; }
 
     /// Counts one record that did not fit. Single writer, so a plain load and store suffice.
     void note_drop() noexcept {
@@ -160,10 +164,12 @@ class staging_ring {
     std::atomic<std::uint64_t> dropped_{0};
     flush_signal* const signal_;
     alignas(cache_line) attribute_cache sent_;
+    tag_cache sent_tag_;
     // Consumer's lines.
     alignas(cache_line) std::atomic<std::uint64_t> tail_{0};
     std::atomic<bool> abandoned_{false};
     alignas(cache_line) attribute_cache received_;
+    tag_cache received_tag_;
     // Read-only after construction.
     alignas(cache_line) std::size_t capacity_;
     std::uint64_t mask_;

@@ -176,11 +176,14 @@ class round {
                                      s.notified(),   s.shape};
         if constexpr (Records) {
             transfers_.push_back(record);
-            if (next + 2 == n && slots[next]->kind == record_kind::transfer_tag &&
-                slots[next + 1]->kind == record_kind::tag_tail) {
+            if (s.tag_as_last()) {
+                add_tag(ring.received_tag().view());
+            } else if (next + 2 == n && slots[next]->kind == record_kind::transfer_tag &&
+                       slots[next + 1]->kind == record_kind::tag_tail) {
                 const std::size_t at = tag_text_.size();
                 tag_layout::read(*slots[next], *slots[next + 1], tag_text_);
                 tags_.push_back({transfers_.size() - 1, at, tag_text_.size() - at});
+                ring.received_tag().remember(std::string_view(tag_text_).substr(at));
             }
         }
         expand_events(record);

@@ -49,6 +49,9 @@ struct slot_flag {
     static constexpr std::uint8_t timed = 2;
     /// Transfers: a transfer_ext slot follows.
     static constexpr std::uint8_t extended = 4;
+    /// Transfers: its request id is the one its ring staged last (tag_cache.hpp); no id slots
+    /// follow.
+    static constexpr std::uint8_t tag_as_last = 8;
 };
 
 /// One staging slot: 32 bytes, two to a cache line. A transfer whose attributes the ring's
@@ -130,6 +133,7 @@ struct staged_transfer {
 
     bool timed() const noexcept { return (flags & slot_flag::timed) != 0; }
     bool extended() const noexcept { return (flags & slot_flag::extended) != 0; }
+    bool tag_as_last() const noexcept { return (flags & slot_flag::tag_as_last) != 0; }
     bool notified() const noexcept {
         return kind == record_kind::transfer_notified_tx ||
                kind == record_kind::transfer_notified_rx;
