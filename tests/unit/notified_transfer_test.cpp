@@ -139,22 +139,25 @@ TEST_CASE(
     small.staging_capacity = 8;
     xtel::telemetry<keeping> t(enabled(), "target", small);
     const xtel::transfer_attributes a = from(t.labels(), "a");
-    const auto tagged = [&](std::uint64_t bytes) {
+    // A second id for the records after the first: a record whose id is the one its thread
+    // staged last needs no slots for it (tag_cache.hpp), and would keep it with no room left.
+    const std::string other_tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const auto tagged = [&](std::uint64_t bytes, const std::string& id) {
         if (notified) {
-            t.record_notified(now, bytes, a, caller_tp);
+            t.record_notified(now, bytes, a, id);
         } else {
-            t.record_transfer(xtel::direction::tx, now, bytes, 1, 1, 2, a, caller_tp);
+            t.record_transfer(xtel::direction::tx, now, bytes, 1, 1, 2, a, id);
         }
     };
     // The attributes' first record carries them (two slots); later ones are one slot.
     t.record_transfer(xtel::direction::tx, now, 100, 1, 1, 2, a);
     t.flush();
-    tagged(1);  // three slots: the record and its id
+    tagged(1, caller_tp);  // three slots: the record and its id
     for (int i = 0; i < 4; ++i) {
         t.record_transfer(xtel::direction::tx, now, 2, 1, 1, 2, a);  // one slot each
     }
-    tagged(3);  // one slot left: the record alone
-    tagged(4);  // none left
+    tagged(3, other_tp);  // one slot left: the record alone
+    tagged(4, other_tp);  // none left
     CHECK(t.stats().records_dropped == 1);
     t.flush();
     const auto& k = t.get<keeping>();
@@ -170,10 +173,10 @@ TEST_CASE(
     CHECK(k.records[6].notified == notified);
     CHECK(k.records[6].attrs == a);
     // The ring is empty again: a tagged record has room for its id.
-    tagged(5);
+    tagged(5, other_tp);
     t.flush();
     REQUIRE(k.records.size() == 8);
-    CHECK(k.ids[7] == caller_tp);
+    CHECK(k.ids[7] == other_tp);
 }
 
 TEST_CASE("a slot a notified record used is an ordinary transfer when reused", "[notified]") {
