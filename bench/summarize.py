@@ -123,7 +123,8 @@ def main(path, harness_seconds=None, windows_path=None):
                         if p != "real_time" and not p.startswith("min_time:"))
         for prefix, label in (("telemetry", "off, same case"), ("attack", "no attack, same case"),
                               ("scrape", "not scraped, same case"),
-                              ("record", "floor's record, same case")):
+                              ("record", "floor's record, same case"),
+                              ("peer", "prometheus-cpp's record, same case")):
             if f"{prefix}_ratio_median" in m:
                 pooled = windows.get((case, prefix))
                 value = pooled[len(pooled) // 2] if pooled else m[f"{prefix}_ratio_median"]
@@ -251,6 +252,40 @@ def main(path, harness_seconds=None, windows_path=None):
         target(r <= 1.5, f"BM_record_paired/buffer: the {what} {r:.2f}x "
                          f"BM_floor/spsc_ring_recorder's in neighbouring windows ({how}, "
                          f"quartiles {q1:.2f}x to {q3:.2f}x), <= 1.5x")
+    # Issue 46 item 8: against a real peer, prometheus-cpp recording per transfer what NIXL's
+    # Prometheus exporter records (peer_bench.cpp), in the same run. The peer does all its work
+    # in its record; xtel's whole work for a transfer is its record and its share of the flush
+    # that folds it into the model, so the target is on their sum. It is judged on the paired
+    # cases where they ran (the separate cases' medians are shown beside them), else on those.
+    peer = med.get("BM_transfer_tax/prometheus_cpp", {}).get("record_ns")
+    for variant in ("prometheus", "node"):
+        name = f"BM_transfer_tax/{variant}"
+        m = med.get(name, {})
+        whole = m.get("record_ns", 0) + m.get("flush_ns", 0)
+        separate = None
+        if peer and "record_ns" in m and "flush_ns" in m:
+            separate = (f"{name}: record {m['record_ns']:.2f} ns, {m['record_ns'] / peer:.3f}x "
+                        f"BM_transfer_tax/prometheus_cpp's {peer:.2f} ns; record and flush "
+                        f"{whole:.2f} ns, {whole / peer:.2f}x")
+        found = paired_ratio(f"BM_peer_paired/{variant}", "peer_whole")
+        if found is not None:
+            if separate:
+                print(f"- (separate cases, for information) {separate}; the target is the "
+                      f"paired case's")
+            r, q1, q3, how = found
+            record = paired_ratio(f"BM_peer_paired/{variant}", "peer")
+            alone = f"; the record alone {record[0]:.3f}x" if record else ""
+            target(r <= 0.5, f"BM_peer_paired/{variant}: a transfer's record and its share of "
+                             f"the flush {r:.2f}x prometheus-cpp's record in neighbouring "
+                             f"windows ({how}, quartiles {q1:.2f}x to {q3:.2f}x){alone}, <= 0.5x")
+        elif separate:
+            target(whole <= 0.5 * peer, f"{separate} (separate cases), <= 0.5x")
+        two = med.get(f"{name}/threads:2", {}).get("record_ns")
+        peer_two = med.get("BM_transfer_tax/prometheus_cpp/threads:2", {}).get("record_ns")
+        if two and peer_two:
+            print(f"- (for information) {name}/threads:2: record {two:.2f} ns per transfer per "
+                  f"thread, {two / peer_two:.3f}x BM_transfer_tax/prometheus_cpp/threads:2's "
+                  f"({peer_two:.2f} ns, both threads recording into one agent's series)")
     dis = cpu("BM_transfer_tax/disabled")
     empty = cpu("BM_floor/empty_loop")
     if dis is not None and empty is not None:

@@ -34,4 +34,7 @@ if(XTEL_BUILD_TESTS)
 endif()
 if(XTEL_BUILD_BENCH)
     find_package(benchmark REQUIRED)
+    # The harness's real peer (bench/peer_bench.cpp): the library NIXL's Prometheus exporter is
+    # built on (Debian: prometheus-cpp-dev, scripts/deps's bench group), its core alone.
+    find_package(prometheus-cpp REQUIRED)
 endif()
