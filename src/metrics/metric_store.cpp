@@ -70,41 +70,8 @@ void observe_native(series& s, std::uint64_t value, std::uint8_t decimals) {
     ++s.native_buckets[static_cast<std::size_t>(index - s.native_first)];
 }
 
-}  // namespace
-
-std::vector<std::string> metric_store::line_names(std::string_view name, metric_type type) {
-    const std::string n(name);
-    switch (type) {
-        case metric_type::counter:
-        case metric_type::gauge:
-            return {n};
-        case metric_type::summary:
-            return {n, n + "_sum", n + "_count"};
-        case metric_type::histogram:
-            return {n, n + "_bucket", n + "_sum", n + "_count"};
-    }
-    return {n};
-}
-
-metric_store::metric_store(store_options opts) : opts_(std::move(opts)) {
-    if (opts_.max_series == 0) {
-        throw metrics_error(
-            "a metric store's max_series of 0 is invalid: expected at least 1 series per family");
-    }
-    family folded;
-    folded.spec_ = {std::string(folded_family),
-                    "Updates folded into a family's overflow series (its labels \"other\") "
-                    "because the family had reached its limit of series.",
-                    metric_type::counter,
-                    {"family"}};
-    families_.push_back(std::move(folded));
-    lines_.emplace(std::string(folded_family), 0);
-    for (auto& n : openmetrics_candidates(folded_family, metric_type::counter)) {
-        openmetrics_names_.insert(std::move(n));
-    }
-}
-
-void metric_store::check_new(const family_spec& spec) const {
+/// What a family's spec must be on its own: its name, decimals, type, bounds and unit.
+void check_spec(const family_spec& spec) {
     if (!is_metric_name(spec.name)) {
         throw metrics_error(fmt::format(
             "metric family name '{}' is invalid: expected [a-zA-Z_:][a-zA-Z0-9_:]*", spec.name));
@@ -151,6 +118,11 @@ void metric_store::check_new(const family_spec& spec) const {
             "(_<unit>, before a counter's _total), or none",
             spec.name, spec.unit));
     }
+}
+
+/// Each label name valid for the family's type, given once, and none of `reserved` (those the
+/// exporter adds to every series).
+void check_label_names(const family_spec& spec, std::span<const std::string> reserved) {
     for (std::size_t i = 0; i < spec.label_names.size(); ++i) {
         const auto& l = spec.label_names[i];
         if (!is_label_name(l) || (spec.type == metric_type::histogram && l == "le") ||
@@ -166,14 +138,53 @@ void metric_store::check_new(const family_spec& spec) const {
                 "label '{}' of metric family '{}' is repeated: expected each label once", l,
                 spec.name));
         }
-        if (std::find(opts_.reserved_labels.begin(), opts_.reserved_labels.end(), l) !=
-            opts_.reserved_labels.end()) {
+        if (std::find(reserved.begin(), reserved.end(), l) != reserved.end()) {
             throw metrics_error(fmt::format(
                 "label '{}' of metric family '{}' is reserved: the exporter adds it to every "
                 "series ({})",
-                l, spec.name, fmt::join(opts_.reserved_labels, ", ")));
+                l, spec.name, fmt::join(reserved, ", ")));
         }
     }
+}
+
+}  // namespace
+
+std::vector<std::string> metric_store::line_names(std::string_view name, metric_type type) {
+    const std::string n(name);
+    switch (type) {
+        case metric_type::counter:
+        case metric_type::gauge:
+            return {n};
+        case metric_type::summary:
+            return {n, n + "_sum", n + "_count"};
+        case metric_type::histogram:
+            return {n, n + "_bucket", n + "_sum", n + "_count"};
+    }
+    return {n};
+}
+
+metric_store::metric_store(store_options opts) : opts_(std::move(opts)) {
+    if (opts_.max_series == 0) {
+        throw metrics_error(
+            "a metric store's max_series of 0 is invalid: expected at least 1 series per family");
+    }
+    family folded;
+    folded.spec_ = {std::string(folded_family),
+                    "Updates folded into a family's overflow series (its labels \"other\") "
+                    "because the family had reached its limit of series.",
+                    metric_type::counter,
+                    {"family"}};
+    families_.push_back(std::move(folded));
+    lines_.emplace(std::string(folded_family), 0);
+    for (auto& n : openmetrics_candidates(folded_family, metric_type::counter)) {
+        openmetrics_names_.insert(std::move(n));
+    }
+}
+
+void metric_store::check_new(const family_spec& spec) const {
+    check_spec(spec);
+    check_label_names(spec, opts_.reserved_labels);
+    // Then against the families already here: no line name twice, no OpenMetrics clash.
     for (const auto& line : line_names(spec.name, spec.type)) {
         if (const auto it = lines_.find(line); it != lines_.end()) {
             throw metrics_error(fmt::format(

@@ -1,5 +1,5 @@
 // Fuzz target: decode arbitrary bytes as an encoded snapshot (the node snapshot file's payload,
-// src/metrics/snapshot_codec.cpp). Any input must end in snapshot_decode_error or a snapshot,
+// src/metrics/snapshot_decode*.cpp). Any input must end in snapshot_decode_error or a snapshot,
 // never a crash, an out-of-bounds read or an allocation the input does not justify. Besides
 // those, a finding is an accepted input that
 // - does not encode back to the same bytes: the decoder accepts only the one encoding

@@ -1,4 +1,5 @@
-// The table xtel top draws: its columns, sorting, the name filter, units and the frame's text.
+// The table xtel top draws: its columns, sorting and the frame's text (the name filter is
+// top_filter.cpp's, the units top_units.cpp's).
 
 #include "top_view.hpp"
 
@@ -11,7 +12,7 @@
 
 namespace xtel::top {
 
-// ---- Columns, sorting, filtering ------------------------------------------------------------
+// ---- Columns and sorting --------------------------------------------------------------------
 
 namespace {
 
@@ -99,90 +100,6 @@ sort_key key_of(const row& r, column c) {
     return {};
 }
 
-/// One character of a bracket expression at `p[i]`, `\` quoting the next; advances `i`.
-char bracket_char(std::string_view p, std::size_t& i) {
-    if (p[i] == '\\' && i + 1 < p.size()) {
-        ++i;
-    }
-    return p[i++];
-}
-
-/// Matches `c` against the bracket expression starting at `p[i]` (just after `[`). Returns
-/// the index after its `]`, or nullopt when it has no `]` (then `[` is an ordinary character).
-std::optional<std::size_t> match_bracket(std::string_view p, std::size_t i, char c, bool& hit) {
-    const bool negate = i < p.size() && (p[i] == '!' || p[i] == '^');
-    if (negate) {
-        ++i;
-    }
-    bool found = false;
-    bool first = true;
-    while (i < p.size() && (first || p[i] != ']')) {
-        first = false;
-        const char lo = bracket_char(p, i);
-        char hi = lo;
-        if (i + 1 < p.size() && p[i] == '-' && p[i + 1] != ']') {
-            ++i;
-            hi = bracket_char(p, i);
-        }
-        found = found || (lo <= c && c <= hi);
-    }
-    if (i >= p.size()) {
-        return std::nullopt;
-    }
-    hit = found != negate;
-    return i + 1;
-}
-
-/// The whole of `name` against the whole of `p`; `*` by backtracking to the last star.
-bool glob(std::string_view p, std::string_view name) {
-    std::size_t pi = 0, ni = 0;
-    std::optional<std::size_t> star_p, star_n;
-    while (ni < name.size()) {
-        bool advanced = false;
-        if (pi < p.size()) {
-            const char pc = p[pi];
-            if (pc == '*') {
-                star_p = ++pi;
-                star_n = ni;
-                continue;
-            }
-            if (pc == '?') {
-                advanced = true;
-                ++pi;
-            } else if (pc == '[') {
-                bool hit = false;
-                if (const auto after = match_bracket(p, pi + 1, name[ni], hit)) {
-                    advanced = hit;
-                    if (hit) {
-                        pi = *after;
-                    }
-                } else if (name[ni] == '[') {
-                    advanced = true;
-                    ++pi;
-                }
-            } else {
-                const bool quoted = pc == '\\' && pi + 1 < p.size();
-                if (p[pi + (quoted ? 1 : 0)] == name[ni]) {
-                    advanced = true;
-                    pi += quoted ? 2 : 1;
-                }
-            }
-        }
-        if (advanced) {
-            ++ni;
-        } else if (star_p) {
-            pi = *star_p;
-            ni = ++*star_n;
-        } else {
-            return false;
-        }
-    }
-    while (pi < p.size() && p[pi] == '*') {
-        ++pi;
-    }
-    return pi == p.size();
-}
-
 }  // namespace
 
 std::string_view column_key(column c) noexcept {
@@ -213,13 +130,6 @@ column next_column(column c, bool forward) noexcept {
     return columns[forward ? (i + 1) % n : (i + n - 1) % n].id;
 }
 
-bool name_matches(std::string_view pattern, std::string_view name) {
-    if (pattern.find_first_of("*?[") == std::string_view::npos) {
-        return name.find(pattern) != std::string_view::npos;
-    }
-    return glob(pattern, name);
-}
-
 void sort_rows(std::vector<row>& rows, column by, bool reverse) {
     const bool down = spec_of(by).descending != reverse;
     std::stable_sort(rows.begin(), rows.end(), [&](const row& a, const row& b) {
@@ -235,77 +145,6 @@ void sort_rows(std::vector<row>& rows, column by, bool reverse) {
         }
         return a.name != b.name ? a.name < b.name : a.pid < b.pid;
     });
-}
-
-// ---- Units ----------------------------------------------------------------------------------
-
-namespace {
-
-/// `v` (at least 1) with three significant digits: two decimals under 10, one under 100.
-std::string three_digits(double v) {
-    if (v < 9.995) {
-        return fmt::format("{:.2f}", v);
-    }
-    if (v < 99.95) {
-        return fmt::format("{:.1f}", v);
-    }
-    return fmt::format("{:.0f}", v);
-}
-
-}  // namespace
-
-std::string format_bytes(double bytes) {
-    if (!(bytes >= 0)) {
-        return "-";
-    }
-    if (bytes < 1024) {
-        return fmt::format("{:.0f}B", std::floor(bytes));
-    }
-    constexpr std::string_view units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = bytes / 1024;
-    std::size_t u = 0;
-    // From 1023.5 of a unit (which would round to 1024) on, the next unit: 1.00MiB.
-    while (v >= 1023.5 && u + 1 < std::size(units)) {
-        v /= 1024;
-        ++u;
-    }
-    return three_digits(v) + std::string(units[u]);
-}
-
-std::string format_count(double n) {
-    if (!(n >= 0)) {
-        return "-";
-    }
-    if (n < 10 && n != std::floor(n)) {
-        return fmt::format("{:.1f}", n);
-    }
-    if (n < 9999.5) {
-        return fmt::format("{:.0f}", n);
-    }
-    constexpr std::string_view units[] = {"k", "M", "G", "T", "P", "E"};
-    double v = n / 1000;
-    std::size_t u = 0;
-    while (v >= 999.5 && u + 1 < std::size(units)) {
-        v /= 1000;
-        ++u;
-    }
-    return three_digits(v) + std::string(units[u]);
-}
-
-std::string format_seconds(double s) {
-    if (!(s >= 0)) {
-        return "-";
-    }
-    if (s < 999.5e-9) {
-        return fmt::format("{:.0f}ns", s * 1e9);
-    }
-    if (s < 999.5e-6) {
-        return three_digits(s * 1e6) + "us";
-    }
-    if (s < 999.5e-3) {
-        return three_digits(s * 1e3) + "ms";
-    }
-    return three_digits(s) + "s";
 }
 
 // ---- The frame ------------------------------------------------------------------------------
@@ -520,6 +359,64 @@ constexpr std::string_view no_transfer_line =
     "- under TX and RX: no transfer of its own; peers read and write its memory (MEM) "
     "one-sided, unseen by it";
 
+/// The lines under the table: what its marks mean (only those it shows), then in a terminal
+/// the message or the filter being typed, and the keys.
+std::vector<std::string> footer_lines(const std::vector<row>& rows, const frame_options& o) {
+    std::vector<std::string> footer;
+    const bool since_start =
+        std::any_of(rows.begin(), rows.end(), [](const row& r) { return r.latency_since_start; });
+    if (since_start) {
+        footer.emplace_back(since_start_line);
+    }
+    if (std::any_of(rows.begin(), rows.end(), [](const row& r) { return !r.initiated; })) {
+        footer.emplace_back(no_transfer_line);
+    }
+    if (o.interactive) {
+        footer.push_back(
+            o.editing_filter
+                ? fmt::format("filter (Enter keeps it, Esc drops it): {}_", printable(o.filter))
+                : printable(o.message));
+        footer.emplace_back(keys_line);
+    }
+    return footer;
+}
+
+/// The table's rows, `rows` being those of the `agents` found that the filter keeps; or why
+/// there are none.
+std::vector<std::string> body_lines(std::size_t agents,
+                                    const std::vector<row>& rows,
+                                    std::size_t name_width,
+                                    const frame_options& o) {
+    std::vector<std::string> body;
+    if (agents == 0) {
+        body.push_back(fmt::format(
+            "no agents: no node file in {0} (agents publish one there when started with "
+            "NIXL_TELEMETRY_EXPORTER=node NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH={0})",
+            printable(o.dir)));
+    } else if (rows.empty()) {
+        body.push_back(fmt::format("no agent matches the filter '{}' ({} hidden)",
+                                   printable(o.filter), agents));
+    }
+    for (const auto& r : rows) {
+        body.push_back(table_line(name_width, [&](column c) { return cell(r, c); }));
+    }
+    return body;
+}
+
+/// Cuts `body` to the room that `height` lines leave beside the `fixed` ones, its last line
+/// then saying how many rows were cut.
+void fit_body(std::vector<std::string>& body, std::size_t fixed, std::size_t height) {
+    const std::size_t room = height > fixed ? height - fixed : 0;
+    if (body.size() > room) {
+        const std::size_t kept = room > 0 ? room - 1 : 0;
+        const std::size_t more = body.size() - kept;
+        body.resize(kept);
+        if (room > 0) {
+            body.push_back(fmt::format("... {} more (f filters by name)", more));
+        }
+    }
+}
+
 }  // namespace
 
 std::string unpublished_line(const node::notice& n) {
@@ -549,47 +446,10 @@ frame format_frame(std::vector<row> rows, const frame_options& o) {
     f.lines.push_back(table_line(
         name_width, [](column c) { return std::string(spec_of(c).header); }, o.sort, &sort_at));
 
-    std::vector<std::string> footer;
-    const bool since_start =
-        std::any_of(rows.begin(), rows.end(), [](const row& r) { return r.latency_since_start; });
-    if (since_start) {
-        footer.emplace_back(since_start_line);
-    }
-    if (std::any_of(rows.begin(), rows.end(), [](const row& r) { return !r.initiated; })) {
-        footer.emplace_back(no_transfer_line);
-    }
-    if (o.interactive) {
-        footer.push_back(
-            o.editing_filter
-                ? fmt::format("filter (Enter keeps it, Esc drops it): {}_", printable(o.filter))
-                : printable(o.message));
-        footer.emplace_back(keys_line);
-    }
-
-    std::vector<std::string> body;
-    if (all.empty()) {
-        body.push_back(fmt::format(
-            "no agents: no node file in {0} (agents publish one there when started with "
-            "NIXL_TELEMETRY_EXPORTER=node NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH={0})",
-            printable(o.dir)));
-    } else if (rows.empty()) {
-        body.push_back(fmt::format("no agent matches the filter '{}' ({} hidden)",
-                                   printable(o.filter), all.size()));
-    }
-    for (const auto& r : rows) {
-        body.push_back(table_line(name_width, [&](column c) { return cell(r, c); }));
-    }
+    const std::vector<std::string> footer = footer_lines(rows, o);
+    std::vector<std::string> body = body_lines(all.size(), rows, name_width, o);
     if (o.height > 0) {
-        const std::size_t fixed = f.lines.size() + footer.size();
-        const std::size_t room = o.height > fixed ? o.height - fixed : 0;
-        if (body.size() > room) {
-            const std::size_t kept = room > 0 ? room - 1 : 0;
-            const std::size_t more = body.size() - kept;
-            body.resize(kept);
-            if (room > 0) {
-                body.push_back(fmt::format("... {} more (f filters by name)", more));
-            }
-        }
+        fit_body(body, f.lines.size() + footer.size(), o.height);
     }
     f.lines.insert(f.lines.end(), body.begin(), body.end());
     f.lines.insert(f.lines.end(), footer.begin(), footer.end());

@@ -21,6 +21,7 @@
 
 #include "xtel/agent/agent.hpp"
 #include "xtel/agent/device.hpp"
+#include "xtel/agent/recorded_transfer.hpp"
 #include "xtel/agent/ucx_backend.hpp"
 #include "xtel/core/clock.hpp"
 #include "xtel/core/config.hpp"
@@ -31,7 +32,6 @@
 #include "xtel/core/transfer_record.hpp"
 #include "xtel/core/tsc_clock.hpp"
 #include "xtel/exporters/pipelines.hpp"
-#include "xtel/metrics/attributes.hpp"
 
 namespace xtel {
 
@@ -120,7 +120,8 @@ class basic_agent final : public agent {
         transfer_attributes attrs;
         std::string_view request_id;
         if constexpr (Telemetry::takes_transfers) {
-            attrs = attributes_of(op, local, remote, remote_agent);
+            attrs = detail::created_transfer_attributes(base_attrs_, telemetry_.labels(), op, local,
+                                                        remote, remote_agent);
             request_id = tags.request_id;  // only exporters of transfer records show it
         }
         return noted(backend_.create_transfer(op, local, remote, remote_agent, attrs, request_id,
@@ -228,51 +229,16 @@ class basic_agent final : public agent {
 
     /// A transfer another agent made into (or from) this one's memory, from its notification:
     /// staged as a record of its own, marked notified, with the initiator as its remote agent
-    /// and the initiator's trace as a request id ("00-<trace>-<span>-01", or the trace id
-    /// alone when the initiator's id named no span), so that the flusher rebuilds the context
-    /// the initiator's span has and the target's span joins its trace. Off the per-transfer
-    /// path: the target's progress, once per notification.
+    /// and the initiator's trace as a request id (detail::notified_request_id), so that the
+    /// target's span joins the initiator's trace. Off the per-transfer path: the target's
+    /// progress, once per notification.
     void note_notified(const notification& n) noexcept {
         if constexpr (Telemetry::takes_transfers) {
-            transfer_attributes attrs = base_attrs_;
-            attrs.op = n.op;
-            attrs.local_memory = memory_kind::unknown;  // the notification does not say
-            attrs.remote_memory = memory_kind::unknown;
-            try {
-                attrs.remote_agent = telemetry_.labels().intern(n.remote_agent);
-            } catch (...) {
-                attrs.remote_agent = 0;  // no memory for the name: counted under "not known"
-            }
+            const transfer_attributes attrs =
+                detail::notified_transfer_attributes(base_attrs_, telemetry_.labels(), n);
             char id[max_request_id];
-            std::size_t length = 0;
-            if (n.traced) {
-                constexpr char hex[] = "0123456789abcdef";
-                const auto put = [&](std::span<const std::uint8_t> bytes) {
-                    for (const std::uint8_t b : bytes) {
-                        id[length++] = hex[b >> 4];
-                        id[length++] = hex[b & 15];
-                    }
-                };
-                bool parent = false;
-                for (const std::uint8_t b : n.span_id) {
-                    parent = parent || b != 0;
-                }
-                if (parent) {
-                    id[length++] = '0';
-                    id[length++] = '0';
-                    id[length++] = '-';
-                }
-                put(n.trace_id);
-                if (parent) {
-                    id[length++] = '-';
-                    put(n.span_id);
-                    for (const char c : {'-', '0', '1'}) {
-                        id[length++] = c;
-                    }
-                }
-            }
-            telemetry_.record_notified(clock_.wall_us(clock_.now()), n.bytes, attrs,
-                                       std::string_view(id, length));
+            const std::string_view request_id = detail::notified_request_id(n, id);
+            telemetry_.record_notified(clock_.wall_us(clock_.now()), n.bytes, attrs, request_id);
         }
     }
 
@@ -433,44 +399,14 @@ class basic_agent final : public agent {
         }
     }
 
-    /// What every transfer of this agent shares: the backend, and the GPUs of this host
-    /// (computed once per process; unknown without CUDA devices). Interned only when some
-    /// exporter reads attributes.
+    /// What every transfer of this agent shares; interned only when some exporter reads
+    /// attributes.
     transfer_attributes base_attributes() {
-        transfer_attributes a;
         if constexpr (Telemetry::takes_transfers) {
-            a.backend = telemetry_.labels().intern("ucx");
-            if (const std::string& gpu = metrics::local_gpu_identifier(); !gpu.empty()) {
-                a.gpu = telemetry_.labels().intern(gpu);
-            }
+            return detail::agent_base_attributes(telemetry_.labels());
+        } else {
+            return {};
         }
-        return a;
-    }
-
-    /// A new transfer's attributes, at create time (a slow path: it interns the peer's name).
-    transfer_attributes attributes_of(transfer_op op,
-                                      std::span<const descriptor> local,
-                                      std::span<const descriptor> remote,
-                                      std::string_view remote_agent) {
-        transfer_attributes a = base_attrs_;
-        a.remote_agent = telemetry_.labels().intern(remote_agent);
-        a.op = op;
-        a.local_memory = memory_of(local);
-        a.remote_memory = memory_of(remote);
-        return a;
-    }
-
-    /// The memory kind every descriptor names; unknown when they differ or there are none.
-    static memory_kind memory_of(std::span<const descriptor> d) noexcept {
-        if (d.empty()) {
-            return memory_kind::unknown;
-        }
-        for (const descriptor& x : d) {
-            if (x.kind != d.front().kind) {
-                return memory_kind::unknown;
-            }
-        }
-        return d.front().kind;
     }
 
     void record_error(status_code code) noexcept {

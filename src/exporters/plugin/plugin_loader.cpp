@@ -97,6 +97,83 @@ struct fini_guard {
     }
 };
 
+/// The plugin file `file` (of plugin `name`) in `dir`, checked before the dynamic loader sees
+/// it: the directory is set and is one, and the file is a regular file that starts as a shared
+/// object does.
+std::filesystem::path checked_plugin_path(const std::filesystem::path& dir,
+                                          std::string_view name,
+                                          const std::string& file) {
+    if (dir.empty()) {
+        throw exporter_error(fmt::format(
+            "telemetry exporter '{}' is not built in, and {} is not set: set it to the directory "
+            "that holds {}",
+            name, env::plugin_dir, file));
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+        throw exporter_error(fmt::format(
+            "telemetry exporter plugin directory {} ({}): {}", dir.string(), env::plugin_dir,
+            std::filesystem::exists(dir, ec) ? "is not a directory" : "does not exist"));
+    }
+    std::filesystem::path path = dir / file;
+    const auto st = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(st)) {
+        const auto present = list_plugins(dir);
+        fail(path, fmt::format("the file does not exist (plugins in {}: {})", dir.string(),
+                               present.empty() ? std::string("none")
+                                               : fmt::format("{}", fmt::join(present, ", "))));
+    }
+    if (!std::filesystem::is_regular_file(st)) {
+        fail(path, "is not a regular file");
+    }
+    if (!starts_with_elf_magic(path)) {
+        fail(path, "is not a shared object (it does not start with the ELF magic number)");
+    }
+    return path;
+}
+
+/// The library at `path`, loaded with every symbol resolved and none made global.
+void* open_library(const std::filesystem::path& path) {
+    // RTLD_NOW: every undefined symbol is resolved here, so a plugin built against a library
+    //   that is missing fails now with the loader's reason, instead of aborting the process
+    //   the first time the flusher calls into the unresolved function.
+    // RTLD_LOCAL: the plugin's symbols stay out of the global namespace, so two plugins, or a
+    //   plugin and the agent, that define the same symbol do not interpose on each other; we
+    //   reach the plugin only through dlsym on this handle.
+    // Not RTLD_NODELETE: the library is unloaded once its last user is gone, after fini, and
+    //   nothing the plugin made outlives that (exporters are destroyed first, exception
+    //   messages and descriptor strings are copied). A plugin that starts threads joins them in
+    //   its exporter's destructor or in fini (docs/plugins.md). glibc itself keeps a library
+    //   that defines GNU unique symbols mapped; fini still runs first.
+    // Not RTLD_DEEPBIND: the plugin would resolve its symbols in its own dependencies before
+    //   the process's, and could bind to a second copy of what the agent uses (operator new,
+    //   libstdc++'s stream globals); sanitizers cannot interpose on it either.
+    ::dlerror();
+    void* const handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        fail(path, fmt::format("cannot be loaded as a shared object: {}", dl_error_text()));
+    }
+    return handle;
+}
+
+/// The descriptor a plugin's init returns: never null; what init throws becomes an
+/// exporter_error that quotes it.
+const plugin::descriptor_v1* call_init(plugin::init_fn_v1 init, const std::filesystem::path& path) {
+    const plugin::descriptor_v1* descriptor = nullptr;
+    try {
+        descriptor = init();
+    } catch (const std::exception& e) {
+        fail(path, fmt::format("{}() threw: {}", plugin::init_symbol, detail::printable(e.what())));
+    } catch (...) {
+        fail(path, fmt::format("{}() threw", plugin::init_symbol));
+    }
+    if (descriptor == nullptr) {
+        fail(path,
+             fmt::format("{}() returned null: the plugin declined to load", plugin::init_symbol));
+    }
+    return descriptor;
+}
+
 }  // namespace
 
 std::string detail::printable(std::string_view text, std::size_t max) {
@@ -206,52 +283,8 @@ void detail::library_closer::operator()(void* handle) const noexcept {
 plugin_library::plugin_library(const std::filesystem::path& dir, std::string_view name)
     : name_(name) {
     const std::string file = plugin_file_name(name);  // first: nothing else sees a bad name
-    if (dir.empty()) {
-        throw exporter_error(fmt::format(
-            "telemetry exporter '{}' is not built in, and {} is not set: set it to the directory "
-            "that holds {}",
-            name, env::plugin_dir, file));
-    }
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) {
-        throw exporter_error(fmt::format(
-            "telemetry exporter plugin directory {} ({}): {}", dir.string(), env::plugin_dir,
-            std::filesystem::exists(dir, ec) ? "is not a directory" : "does not exist"));
-    }
-    path_ = dir / file;
-    const auto st = std::filesystem::status(path_, ec);
-    if (!std::filesystem::exists(st)) {
-        const auto present = list_plugins(dir);
-        fail(path_, fmt::format("the file does not exist (plugins in {}: {})", dir.string(),
-                                present.empty() ? std::string("none")
-                                                : fmt::format("{}", fmt::join(present, ", "))));
-    }
-    if (!std::filesystem::is_regular_file(st)) {
-        fail(path_, "is not a regular file");
-    }
-    if (!starts_with_elf_magic(path_)) {
-        fail(path_, "is not a shared object (it does not start with the ELF magic number)");
-    }
-
-    // RTLD_NOW: every undefined symbol is resolved here, so a plugin built against a library
-    //   that is missing fails now with the loader's reason, instead of aborting the process
-    //   the first time the flusher calls into the unresolved function.
-    // RTLD_LOCAL: the plugin's symbols stay out of the global namespace, so two plugins, or a
-    //   plugin and the agent, that define the same symbol do not interpose on each other; we
-    //   reach the plugin only through dlsym on this handle.
-    // Not RTLD_NODELETE: the library is unloaded once its last user is gone, after fini, and
-    //   nothing the plugin made outlives that (exporters are destroyed first, exception
-    //   messages and descriptor strings are copied). A plugin that starts threads joins them in
-    //   its exporter's destructor or in fini (docs/plugins.md). glibc itself keeps a library
-    //   that defines GNU unique symbols mapped; fini still runs first.
-    // Not RTLD_DEEPBIND: the plugin would resolve its symbols in its own dependencies before
-    //   the process's, and could bind to a second copy of what the agent uses (operator new,
-    //   libstdc++'s stream globals); sanitizers cannot interpose on it either.
-    ::dlerror();
-    handle_.reset(::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL));
-    if (!handle_) {
-        fail(path_, fmt::format("cannot be loaded as a shared object: {}", dl_error_text()));
-    }
+    path_ = checked_plugin_path(dir, name, file);
+    handle_.reset(open_library(path_));
 
     // Both entry points are looked up before either runs, so a library without fini is
     // rejected before any of its code has run.
@@ -260,19 +293,7 @@ plugin_library::plugin_library(const std::filesystem::path& dir, std::string_vie
     const auto fini = entry_point_cast<plugin::fini_fn>(
         find_entry_point(handle_.get(), path_, plugin::fini_symbol));
 
-    const plugin::descriptor_v1* descriptor = nullptr;
-    try {
-        descriptor = init();
-    } catch (const std::exception& e) {
-        fail(path_,
-             fmt::format("{}() threw: {}", plugin::init_symbol, detail::printable(e.what())));
-    } catch (...) {
-        fail(path_, fmt::format("{}() threw", plugin::init_symbol));
-    }
-    if (descriptor == nullptr) {
-        fail(path_,
-             fmt::format("{}() returned null: the plugin declined to load", plugin::init_symbol));
-    }
+    const plugin::descriptor_v1* const descriptor = call_init(init, path_);
     fini_guard guard{fini, path_};
 
     const auto checked = detail::check_descriptor(*descriptor, name_);
