@@ -25,8 +25,6 @@ SKIPPED = 77
 
 # Over the limit when the rule came, each with its size then, until it is split.
 ALLOWED_FILES = {
-    'include/xtel/core/ring.hpp': 511,
-    'include/xtel/core/telemetry.hpp': 881,
     'src/core/owned_file.cpp': 517,
     'src/node/collector.cpp': 892,
 }
