@@ -22,6 +22,7 @@
 #include "xtel/agent/agent.hpp"
 #include "xtel/agent/device.hpp"
 #include "xtel/agent/ucx_backend.hpp"
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/clock.hpp"
 #include "xtel/core/config.hpp"
 #include "xtel/core/names.hpp"
@@ -246,12 +247,9 @@ class basic_agent final : public agent {
             char id[max_request_id];
             std::size_t length = 0;
             if (n.traced) {
-                constexpr char hex[] = "0123456789abcdef";
                 const auto put = [&](std::span<const std::uint8_t> bytes) {
-                    for (const std::uint8_t b : bytes) {
-                        id[length++] = hex[b >> 4];
-                        id[length++] = hex[b & 15];
-                    }
+                    ascii::write_hex(bytes, id + length);
+                    length += 2 * bytes.size();
                 };
                 bool parent = false;
                 for (const std::uint8_t b : n.span_id) {
