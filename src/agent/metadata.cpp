@@ -9,6 +9,7 @@
 #include <functional>
 #include <string_view>
 
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/config.hpp"
 #include "xtel/core/parse.hpp"
 
@@ -98,11 +99,7 @@ std::array<std::byte, 16> read_host_id() noexcept {
         std::size_t n = 0;
         int half = -1;
         for (const char c : text) {
-            int v = -1;
-            if (c >= '0' && c <= '9')
-                v = c - '0';
-            if (c >= 'a' && c <= 'f')
-                v = c - 'a' + 10;
+            const int v = ascii::lower_hex_value(c);
             if (v < 0 || n == id.size())
                 continue;
             if (half < 0) {

@@ -8,18 +8,14 @@
 #include <charconv>
 #include <system_error>
 
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/error.hpp"
 
 namespace xtel::parse {
 
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
+using ascii::lower;
 
 bool is_name_char(char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';

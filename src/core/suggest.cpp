@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/http_token.hpp"
+#include "xtel/core/ascii.hpp"
 
 namespace xtel::detail {
 
@@ -23,10 +23,10 @@ std::size_t distance(std::string_view a, std::string_view b) {
     for (std::size_t i = 1; i <= n; ++i) {
         row[0] = i;
         for (std::size_t j = 1; j <= m; ++j) {
-            const bool same = lower_ascii(a[i - 1]) == lower_ascii(b[j - 1]);
+            const bool same = ascii::lower(a[i - 1]) == ascii::lower(b[j - 1]);
             row[j] = std::min({previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (same ? 0 : 1)});
-            if (i > 1 && j > 1 && lower_ascii(a[i - 1]) == lower_ascii(b[j - 2]) &&
-                lower_ascii(a[i - 2]) == lower_ascii(b[j - 1])) {
+            if (i > 1 && j > 1 && ascii::lower(a[i - 1]) == ascii::lower(b[j - 2]) &&
+                ascii::lower(a[i - 2]) == ascii::lower(b[j - 1])) {
                 row[j] = std::min(row[j], before[j - 2] + 1);
             }
         }
@@ -39,7 +39,7 @@ std::size_t distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 bool same_keyword(std::string_view a, std::string_view b) noexcept {
-    return equals_ignoring_case(a, b);
+    return ascii::equals_ignoring_case(a, b);
 }
 
 std::optional<std::string_view> nearest(std::string_view value,

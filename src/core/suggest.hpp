@@ -19,8 +19,8 @@ std::optional<std::string_view> nearest(std::string_view value,
 std::string did_you_mean(std::string_view value, std::span<const std::string_view> choices);
 
 /// True when `a` and `b` are the same ignoring ASCII case: the rule for every keyword xtel
-/// defines (booleans, log levels, built-in exporter names); the comparison is HTTP tokens'
-/// (core/http_token.hpp), named here for what it decides.
+/// defines (booleans, log levels, built-in exporter names); the comparison is
+/// ascii::equals_ignoring_case, named here for what it decides.
 bool same_keyword(std::string_view a, std::string_view b) noexcept;
 
 }  // namespace xtel::detail

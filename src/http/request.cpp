@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "core/http_token.hpp"
+#include "http/token.hpp"
 
 namespace xtel::http {
 
 namespace {
 
-using xtel::detail::equals_ignoring_case;
-using xtel::detail::is_token;
-using xtel::detail::trim_ows;
+using detail::equals_ignoring_case;
+using detail::is_token;
+using detail::trim_ows;
 
 /// Visible ASCII: what a request target may hold.
 constexpr bool is_vchar(char c) noexcept {

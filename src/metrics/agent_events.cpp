@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "xtel/core/names.hpp"
+#include "xtel/core/version.hpp"
 #include "xtel/metrics/agent_metrics.hpp"
 
 namespace xtel::metrics {
@@ -24,8 +25,7 @@ constexpr event_name from_transfers[] = {
 };
 
 /// Events that say what the agent is, shown by the info metrics instead of as families.
-constexpr event_name informational[] = {names::agent_stop, names::ucx_backend_init,
-                                        names::ucx_version};
+constexpr event_name informational[] = {names::agent_stop, names::ucx_backend_init};
 
 /// Names are NUL-padded to a fixed width, so equal names are mostly equal bytes: one compare.
 /// The character-wise compare catches a name with stray padding.
@@ -175,6 +175,8 @@ bool agent_metrics::apply_known(const event& e) {
     } else if (e.name_view().starts_with(names::ucx_transport_prefix) &&
                e.name_view().size() > names::ucx_transport_prefix.size()) {
         store.set(lanes_, {e.name_view().substr(names::ucx_transport_prefix.size())}, e.value);
+    } else if (same_name(names::ucx_version, e)) {
+        set_build_info(e.value);
     } else if (same_name(names::agent_start, e)) {
         // Once per agent: looked up by name rather than kept (agent_families.cpp's row).
         if (const auto id = store.id_of("xtel_agent_start_time_seconds")) {
@@ -186,6 +188,16 @@ bool agent_metrics::apply_known(const event& e) {
         return false;
     }
     return true;
+}
+
+void agent_metrics::set_build_info(std::uint64_t ucx_version) {
+    if (build_info_set_) {
+        return;  // the backend says it once; a second one cannot make a second series
+    }
+    build_info_set_ = true;
+    const std::string ucx =
+        fmt::format("{}.{}.{}", ucx_version / 10000, ucx_version / 100 % 100, ucx_version % 100);
+    processor_->store().set(build_family_, {version(), ucx}, 1);
 }
 
 void agent_metrics::apply_one(const event& e) {

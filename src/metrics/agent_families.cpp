@@ -4,7 +4,6 @@
 // names).
 #include <fmt/format.h>
 
-#include <ucp/api/ucp.h>
 #include <unistd.h>
 #include <array>
 #include <cstdint>
@@ -39,12 +38,6 @@ struct agent_metrics::family_row {
 };
 
 namespace {
-
-std::string ucx_version_text() {
-    unsigned major = 0, minor = 0, release = 0;
-    ::ucp_get_version(&major, &minor, &release);
-    return fmt::format("{}.{}.{}", major, minor, release);
-}
 
 constexpr std::string_view ignored_help =
     "Events the Prometheus exporter did not fold into a family: a value kind the family's type "
@@ -239,6 +232,8 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .type = gauge,
      .labels = {"version", "ucx_version"},
      .fixed_labels = true,
+     // Its series is set from the backend's ucx_version event (agent_events.cpp): the agent
+     // knows its transport's version, the model links no transport library.
      .family = &agent_metrics::build_family_,
      .health = true},
     // A node file's readers add the writer's pid themselves: the node exporter's encoding
@@ -294,7 +289,6 @@ void agent_metrics::add_xtel_set(const latency_shape& latency) {
          c < status_code_count; ++c) {
         errors_[c] = store.series_of(errors_family_, {to_string(static_cast<status_code>(c))});
     }
-    store.set(build_family_, {version(), ucx_version_text()}, 1);
     store.set(info_family_, {"ucx", fmt::format_int(::getpid()).str()}, 1);
     origins_.insert_or_assign(std::string(metric_store::folded_family),
                               family_origin{family_group::health, {}});

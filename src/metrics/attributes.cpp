@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "xtel/core/ascii.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 
 namespace xtel::metrics {
@@ -127,9 +128,8 @@ attribute_registry default_attributes() {
 std::string sanitize_field_value(std::string_view value) {
     std::string out(value);
     for (char& c : out) {
-        if (c >= 'A' && c <= 'Z') {
-            c = static_cast<char>(c - 'A' + 'a');
-        } else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+        c = ascii::lower(c);
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
             c = '_';
         }
     }

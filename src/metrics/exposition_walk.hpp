@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "xtel/core/ascii.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
@@ -115,13 +116,7 @@ inline exemplar_labels labels_of(const exemplar& e) {
 /// `id` as lower-case hex, as exemplars show trace and span ids.
 template <std::size_t N>
 std::array<char, 2 * N> to_hex(const std::array<std::uint8_t, N>& id) {
-    constexpr char digits[] = "0123456789abcdef";
-    std::array<char, 2 * N> out{};
-    for (std::size_t i = 0; i < N; ++i) {
-        out[2 * i] = digits[id[i] >> 4];
-        out[2 * i + 1] = digits[id[i] & 0xF];
-    }
-    return out;
+    return ascii::to_hex_array(id);
 }
 
 }  // namespace xtel::metrics::detail

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "core/owned_file.hpp"
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/parse.hpp"
 
 namespace xtel::node {
@@ -33,7 +34,6 @@ bool plain(unsigned char c) {
 
 /// `s` escaped (`\\`, `\xHH`), at most `limit` bytes of it: an escape is never cut in two.
 std::string escaped(std::string_view s, std::size_t limit) {
-    constexpr char hex[] = "0123456789abcdef";
     std::string out;
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
@@ -47,21 +47,11 @@ std::string escaped(std::string_view s, std::size_t limit) {
             out += "\\\\";
         } else {
             out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 0xf];
+            out += ascii::hex_digits[c >> 4];
+            out += ascii::hex_digits[c & 0xf];
         }
     }
     return out;
-}
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;  // upper case too: one encoding per byte
 }
 
 /// The value of line `key`, unescaped; throws for an escape format_notice would not write.
@@ -84,8 +74,9 @@ std::string unescape(std::string_view key, std::string_view v) {
             continue;
         }
         if (i + 3 < v.size() && v[i + 1] == 'x') {
-            const int hi = hex_digit(v[i + 2]);
-            const int lo = hex_digit(v[i + 3]);
+            // Lower case only: one encoding per byte.
+            const int hi = ascii::lower_hex_value(v[i + 2]);
+            const int lo = ascii::lower_hex_value(v[i + 3]);
             if (hi >= 0 && lo >= 0) {
                 const auto b = static_cast<unsigned char>(hi * 16 + lo);
                 if (!plain(b) && b != '\\') {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/log.hpp"
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/core/version.hpp"
 
@@ -60,9 +61,7 @@ std::size_t keep_header(char* data, std::size_t size, std::size_t n, void* out) 
     constexpr std::string_view name = "retry-after:";
     const std::string_view line(data, bytes);
     if (line.size() > name.size() &&
-        std::equal(name.begin(), name.end(), line.begin(), [](char x, char y) {
-            return x == std::tolower(static_cast<unsigned char>(y));
-        })) {
+        ascii::equals_ignoring_case(line.substr(0, name.size()), name)) {
         std::string_view v = line.substr(name.size());
         while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front())) != 0) {
             v.remove_prefix(1);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "http/token.hpp"
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/push/otlp_environment.hpp"
@@ -33,25 +35,7 @@ std::optional<setting> first_set(const env_lookup& env,
     return std::nullopt;
 }
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
+using ascii::lower;
 
 /// `s` with %XX sequences decoded; nullopt for a '%' not followed by two hex digits.
 std::optional<std::string> percent_decode(std::string_view s) {
@@ -64,8 +48,8 @@ std::optional<std::string> percent_decode(std::string_view s) {
         if (i + 2 >= s.size()) {
             return std::nullopt;
         }
-        const int hi = hex_digit(s[i + 1]);
-        const int lo = hex_digit(s[i + 2]);
+        const int hi = ascii::hex_value(s[i + 1]);
+        const int lo = ascii::hex_value(s[i + 2]);
         if (hi < 0 || lo < 0) {
             return std::nullopt;
         }
@@ -75,14 +59,8 @@ std::optional<std::string> percent_decode(std::string_view s) {
     return out;
 }
 
-/// An HTTP header name: a token (RFC 9110).
-bool is_token(std::string_view s) {
-    constexpr std::string_view extra = "!#$%&'*+-.^_`|~";
-    return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
-               extra.find(c) != std::string_view::npos;
-    });
-}
+/// An HTTP header name is a token (RFC 9110).
+using http::detail::is_token;
 
 /// A header value may not end the header early: no CR, LF or NUL.
 bool is_header_value(std::string_view s) {

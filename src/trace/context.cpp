@@ -6,24 +6,11 @@
 #include <random>
 
 #include "trace/sha256.hpp"
+#include "xtel/core/ascii.hpp"
 
 namespace xtel::trace {
 
 namespace {
-
-/// The value of hex digit `c` (either case), or -1.
-int hex_value(char c) noexcept {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
 
 /// Reads 2 * N hex digits of `s` into `out`; false when one is not a hex digit or all are zero.
 template <std::size_t N>
@@ -32,8 +19,8 @@ bool read_id(std::string_view s, std::array<std::uint8_t, N>& out) noexcept {
         return false;
     }
     for (std::size_t i = 0; i < N; ++i) {
-        const int hi = hex_value(s[2 * i]);
-        const int lo = hex_value(s[2 * i + 1]);
+        const int hi = ascii::hex_value(s[2 * i]);
+        const int lo = ascii::hex_value(s[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             return false;
         }
@@ -69,8 +56,8 @@ std::optional<context> parse_traceparent(std::string_view s) noexcept {
     if (s.size() < 55 || s[2] != '-' || s[35] != '-' || s[52] != '-') {
         return std::nullopt;
     }
-    const int v_hi = hex_value(s[0]);
-    const int v_lo = hex_value(s[1]);
+    const int v_hi = ascii::hex_value(s[0]);
+    const int v_lo = ascii::hex_value(s[1]);
     if (v_hi < 0 || v_lo < 0) {
         return std::nullopt;
     }
@@ -85,8 +72,8 @@ std::optional<context> parse_traceparent(std::string_view s) noexcept {
     if (!read_id(s.substr(3, 32), c.trace) || !read_id(s.substr(36, 16), c.parent)) {
         return std::nullopt;
     }
-    const int f_hi = hex_value(s[53]);
-    const int f_lo = hex_value(s[54]);
+    const int f_hi = ascii::hex_value(s[53]);
+    const int f_lo = ascii::hex_value(s[54]);
     if (f_hi < 0 || f_lo < 0) {
         return std::nullopt;
     }

@@ -2,7 +2,7 @@
 // listens on 127.0.0.1 for the whole run; each input is sent as raw bytes on a new loopback
 // connection whose sending side is then closed. The server must answer exactly what
 // include/xtel/http/request.hpp predicts for those bytes (the statuses, in order, each a
-// well-formed answer, a 200 in the representation include/xtel/metrics/negotiate.hpp picks for its
+// well-formed answer, a 200 in the representation include/xtel/http/negotiate.hpp picks for its
 // Accept and Accept-Encoding headers), then close; and every 128 inputs a real GET /metrics
 // must still get 200 with the agent's metrics. A crash, a hang (10 s), a leak or a wrong answer
 // is a finding.
@@ -25,9 +25,9 @@
 
 #include "xtel/core/log.hpp"
 #include "xtel/exporters/prometheus.hpp"
+#include "xtel/http/negotiate.hpp"
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
-#include "xtel/metrics/negotiate.hpp"
 
 namespace {
 
@@ -78,7 +78,7 @@ struct expected_answer {
     int status;
     bool head_only;
     /// For a 200: the representation negotiated.
-    xtel::metrics::representation rep;
+    xtel::http::representation rep;
 };
 
 std::vector<expected_answer> predict(std::string_view bytes) {
@@ -93,7 +93,7 @@ std::vector<expected_answer> predict(std::string_view bytes) {
         // No answer to HEAD has a body, whatever its status.
         out.push_back(
             {status, r.status == 200 && r.head.method == "HEAD",
-             xtel::metrics::negotiate(r.head.accept.values(), r.head.accept_encoding.values())});
+             xtel::http::negotiate(r.head.accept.values(), r.head.accept_encoding.values())});
         if (http::closes_after(r, status) || out.size() == limit) {
             return out;
         }
@@ -245,7 +245,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (e.status != 200) {
             continue;
         }
-        if (header_value(head, "Content-Type:") != xtel::metrics::content_type(e.rep.format)) {
+        if (header_value(head, "Content-Type:") != xtel::http::content_type(e.rep.format)) {
             finding("a 200 answer's Content-Type is not the negotiated format's");
         }
         if ((header_value(head, "Content-Encoding:") == "gzip") != e.rep.gzip) {

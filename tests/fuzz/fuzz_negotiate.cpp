@@ -1,4 +1,4 @@
-// Fuzz target: content negotiation of /metrics (include/xtel/metrics/negotiate.hpp). The
+// Fuzz target: content negotiation of /metrics (include/xtel/http/negotiate.hpp). The
 // input is the Accept header's lines, then a NUL byte, then the Accept-Encoding header's lines,
 // lines split at LF (at most 4 of each, as a request head may hold). Besides a crash, a leak or
 // undefined behaviour, a finding is a choice that breaks what the negotiation promises:
@@ -19,11 +19,12 @@
 #include <string_view>
 #include <vector>
 
+#include "xtel/http/negotiate.hpp"
 #include "xtel/http/request.hpp"
-#include "xtel/metrics/negotiate.hpp"
 
 namespace {
 
+namespace http = xtel::http;
 namespace metrics = xtel::metrics;
 
 [[noreturn]] void finding(const char* what) {
@@ -62,32 +63,32 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto encoding =
         lines_of(nul == std::string_view::npos ? std::string_view{} : input.substr(nul + 1));
 
-    const metrics::representation r = metrics::negotiate(accept, encoding);
+    const http::representation r = http::negotiate(accept, encoding);
 
     const std::vector<std::string_view> accept_reversed(accept.rbegin(), accept.rend());
     const std::vector<std::string_view> encoding_reversed(encoding.rbegin(), encoding.rend());
-    if (metrics::negotiate(accept_reversed, encoding_reversed) != r) {
+    if (http::negotiate(accept_reversed, encoding_reversed) != r) {
         finding("the order of a header's lines changed the choice");
     }
 
     if (input.find_first_of("\"\\") == std::string_view::npos) {
         const std::string a = joined(accept);
         const std::string e = joined(encoding);
-        if (metrics::negotiate(a, e) != r) {
+        if (http::negotiate(a, e) != r) {
             finding("lines joined by commas got another choice than the lines");
         }
     }
 
     auto with_text = accept;
     with_text.push_back("text/plain;version=0.0.4");
-    if (metrics::negotiate(with_text, encoding).format != metrics::exposition::text) {
+    if (http::negotiate(with_text, encoding).format != metrics::exposition::text) {
         finding("text/plain;version=0.0.4 with quality 1 did not get text");
     }
     auto with_protobuf = accept;
     with_protobuf.push_back(
         "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
         "encoding=delimited");
-    const auto p = metrics::negotiate(with_protobuf, encoding).format;
+    const auto p = http::negotiate(with_protobuf, encoding).format;
     if (p != metrics::exposition::protobuf && p != r.format) {
         finding("an added protobuf range chose another text format");
     }
@@ -97,14 +98,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (r.format == metrics::exposition::protobuf) {
         auto with_openmetrics = accept;
         with_openmetrics.push_back("application/openmetrics-text;version=1.0.0");
-        if (metrics::negotiate(with_openmetrics, encoding).format !=
+        if (http::negotiate(with_openmetrics, encoding).format !=
             metrics::exposition::openmetrics) {
             finding("protobuf was chosen over OpenMetrics of quality 1");
         }
     }
     auto with_gzip = encoding;
     with_gzip.push_back("gzip");
-    if (!metrics::negotiate(accept, with_gzip).gzip) {
+    if (!http::negotiate(accept, with_gzip).gzip) {
         finding("gzip with quality 1 did not get gzip");
     }
     return 0;

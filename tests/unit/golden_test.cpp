@@ -111,6 +111,8 @@ std::vector<xtel::event> fixed_events() {
         make(category::error, "agent_error_timed_out", 1, value_kind::counter),
         make(category::backend, "agent_backend_lanes", 3, value_kind::gauge),
         make(category::custom, "app_cache_hits", 17, value_kind::counter),
+        // UCX 1.13.1, as the agent's backend records it at start (xtel_build_info).
+        make(category::backend, "ucx_version", 11301, value_kind::gauge),
     };
     for (std::size_t i = 0; i < events.size(); ++i) {
         events[i].timestamp_us = 1'700'000'000'500'000 + i;

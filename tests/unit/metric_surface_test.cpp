@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "prometheus_fixtures.hpp"
 #include "test_util.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/exporters/node.hpp"
@@ -42,6 +44,16 @@ std::vector<std::string> served(const agent_metrics& m) {
         out.push_back(f.spec.name);
     }
     return out;
+}
+
+/// `m` once its agent's UCX backend started: what it records then (its version, which
+/// xtel_build_info shows) folded and published.
+const agent_metrics& started(agent_metrics& m) {
+    const auto version =
+        prom_test::make(xtel::category::backend, "ucx_version", 11301, xtel::value_kind::gauge);
+    m.apply(std::span(&version, 1));
+    m.publish();
+    return m;
 }
 
 bool contains(const std::vector<std::string>& v, std::string_view s) {
@@ -137,8 +149,8 @@ TEST_CASE("a family an OpenMetrics body would have to leave out is refused where
 
 TEST_CASE("an agent serves the xtel set by default, with its health, and none of the NIXL set",
           "[prometheus][surface]") {
-    const agent_metrics m("a1", settings_of({}));
-    const auto names = served(m);
+    agent_metrics m("a1", settings_of({}));
+    const auto names = served(started(m));
     CHECK(count_prefix(names, "agent_") == 0);
     CHECK(contains(names, "xtel_errors_total"));
     CHECK(contains(names, "xtel_memory_registered_bytes"));
@@ -149,8 +161,8 @@ TEST_CASE("an agent serves the xtel set by default, with its health, and none of
 
 TEST_CASE("NIXL_TELEMETRY_METRIC_SET=nixl serves the NIXL set and the telemetry's health alone",
           "[prometheus][surface]") {
-    const agent_metrics m("a1", settings_of({{"NIXL_TELEMETRY_METRIC_SET", "NIXL"}}));
-    const auto names = served(m);
+    agent_metrics m("a1", settings_of({{"NIXL_TELEMETRY_METRIC_SET", "NIXL"}}));
+    const auto names = served(started(m));
     CHECK(contains(names, "agent_tx_bytes_total"));  // the legacy builder, at 0
     CHECK(contains(names, "agent_xfer_time_us"));
     CHECK(contains(names, "agent_errors_total"));

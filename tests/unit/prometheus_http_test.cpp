@@ -17,7 +17,7 @@
 #include "xtel/core/error.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
-#include "xtel/metrics/negotiate.hpp"
+#include "xtel/http/negotiate.hpp"
 
 namespace prometheus_http_test {
 
@@ -503,8 +503,8 @@ TEST_CASE("every representation shows a flush round that changed the metrics", "
 }
 
 TEST_CASE("the endpoint renders each representation once until the snapshots change", "[http]") {
+    using xtel::http::representation;
     using xtel::metrics::exposition;
-    using xtel::metrics::representation;
     const auto e = xtel::detail::prometheus_endpoint::acquire({"127.0.0.1", 0});
     const representation all[] = {{exposition::text, false},        {exposition::text, true},
                                   {exposition::openmetrics, false}, {exposition::openmetrics, true},

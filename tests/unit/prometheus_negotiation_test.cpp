@@ -1,4 +1,4 @@
-// Content negotiation of /metrics (include/xtel/metrics/negotiate.hpp): which format and
+// Content negotiation of /metrics (include/xtel/http/negotiate.hpp): which format and
 // encoding the Accept and Accept-Encoding headers get.
 
 #include <catch2/catch.hpp>
@@ -7,13 +7,13 @@
 #include <string_view>
 #include <vector>
 
+#include "xtel/http/negotiate.hpp"
 #include "xtel/http/request.hpp"
-#include "xtel/metrics/negotiate.hpp"
 
 namespace prometheus_negotiation_test {
 
+using xtel::http::negotiate;
 using xtel::metrics::exposition;
-using xtel::metrics::negotiate;
 
 namespace {
 
@@ -177,24 +177,23 @@ TEST_CASE("a header on several lines means what its lines joined by commas mean"
     CHECK(r.format == exposition::openmetrics);
     CHECK(r.gzip);
     const std::vector<std::string_view> none;
-    CHECK(negotiate(none, none) == xtel::metrics::representation{});
+    CHECK(negotiate(none, none) == xtel::http::representation{});
 }
 
 TEST_CASE("each format answers with its content type") {
-    CHECK(xtel::metrics::content_type(exposition::text) ==
-          "text/plain; version=0.0.4; charset=utf-8");
-    CHECK(xtel::metrics::content_type(exposition::openmetrics) ==
+    CHECK(xtel::http::content_type(exposition::text) == "text/plain; version=0.0.4; charset=utf-8");
+    CHECK(xtel::http::content_type(exposition::openmetrics) ==
           "application/openmetrics-text; version=1.0.0; charset=utf-8");
     // As Prometheus's client libraries answer it (client_golang's expfmt.ProtoFmt).
-    CHECK(xtel::metrics::content_type(exposition::protobuf) ==
+    CHECK(xtel::http::content_type(exposition::protobuf) ==
           "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
           "encoding=delimited");
 }
 
 TEST_CASE("every representation has its own place in a cache") {
-    using xtel::metrics::index_of;
-    using xtel::metrics::representation;
-    std::vector<bool> taken(xtel::metrics::representation_count, false);
+    using xtel::http::index_of;
+    using xtel::http::representation;
+    std::vector<bool> taken(xtel::http::representation_count, false);
     for (const auto format : {exposition::text, exposition::openmetrics, exposition::protobuf}) {
         for (const bool gzip : {false, true}) {
             const std::size_t i = index_of(representation{format, gzip});
@@ -227,7 +226,7 @@ TEST_CASE("a request head without the two headers negotiates plain text") {
     CHECK(r.head.accept.values().empty());
     CHECK(r.head.accept_encoding.values().empty());
     CHECK(negotiate(r.head.accept.values(), r.head.accept_encoding.values()) ==
-          xtel::metrics::representation{});
+          xtel::http::representation{});
 }
 
 TEST_CASE("repeated Accept lines are all kept in order and past four the request is refused") {
@@ -241,7 +240,7 @@ TEST_CASE("repeated Accept lines are all kept in order and past four the request
     CHECK(accept[1] == "application/openmetrics-text;q=0.3");
     CHECK(r.head.accept_encoding.values().size() == 2);
     CHECK(negotiate(accept, r.head.accept_encoding.values()) ==
-          xtel::metrics::representation{exposition::openmetrics, true});
+          xtel::http::representation{exposition::openmetrics, true});
 
     std::string five = "GET /metrics HTTP/1.1\r\n";
     for (int i = 0; i < 5; ++i) {

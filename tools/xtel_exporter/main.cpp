@@ -31,9 +31,9 @@
 #include "run_as.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/version.hpp"
+#include "xtel/http/negotiate.hpp"
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
-#include "xtel/metrics/negotiate.hpp"
 #include "xtel/push/otlp_config.hpp"
 
 namespace {
@@ -89,12 +89,8 @@ int serve(const options& o,
                       push.health(), push.span_health());
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
-        [&node](const http::request_head& head) {
-            const metrics::representation r =
-                metrics::negotiate(head.accept.values(), head.accept_encoding.values());
-            return http::entity{node.render(r), metrics::content_type(r.format), r.gzip};
-        },
-        {}, http::server::start::on_serve);
+        [&node](const http::request_head& head) { return node.answer(http::negotiate(head)); }, {},
+        http::server::start::on_serve);
     node.count_endpoint([&server] { return server.stats(); });
     // glibc switches every thread, the server's and the writer's included.
     if (user) {

@@ -6,16 +6,12 @@
 #include <string_view>
 #include <utility>
 
-#include "xtel/http/gzip.hpp"
-#include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/process_metrics.hpp"
 
 namespace xtel::xtel_exporter {
 
 namespace {
 
-/// The body's gzip level: the fastest, as the agents' endpoint uses (every scrape renders).
-constexpr int gzip_level = 1;
 /// Scrapes closer together than this share one reading of the files.
 constexpr auto min_refresh_interval = std::chrono::milliseconds(200);
 /// A shared body is rendered again after this long even if no agent's snapshot changed, for
@@ -159,34 +155,41 @@ node_metrics::node_metrics(node::collector::settings collector,
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count())) {
     for (push_health& h : pushers) {
-        const auto family = [&](std::string_view what, std::string help,
-                                metrics::metric_type type) {
-            return store_.add_family(spec(fmt::format("xtel_exporter_{}_{}", h.prefix, what),
-                                          h.what + " " + help, type));
-        };
-        push_families f{
-            .health = {},
-            .sent = family("requests_sent_total", "requests the receiver took (2xx)", counter),
-            .failed_attempts =
-                family("failed_attempts_total", "attempts that failed and are retried", counter),
-            .dropped = family("requests_dropped_total",
-                              "requests dropped unsent because the queue was full", counter),
-            .rejected = family("requests_rejected_total", "requests the receiver refused for good",
-                               counter),
-            .queued = family("requests_queued",
-                             "requests waiting to be sent, the one in flight included", gauge),
-            .rejected_points = std::nullopt};
-        if (h.counts_points) {
-            f.rejected_points = family("rejected_points_total",
-                                       "data points the receiver said it rejected (partial "
-                                       "success)",
-                                       counter);
-        }
-        f.health = std::move(h);
-        pushers_.push_back(std::move(f));
+        pushers_.push_back(add_push_families(std::move(h)));
     }
-    // Made now, so that the first scrape shows them at 0 too (an alert on a reason needs
-    // its series before the first refusal).
+    make_series_at_zero();
+    extra_ = std::move(extra);
+    collector_.reserve_families(own_family_names());
+}
+
+node_metrics::push_families node_metrics::add_push_families(push_health h) {
+    const auto family = [&](std::string_view what, std::string help, metrics::metric_type type) {
+        return store_.add_family(
+            spec(fmt::format("xtel_exporter_{}_{}", h.prefix, what), h.what + " " + help, type));
+    };
+    push_families f{
+        .health = {},
+        .sent = family("requests_sent_total", "requests the receiver took (2xx)", counter),
+        .failed_attempts =
+            family("failed_attempts_total", "attempts that failed and are retried", counter),
+        .dropped = family("requests_dropped_total",
+                          "requests dropped unsent because the queue was full", counter),
+        .rejected =
+            family("requests_rejected_total", "requests the receiver refused for good", counter),
+        .queued = family("requests_queued",
+                         "requests waiting to be sent, the one in flight included", gauge),
+        .rejected_points = std::nullopt};
+    if (h.counts_points) {
+        f.rejected_points =
+            family("rejected_points_total",
+                   "data points the receiver said it rejected (partial success)", counter);
+    }
+    f.health = std::move(h);
+    return f;
+}
+
+void node_metrics::make_series_at_zero() {
+    // An alert on a reason needs its series before the first refusal.
     for (const auto f : {agents_, unpublished_, seen_, duration_}) {
         series(f);
     }
@@ -204,7 +207,9 @@ node_metrics::node_metrics(node::collector::settings collector,
             series(*p.rejected_points);
         }
     }
-    // No agent's file may stand in for these families, or add series to them.
+}
+
+std::vector<std::string> node_metrics::own_family_names() {
     std::vector<std::string> own;
     for (const auto& f : take_snapshot(store_).families) {
         own.push_back(f.spec.name);
@@ -215,7 +220,6 @@ node_metrics::node_metrics(node::collector::settings collector,
     for (const auto& f : endpoint_snapshot({}, 0).families) {
         own.push_back(f.spec.name);
     }
-    extra_ = std::move(extra);
     if (extra_) {
         for (const auto& f : extra_().families) {
             own.push_back(f.spec.name);
@@ -223,7 +227,7 @@ node_metrics::node_metrics(node::collector::settings collector,
     }
     own.emplace_back(agent_state_family);
     own.emplace_back(agent_unpublished_family);
-    collector_.reserve_families(std::move(own));
+    return own;
 }
 
 void node_metrics::start() {
@@ -278,26 +282,26 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
     return out;
 }
 
-std::shared_ptr<const std::string> node_metrics::render(metrics::representation r) {
+http::entity node_metrics::answer(http::representation r) {
     const auto start = clock::now();
-    std::shared_ptr<const std::string> body;
+    http::entity answer;
     {
         const std::lock_guard lock(cache_mutex_);
         auto agents = served_agents();
         if (agents != cached_agents_ || !cached_at_ || start - *cached_at_ >= rerender_interval) {
-            cached_from_ = snapshots();
-            cached_from_.push_back(std::make_shared<const metrics::snapshot>(endpoint_snapshot(
+            auto shown = snapshots();
+            shown.push_back(std::make_shared<const metrics::snapshot>(endpoint_snapshot(
                 endpoint_probe_ ? endpoint_probe_() : http::server_stats{}, start_time_us_)));
+            body_.show(std::move(shown));
             cached_agents_ = std::move(agents);
             cached_at_ = start;
-            cached_.fill(nullptr);
         }
-        body = cached(r);
+        answer = body_.answer(r);
     }
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start);
     const std::lock_guard lock(mutex_);
     store_.observe(series(duration_), static_cast<std::uint64_t>(us.count()));
-    return body;
+    return answer;
 }
 
 void node_metrics::count_endpoint(std::function<http::server_stats()> probe) {
@@ -359,23 +363,6 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::served_agent
     const std::lock_guard lock(mutex_);
     refresh_locked(false);
     return agents_served_;
-}
-
-const std::shared_ptr<const std::string>& node_metrics::cached(metrics::representation r) {
-    const std::size_t i = metrics::index_of(r);
-    if (cached_[i]) {
-        return cached_[i];
-    }
-    std::shared_ptr<std::string> out;
-    if (r.gzip) {
-        // From the plain body, which is kept too: a scraper that asks for both pays once.
-        out = std::make_shared<std::string>(http::gzip(*cached({r.format, false}), gzip_level));
-    } else {
-        out = std::make_shared<std::string>();
-        metrics::render(cached_from_, *out, r.format);
-    }
-    cached_[i] = std::move(out);
-    return cached_[i];
 }
 
 }  // namespace xtel::xtel_exporter

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "xtel/http/metrics_body.hpp"
 #include "xtel/http/server.hpp"
 #include "xtel/metrics/metric_store.hpp"
-#include "xtel/metrics/negotiate.hpp"
 #include "xtel/metrics/snapshot.hpp"
 #include "xtel/node/collector.hpp"
 
@@ -69,13 +69,13 @@ class node_metrics {
     /// the exporter's health, then the process's metrics.
     std::vector<std::shared_ptr<const metrics::snapshot>> snapshots(bool force_refresh = false);
 
-    /// The body of a scrape in representation `r`; the time it took joins the health.
+    /// The answer to a scrape in representation `r`; the time it took joins the health.
     /// Concurrent scrapes of an unchanged state share one body per representation: it is
     /// rendered again when an agent's snapshot changes, or a second after it was rendered. So
     /// the process's metrics and the exporter's own (scrape durations, read errors, pushers,
     /// the endpoint's closed connections) may lag by up to a second: those of the scrapes that
     /// took a shared body show in the next rendering.
-    std::shared_ptr<const std::string> render(metrics::representation r);
+    http::entity answer(http::representation r);
 
     /// Where render() reads the /metrics endpoint's counters (until set: zeros).
     void count_endpoint(std::function<http::server_stats()> probe);
@@ -87,6 +87,14 @@ class node_metrics {
         std::optional<metrics::family_id> rejected_points;
     };
 
+    /// One pusher's health families, registered in store_.
+    push_families add_push_families(push_health h);
+    /// Every series of the exporter's own families made now, at 0: the first scrape shows them.
+    void make_series_at_zero();
+    /// The families no agent's file may stand in for or add series to: the exporter's own
+    /// (its health, the pushers', the span export's, the endpoint's, the agents' states) and
+    /// the process's.
+    std::vector<std::string> own_family_names();
     /// The one series of a family without labels.
     metrics::series_ref series(metrics::family_id f);
     /// The series of xtel_exporter_snapshot_read_errors_total for `r`.
@@ -123,17 +131,13 @@ class node_metrics {
     // thread's refreshes do not wait for a rendering.
     /// The agents' snapshots as refresh() left them (mutex_ held while read).
     std::vector<std::shared_ptr<const metrics::snapshot>> served_agents();
-    /// cached_[index_of(r)], rendered first when null; cache_mutex_ held.
-    const std::shared_ptr<const std::string>& cached(metrics::representation r);
     std::mutex cache_mutex_;
     std::function<http::server_stats()> endpoint_probe_;
-    /// The agents' snapshots the cached bodies show, held so that equal pointers mean equal data.
+    /// The agents' snapshots the bodies show, held so that equal pointers mean equal data.
     std::vector<std::shared_ptr<const metrics::snapshot>> cached_agents_;
-    /// What the cached bodies render: the agents', the health's and the process's snapshots.
-    std::vector<std::shared_ptr<const metrics::snapshot>> cached_from_;
     std::optional<clock::time_point> cached_at_;
-    /// By index_of(representation); null: not rendered since cached_from_ changed.
-    std::array<std::shared_ptr<const std::string>, metrics::representation_count> cached_;
+    /// The agents', the health's and the process's snapshots, and their bodies.
+    http::metrics_body body_;
 };
 
 }  // namespace xtel::xtel_exporter

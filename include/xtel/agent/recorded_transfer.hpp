@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "xtel/agent/agent.hpp"
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/label_table.hpp"
 #include "xtel/core/transfer.hpp"
 #include "xtel/core/transfer_record.hpp"
@@ -83,12 +84,9 @@ inline std::string_view notified_request_id(const notification& n,
                                             std::span<char, max_request_id> id) noexcept {
     std::size_t length = 0;
     if (n.traced) {
-        constexpr char hex[] = "0123456789abcdef";
         const auto put = [&](std::span<const std::uint8_t> bytes) {
-            for (const std::uint8_t b : bytes) {
-                id[length++] = hex[b >> 4];
-                id[length++] = hex[b & 15];
-            }
+            ascii::write_hex(bytes, id.data() + length);
+            length += 2 * bytes.size();
         };
         bool parent = false;
         for (const std::uint8_t b : n.span_id) {

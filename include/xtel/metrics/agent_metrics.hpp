@@ -153,6 +153,10 @@ class agent_metrics {
     /// Handles an event of a name this agent knows; false when the name is not one.
     bool apply_known(const event& e);
     void apply_memory(const event& e, bool registered);
+    /// xtel_build_info's series, from the backend's ucx_version event (major * 10000 + minor *
+    /// 100 + release, docs/events.md): the agent knows its transport's version, so the model
+    /// names no transport library. The first event sets it; there is no series before it.
+    void set_build_info(std::uint64_t ucx_version);
     /// The index in events_ of the family `e` goes to, or rejected.
     std::uint32_t find_or_add(const event& e);
     /// Adds one of this agent's own families; its lines are reserved.
@@ -191,6 +195,7 @@ class agent_metrics {
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
     family_id build_family_ = 0, info_family_ = 0;
+    bool build_info_set_ = false;
     family_id notified_transfers_ = 0, notified_bytes_ = 0;  // {op, peer} counters
     /// apply_transfers' records less the notified ones, when a round has both.
     std::vector<transfer_record> own_transfers_;

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "xtel/core/ascii.hpp"
+
 namespace xtel::trace {
 
 /// A W3C trace id: 16 bytes, never all zero in a valid context.
@@ -65,13 +67,7 @@ constexpr bool is_zero(const std::array<std::uint8_t, N>& id) noexcept {
 /// `id` as lower-case hex (32 or 16 characters), as traceparents and OTLP/JSON write ids.
 template <std::size_t N>
 std::string to_hex(const std::array<std::uint8_t, N>& id) {
-    constexpr char digits[] = "0123456789abcdef";
-    std::string out(2 * N, '0');
-    for (std::size_t i = 0; i < N; ++i) {
-        out[2 * i] = digits[id[i] >> 4];
-        out[2 * i + 1] = digits[id[i] & 0xF];
-    }
-    return out;
+    return ascii::to_hex(id);
 }
 
 /// New span ids (and trace ids for spans with no trace of their own): random, never zero. Not

@@ -6,11 +6,10 @@
 #include <map>
 
 #include "core/log.hpp"
-#include "xtel/http/gzip.hpp"
+#include "xtel/http/negotiate.hpp"
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
 #include "xtel/metrics/agent_metrics.hpp"
-#include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/process_metrics.hpp"
 
 namespace xtel::detail {
@@ -59,15 +58,24 @@ std::shared_ptr<prometheus_endpoint> prometheus_endpoint::acquire(const host_por
 }
 
 prometheus_endpoint::prometheus_endpoint(const host_port& address)
-    : server_(std::make_unique<http::server>(
+    : body_(http::metrics_body::default_gzip_level,
+            [this](std::size_t left_out) {
+                // Each agent's store refuses such families; agents of one process can still
+                // make them between them (their own events' names). cache_mutex_ is held.
+                if (!warned_left_out_) {
+                    warned_left_out_ = true;
+                    xtel::detail::log(log_level::warning,
+                                      "prometheus: {} families of this process's agents are left "
+                                      "out of OpenMetrics scrapes: their names clash there with "
+                                      "another agent's families (the text format serves them)",
+                                      left_out);
+                }
+            }),
+      server_(std::make_unique<http::server>(
           address,
           std::string(metrics_path),
           std::string(varies_by),
-          [this](const http::request_head& head) {
-              const metrics::representation r =
-                  metrics::negotiate(head.accept.values(), head.accept_encoding.values());
-              return http::entity{render_shared(r), metrics::content_type(r.format), r.gzip};
-          })) {
+          [this](const http::request_head& head) { return answer(http::negotiate(head)); })) {
     if (address.port == 0) {
         detail::log(log_level::info, "prometheus: serving http://{}{} (port {} chosen for {})",
                     bound().to_string(), metrics_path, bound().port, address.to_string());
@@ -105,23 +113,30 @@ std::string prometheus_endpoint::render() const {
 }
 
 std::shared_ptr<const std::string> prometheus_endpoint::render_shared(
-    metrics::representation r) const {
-    std::vector<std::shared_ptr<const metrics::snapshot>> snapshots;
-    {
-        // Agents in the order of their names, so every scrape lists their series alike.
-        const std::lock_guard lock(agents_mutex_);
-        std::vector<const metrics::agent_metrics*> agents;
-        agents.reserve(agents_.size());
-        for (const auto& a : agents_) {
-            agents.push_back(a.get());
-        }
-        std::sort(agents.begin(), agents.end(),
-                  [](const auto* a, const auto* b) { return a->agent_name() < b->agent_name(); });
-        snapshots.reserve(agents.size());
-        for (const auto* a : agents) {
-            snapshots.push_back(a->latest());
-        }
+    http::representation r) const {
+    return answer(r).body;
+}
+
+std::vector<std::shared_ptr<const metrics::snapshot>> prometheus_endpoint::agent_snapshots() const {
+    // Agents in the order of their names, so every scrape lists their series alike.
+    const std::lock_guard lock(agents_mutex_);
+    std::vector<const metrics::agent_metrics*> agents;
+    agents.reserve(agents_.size());
+    for (const auto& a : agents_) {
+        agents.push_back(a.get());
     }
+    std::sort(agents.begin(), agents.end(),
+              [](const auto* a, const auto* b) { return a->agent_name() < b->agent_name(); });
+    std::vector<std::shared_ptr<const metrics::snapshot>> snapshots;
+    snapshots.reserve(agents.size() + 1);
+    for (const auto* a : agents) {
+        snapshots.push_back(a->latest());
+    }
+    return snapshots;
+}
+
+http::entity prometheus_endpoint::answer(http::representation r) const {
+    auto snapshots = agent_snapshots();
     const std::lock_guard lock(cache_mutex_);
     // The process's own metrics, once per endpoint: read again at most once a second, so a
     // flood of scrapes still costs one rendering per representation and second.
@@ -131,42 +146,8 @@ std::shared_ptr<const std::string> prometheus_endpoint::render_shared(
         process_read_ = now;
     }
     snapshots.push_back(process_);
-    if (snapshots != cached_from_) {
-        cached_from_ = std::move(snapshots);
-        cached_.fill(nullptr);
-    }
-    return cached(r);
-}
-
-const std::shared_ptr<const std::string>& prometheus_endpoint::cached(
-    metrics::representation r) const {
-    const std::size_t i = metrics::index_of(r);
-    if (cached_[i]) {
-        return cached_[i];
-    }
-    std::shared_ptr<std::string> out;
-    if (r.gzip) {
-        // From the plain body, which is kept too: a scraper that asks for both pays once.
-        const auto& plain = cached({r.format, false});
-        out = std::make_shared<std::string>(http::gzip(*plain, gzip_level));
-    } else {
-        out = std::make_shared<std::string>();
-        out->reserve(last_size_[i] + 256);
-        // Each agent's store refuses such families; agents of one process can still make
-        // them between them (their own events' names).
-        if (const std::size_t left_out = metrics::render(cached_from_, *out, r.format);
-            left_out > 0 && !warned_left_out_) {
-            warned_left_out_ = true;
-            xtel::detail::log(log_level::warning,
-                              "prometheus: {} families of this process's agents are left out of "
-                              "OpenMetrics scrapes: their names clash there with another agent's "
-                              "families (the text format serves them)",
-                              left_out);
-        }
-    }
-    last_size_[i] = out->size();
-    cached_[i] = std::move(out);
-    return cached_[i];
+    body_.show(std::move(snapshots));
+    return body_.answer(r);
 }
 
 }  // namespace xtel::detail

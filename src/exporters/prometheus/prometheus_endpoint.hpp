@@ -1,7 +1,6 @@
 #pragma once
 /// The process-wide HTTP endpoints that serve /metrics (private to src/).
 
-#include <array>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -9,7 +8,7 @@
 #include <vector>
 
 #include "xtel/exporters/prometheus.hpp"
-#include "xtel/metrics/negotiate.hpp"
+#include "xtel/http/metrics_body.hpp"
 #include "xtel/metrics/snapshot.hpp"
 
 namespace xtel::http {
@@ -39,10 +38,6 @@ class prometheus_endpoint {
     bool attach(std::shared_ptr<const metrics::agent_metrics> agent);
     void detach(const metrics::agent_metrics* agent) noexcept;
 
-    /// gzip level of compressed answers: 1, the fastest, since the body is rendered again
-    /// every flush round; docs/performance.md has what it costs and saves next to level 6.
-    static constexpr int gzip_level = 1;
-
     /// The body of a GET /metrics answer in the text format.
     std::string render() const;
 
@@ -50,7 +45,7 @@ class prometheus_endpoint {
     /// compressed) when first asked for after some agent published a new snapshot (or the
     /// agents changed), so a flood of scrapes costs one rendering per representation asked for
     /// per flush round, and answers being sent share one copy.
-    std::shared_ptr<const std::string> render_shared(metrics::representation r = {}) const;
+    std::shared_ptr<const std::string> render_shared(http::representation r = {}) const;
 
     /// The address it listens on, with the port the system chose when 0 was asked.
     const host_port& bound() const noexcept;
@@ -58,22 +53,22 @@ class prometheus_endpoint {
   private:
     explicit prometheus_endpoint(const host_port& address);
 
-    /// cached_[index_of(r)], rendered first when null; cache_mutex_ held.
-    const std::shared_ptr<const std::string>& cached(metrics::representation r) const;
+    /// The answer to a GET /metrics in representation `r`: render_shared's body.
+    http::entity answer(http::representation r) const;
+    /// The agents' latest snapshots, in the order of their names.
+    std::vector<std::shared_ptr<const metrics::snapshot>> agent_snapshots() const;
 
     mutable std::mutex agents_mutex_;
     std::vector<std::shared_ptr<const metrics::agent_metrics>> agents_;
 
+    /// Held across showing the snapshots and taking the body, so that concurrent scrapes share
+    /// one rendering.
     mutable std::mutex cache_mutex_;
-    /// What the cached bodies were rendered from; held, so that equal pointers mean equal data.
-    mutable std::vector<std::shared_ptr<const metrics::snapshot>> cached_from_;
-    /// By index_of(representation); null: not rendered since cached_from_ changed.
-    mutable std::array<std::shared_ptr<const std::string>, metrics::representation_count> cached_;
+    /// The agents' snapshots and the process's, and their bodies.
+    mutable http::metrics_body body_;
     /// The process metrics (process_metrics.hpp) and when they were read.
     mutable std::shared_ptr<const metrics::snapshot> process_;
     mutable std::chrono::steady_clock::time_point process_read_{};
-    /// The size each representation last had, to reserve for the next rendering.
-    mutable std::array<std::size_t, metrics::representation_count> last_size_{};
     /// Whether the families an OpenMetrics body left out were logged (once per endpoint).
     mutable bool warned_left_out_ = false;
 

@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <iterator>
+#include <span>
 #include <string_view>
+
+#include "xtel/core/ascii.hpp"
 
 namespace xtel::push::detail {
 
@@ -64,10 +67,8 @@ void json_i64(std::string& out, std::int64_t v) {
 
 void json_hex(std::string& out, const std::string& bytes) {
     out += '"';
-    for (const char c : bytes) {
-        fmt::format_to(std::back_inserter(out), "{:02x}",
-                       static_cast<unsigned>(static_cast<unsigned char>(c)));
-    }
+    out +=
+        ascii::to_hex(std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
     out += '"';
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-/// Which representation of /metrics a request gets (private to src/): the exposition format
-/// from its Accept header, gzip or not from its Accept-Encoding header. Pure, so that
-/// tests/fuzz/fuzz_negotiate.cpp can feed it anything.
+/// Which representation of /metrics a request gets: the exposition format from its Accept
+/// header, gzip or not from its Accept-Encoding header. HTTP's part of serving metrics, beside
+/// the body cache (metrics_body.hpp). Pure, so that tests/fuzz/fuzz_negotiate.cpp can feed it
+/// anything.
 ///
 /// Accept (RFC 9110 12.5.1): media ranges with q-values. Prometheus's protobuf format is chosen
 /// only when the client prefers it strictly: its quality (that of the most specific range
@@ -34,13 +35,14 @@
 #include <span>
 #include <string_view>
 
+#include "xtel/http/request.hpp"
 #include "xtel/metrics/exposition.hpp"
 
-namespace xtel::metrics {
+namespace xtel::http {
 
 /// One representation of /metrics: a format, compressed or not.
 struct representation {
-    exposition format = exposition::text;
+    metrics::exposition format = metrics::exposition::text;
     bool gzip = false;
 
     friend bool operator==(const representation&, const representation&) = default;
@@ -55,7 +57,7 @@ constexpr std::size_t index_of(representation r) noexcept {
 }
 
 /// The Content-Type of an answer in `format`.
-std::string_view content_type(exposition format) noexcept;
+std::string_view content_type(metrics::exposition format) noexcept;
 
 /// The representation a request with these Accept and Accept-Encoding header lines gets.
 representation negotiate(std::span<const std::string_view> accept,
@@ -64,4 +66,9 @@ representation negotiate(std::span<const std::string_view> accept,
 /// The same for a request with at most one line of each (empty: none).
 representation negotiate(std::string_view accept, std::string_view accept_encoding) noexcept;
 
-}  // namespace xtel::metrics
+/// The same for a request's head.
+inline representation negotiate(const request_head& head) noexcept {
+    return negotiate(head.accept.values(), head.accept_encoding.values());
+}
+
+}  // namespace xtel::http

@@ -1,17 +1,19 @@
-#include "xtel/metrics/negotiate.hpp"
+#include "xtel/http/negotiate.hpp"
 
 #include <algorithm>
 #include <array>
 
-#include "core/http_token.hpp"
+#include "http/token.hpp"
 
-namespace xtel::metrics {
+namespace xtel::http {
+
+using metrics::exposition;
 
 namespace {
 
-using xtel::detail::equals_ignoring_case;
-using xtel::detail::is_token;
-using xtel::detail::trim_ows;
+using detail::equals_ignoring_case;
+using detail::is_token;
+using detail::trim_ows;
 
 /// Takes the text up to the next `sep` that is not inside a quoted string off the front of
 /// `rest` (and the separator with it).
@@ -258,4 +260,4 @@ representation negotiate(std::string_view accept, std::string_view accept_encodi
                      std::span(&accept_encoding, accept_encoding.empty() ? 0 : 1));
 }
 
-}  // namespace xtel::metrics
+}  // namespace xtel::http

@@ -1,24 +1,15 @@
 #pragma once
-// The pieces of RFC 9110 header syntax that both the HTTP request parser (http) and content
-// negotiation (metrics) read with, kept here because metrics must not include http (private to
-// src/).
+// The pieces of RFC 9110 header syntax that the request parser and content negotiation read
+// with (private to src/). Case-insensitive comparison is ASCII's (xtel/core/ascii.hpp).
 
 #include <algorithm>
 #include <string_view>
 
-namespace xtel::detail {
+#include "xtel/core/ascii.hpp"
 
-/// ASCII lower case; other bytes unchanged (header names and tokens are case-insensitive ASCII).
-constexpr char lower_ascii(char c) noexcept {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
+namespace xtel::http::detail {
 
-/// True when `a` and `b` are the same but for ASCII case.
-constexpr bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return lower_ascii(x) == lower_ascii(y);
-           });
-}
+using ascii::equals_ignoring_case;
 
 /// `s` without the optional white space (spaces and tabs) at either end.
 constexpr std::string_view trim_ows(std::string_view s) noexcept {
@@ -44,4 +35,4 @@ constexpr bool is_token(std::string_view s) noexcept {
     return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel::http::detail
