@@ -32,8 +32,6 @@ ALLOWED_FILES = {
 ALLOWED_FUNCTIONS = {
     ('src/metrics/agent_metrics.cpp', 'xtel::metrics::agent_metrics::apply_transfers'): 83,
     ('src/node/collector.cpp', 'xtel::node::collector::resolve_type_conflicts'): 103,
-    ('tools/xtel_exporter/node_metrics.cpp',
-     'xtel::xtel_exporter::node_metrics::node_metrics'): 100,
 }
 
 
