@@ -209,31 +209,43 @@ void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
     if (transfers.empty()) {
         return;
     }
-    auto& store = processor_->store();
+    const std::span<const transfer_record> own = count_notified(transfers, labels);
+    if (own.empty()) {
+        return;
+    }
+    processor_->process(own, labels);
+    observe_completed(transfers, labels, traces);
+}
+
+std::span<const transfer_record> agent_metrics::count_notified(
+    std::span<const transfer_record> transfers, const label_table& labels) {
     // The split is here, not in the pipeline: the span recorder needs the notified records in
     // the same round as the rest, and every family and builder of transfers is fed from here.
     // A round without notified records (an initiator's) is passed on as it came, uncopied.
-    std::span<const transfer_record> own = transfers;
     const bool mixed = std::any_of(transfers.begin(), transfers.end(),
                                    [](const transfer_record& r) { return r.notified; });
-    if (mixed) {
-        own_transfers_.clear();
-        for (const transfer_record& r : transfers) {
-            if (!r.notified) {
-                own_transfers_.push_back(r);
-                continue;
-            }
-            const std::string_view op = to_string(r.attrs.op);
-            const std::string_view peer = peer_name(r.attrs.remote_agent, labels);
-            store.add(store.series_of(notified_transfers_, {op, peer}), r.requests);
-            store.add(store.series_of(notified_bytes_, {op, peer}), r.bytes);
-        }
-        own = own_transfers_;
-        if (own.empty()) {
-            return;
-        }
+    if (!mixed) {
+        return transfers;
     }
-    processor_->process(own, labels);
+    auto& store = processor_->store();
+    own_transfers_.clear();
+    for (const transfer_record& r : transfers) {
+        if (!r.notified) {
+            own_transfers_.push_back(r);
+            continue;
+        }
+        const std::string_view op = to_string(r.attrs.op);
+        const std::string_view peer = peer_name(r.attrs.remote_agent, labels);
+        store.add(store.series_of(notified_transfers_, {op, peer}), r.requests);
+        store.add(store.series_of(notified_bytes_, {op, peer}), r.bytes);
+    }
+    return own_transfers_;
+}
+
+void agent_metrics::observe_completed(std::span<const transfer_record> transfers,
+                                      const label_table& labels,
+                                      std::span<const transfer_trace> traces) {
+    auto& store = processor_->store();
     // The histograms need each value, which the processor's groups sum away: one observation
     // per completed transfer whose times were measured (config::timing_sample). By index into
     // `transfers`, which `traces` refer to.
@@ -262,7 +274,9 @@ void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
             store.observe(xfer_time_us_, r.xfer_us);
             store.observe(duration, r.xfer_us);
         } else {
-            metrics::exemplar ex{"request_id", std::string(r.request_id), 0, r.timestamp_us};
+            // Views: the buckets' exemplars copy them into memory they keep, so a tagged
+            // transfer allocates nothing here.
+            metrics::exemplar_view ex{"request_id", r.request_id, r.timestamp_us};
             while (trace != traces.end() && trace->index < i) {
                 ++trace;
             }

@@ -350,7 +350,12 @@ void metric_store::observe(series_ref s, std::uint64_t value) {
     ++changes_;
 }
 
-void metric_store::observe(series_ref s, std::uint64_t value, exemplar ex) {
+void metric_store::observe(series_ref s, std::uint64_t value, const exemplar& ex) {
+    observe(s, value,
+            exemplar_view{ex.label_name, ex.label_value, ex.timestamp_us, ex.trace_id, ex.span_id});
+}
+
+void metric_store::observe(series_ref s, std::uint64_t value, const exemplar_view& ex) {
     observe(s, value);
     const family_spec& spec = families_[s.family].spec_;
     if (spec.type != metric_type::histogram || ex.label_value.empty()) {
@@ -362,8 +367,13 @@ void metric_store::observe(series_ref s, std::uint64_t value, exemplar ex) {
     if (x.exemplars.empty()) {
         x.exemplars.resize(bounds.size() + 1);
     }
-    ex.value = value;
-    x.exemplars[static_cast<std::size_t>(it - bounds.begin())] = std::move(ex);
+    exemplar& kept = x.exemplars[static_cast<std::size_t>(it - bounds.begin())];
+    kept.label_name.assign(ex.label_name);
+    kept.label_value.assign(ex.label_value);
+    kept.value = value;
+    kept.timestamp_us = ex.timestamp_us;
+    kept.trace_id = ex.trace_id;
+    kept.span_id = ex.span_id;
 }
 
 std::optional<family_id> metric_store::id_of(std::string_view name) const noexcept {

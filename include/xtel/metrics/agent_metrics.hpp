@@ -167,6 +167,15 @@ class agent_metrics {
     void reserve_name(const family_spec& spec) const;
     void ignore();
     const std::string& peer_name(label_id id, const label_table& labels);
+    /// apply_transfers' notified records, counted in their families; the others, returned
+    /// (`transfers` itself when there are none).
+    std::span<const transfer_record> count_notified(std::span<const transfer_record> transfers,
+                                                    const label_table& labels);
+    /// The latency histograms and last-value gauges of the completed transfers, each observed
+    /// with its request id and span as its bucket's exemplar.
+    void observe_completed(std::span<const transfer_record> transfers,
+                           const label_table& labels,
+                           std::span<const transfer_trace> traces);
 
     const std::string agent_name_;
     const std::string hostname_;

@@ -99,6 +99,17 @@ struct exemplar {
     friend bool operator==(const exemplar&, const exemplar&) = default;
 };
 
+/// An exemplar as an observation hands it: its text as views, which the store copies into the
+/// bucket's exemplar, reusing that one's memory, so that a stream of observations with ids
+/// allocates nothing once each bucket has held an id as long.
+struct exemplar_view {
+    std::string_view label_name;
+    std::string_view label_value;
+    std::uint64_t timestamp_us = 0;
+    std::array<std::uint8_t, 16> trace_id{};
+    std::array<std::uint8_t, 8> span_id{};
+};
+
 /// One series: its label values (in the order of the family's label names) and what it holds.
 struct series {
     std::vector<std::string> label_values;
@@ -208,7 +219,8 @@ class metric_store {
     /// Observes `value` in a histogram's series and makes `ex` (whose value is set to `value`)
     /// its bucket's exemplar, replacing the one before. An exemplar with an empty label value
     /// is not kept.
-    void observe(series_ref s, std::uint64_t value, exemplar ex);
+    void observe(series_ref s, std::uint64_t value, const exemplar& ex);
+    void observe(series_ref s, std::uint64_t value, const exemplar_view& ex);
 
     /// The same, finding the series by its label values each time.
     void add(family_id f, std::span<const std::string_view> values, std::uint64_t delta) {
