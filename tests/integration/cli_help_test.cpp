@@ -3,6 +3,7 @@
 // stderr and the documented usage status.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -35,34 +37,59 @@ std::size_t lines_in(const std::string& s) {
     return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
-/// Where a script runs: a PATH whose apt-get, sudo, dpkg-query, cmake, ninja and ctest only
-/// record that they were called, and build directories that do not exist yet. A script that
-/// installs or builds anything leaves a trace in `calls` or creates `build`.
+/// Who runs a script: the user `id -u` names, and whether sudo is on PATH.
+enum class runner {
+    as_is,              ///< the test's own user; sudo a stub
+    root_without_sudo,  ///< uid 0 and no sudo anywhere on PATH: a container's usual state
+    user_with_sudo,     ///< uid 1000 and sudo a stub
+};
+
+/// Where a script runs: a PATH whose apt-get, sudo, dpkg-query (which finds no package
+/// installed), cmake, ninja, ctest, cpack and npm only record that they were called (cmake
+/// creating the directory its -B names, as it would), and build directories that do not exist
+/// yet. A script that installs or builds anything leaves a trace in `calls` or creates `build`.
 class script_sandbox {
   public:
-    script_sandbox() {
+    explicit script_sandbox(runner who = runner::as_is) : who_(who) {
         fs::create_directories(dir_ / "bin");
-        for (const char* tool : {"apt-get", "sudo", "dpkg-query", "cmake", "ninja", "ctest"}) {
-            const auto path = dir_ / "bin" / tool;
-            std::ofstream(path) << "#!/bin/sh\necho \"" << tool << " $*\" >>'" << calls().string()
-                                << "'\n";
-            fs::permissions(path, fs::perms::owner_all);
+        for (const char* tool :
+             {"apt-get", "sudo", "dpkg-query", "cmake", "ninja", "ctest", "cpack", "npm"}) {
+            if (who == runner::root_without_sudo && std::string_view(tool) == "sudo") {
+                continue;
+            }
+            write_tool(tool, std::string("echo \"") + tool + " $*\" >>'" + calls().string() +
+                                 "'\n" +
+                                 (std::string_view(tool) == "cmake"
+                                      ? "while [ $# -gt 1 ]; do [ \"$1\" = -B ] && mkdir -p "
+                                        "\"$2\"; shift; done\n"
+                                      : ""));
+        }
+        if (who != runner::as_is) {
+            write_tool("id", std::string("[ \"$*\" = -u ] && exec echo ") +
+                                 (who == runner::root_without_sudo ? "0" : "1000") + "\nexec " +
+                                 find_on_path("id") + " \"$@\"\n");
         }
     }
 
     fs::path calls() const { return dir_ / "calls"; }
     fs::path build() const { return dir_ / "build"; }
 
+    /// Puts this build's xfer_demo and telemetry_reader where scripts/demo builds them, so that
+    /// it runs them after its (recorded) build.
+    void place_demo_programs() const {
+        const auto examples = build() / "release" / "examples";
+        fs::create_directories(examples / "xfer_demo");
+        fs::create_directories(examples / "cpp");
+        fs::create_symlink(XTEL_XFER_DEMO, examples / "xfer_demo" / "xfer_demo");
+        fs::create_symlink(XTEL_TELEMETRY_READER, examples / "cpp" / "telemetry_reader");
+    }
+
     /// Runs `script` (a path under scripts/) with `args`; also how long it took.
     run_result run(const fs::path& script,
                    const std::vector<std::string>& args,
                    std::chrono::duration<double>& took) const {
-        const char* path = std::getenv("PATH");
-        std::vector<std::string> argv = {
-            "env",
-            "PATH=" + (dir_ / "bin").string() + ":" + (path != nullptr ? path : "/usr/bin:/bin"),
-            "XTEL_BUILD_DIR=" + build().string(), "XTEL_BENCH_BUILD_DIR=" + build().string(),
-            script.string()};
+        std::vector<std::string> argv = environment();
+        argv.push_back(script.string());
         argv.insert(argv.end(), args.begin(), args.end());
         const auto started = std::chrono::steady_clock::now();
         auto r = xtel_test::run(argv);
@@ -70,8 +97,65 @@ class script_sandbox {
         return r;
     }
 
+    /// Runs one line of shell as a reader types it, at the root of the source tree.
+    run_result run_line(const std::string& line) const {
+        std::vector<std::string> argv = environment();
+        argv.insert(argv.end(), {"bash", "-c", "cd '" + source_dir.string() + "' && " + line});
+        return xtel_test::run(argv);
+    }
+
   private:
+    void write_tool(const std::string& name, const std::string& body) const {
+        const auto path = dir_ / "bin" / name;
+        std::ofstream(path) << "#!/bin/sh\n" << body;
+        fs::permissions(path, fs::perms::owner_all);
+    }
+
+    /// The first `name` on the test's PATH.
+    static std::string find_on_path(std::string_view name) {
+        std::istringstream dirs(path_of_test());
+        for (std::string d; std::getline(dirs, d, ':');) {
+            if (!d.empty() && ::access((fs::path(d) / name).c_str(), X_OK) == 0) {
+                return (fs::path(d) / name).string();
+            }
+        }
+        return std::string(name);
+    }
+
+    static std::string path_of_test() {
+        const char* path = std::getenv("PATH");
+        return path != nullptr ? path : "/usr/bin:/bin";
+    }
+
+    /// The test's PATH with sudo taken out: every program of its directories but sudo, linked
+    /// into one directory, the first of a name winning as on PATH.
+    std::string path_without_sudo() const {
+        const auto tools = dir_ / "tools";
+        fs::create_directories(tools);
+        std::istringstream dirs(path_of_test());
+        for (std::string d; std::getline(dirs, d, ':');) {
+            std::error_code ec;
+            for (const auto& e : fs::directory_iterator(d.empty() ? "." : d, ec)) {
+                const auto name = e.path().filename();
+                if (name != "sudo" && !fs::exists(tools / name) &&
+                    ::access(e.path().c_str(), X_OK) == 0) {
+                    fs::create_symlink(e.path(), tools / name, ec);
+                }
+            }
+        }
+        return tools.string();
+    }
+
+    /// `env` with the sandbox's PATH and build directories: what every run starts with.
+    std::vector<std::string> environment() const {
+        const std::string rest =
+            who_ == runner::root_without_sudo ? path_without_sudo() : path_of_test();
+        return {"env", "PATH=" + (dir_ / "bin").string() + ":" + rest,
+                "XTEL_BUILD_DIR=" + build().string(), "XTEL_BENCH_BUILD_DIR=" + build().string()};
+    }
+
     temp_dir dir_;
+    runner who_;
 };
 
 /// The executables under scripts/: what a user runs.
@@ -417,6 +501,25 @@ TEST_CASE("every script refuses a bad argument with one stderr line and exit 64 
     CHECK(r.err.find("--help lists") != std::string::npos);
     CHECK(xtel_test::read_file(box.calls()).empty());
     CHECK_FALSE(fs::exists(box.build()));
+}
+
+TEST_CASE(
+    "scripts/demo, scripts/test and scripts/package each build in their folder under "
+    "XTEL_BUILD_DIR",
+    "[cli]") {
+    // scripts/demo took XTEL_BUILD_DIR for its build directory itself, the others for the one
+    // their folders are in.
+    const auto [name, folder] =
+        GENERATE(std::make_pair("demo", "release"), std::make_pair("test", "test"),
+                 std::make_pair("package", "package"));
+    const script_sandbox box;
+    std::chrono::duration<double> took{};
+    const auto r = box.run(source_dir / "scripts" / name, {}, took);
+    const std::string calls = xtel_test::read_file(box.calls());
+    INFO("scripts/" << name << "\n" << calls << r.out << r.err);
+    CHECK(calls.find("cmake -S " + source_dir.string() + " -B " + (box.build() / folder).string() +
+                     " ") != std::string::npos);
+    CHECK(xtel_test::count_of(calls, "cmake -S ") == (std::string_view(name) == "test" ? 4 : 1));
 }
 
 TEST_CASE("scripts/fuzz refuses a bad argument with one stderr line and exit status 64", "[cli]") {
