@@ -481,6 +481,9 @@ TEST_CASE("every script refuses a bad argument with one stderr line and exit 64 
         std::make_tuple("demo", args{"--bogus", "1"}, "'--bogus' is not an option of xfer_demo"),
         std::make_tuple("demo", args{"extra"}, "'extra' is not an option of xfer_demo"),
         std::make_tuple("demo", args{"--block", "4K", "--total"}, "--total needs a value"),
+        std::make_tuple("demo", args{"--notify", "--block"}, "--block needs a value"),
+        std::make_tuple("demo", args{"--notify=1"}, "--notify takes no value"),
+        std::make_tuple("demo", args{"--notify", "1M"}, "'1M' is not an option of xfer_demo"),
         std::make_tuple("bench", args{"--repetitions", "x"}, "--repetitions 'x' is invalid"),
         std::make_tuple("bench", args{"--repetitions"}, "--repetitions needs a value"),
         std::make_tuple("bench", args{"--bogus"}, "'--bogus' is not an argument"),
@@ -501,6 +504,21 @@ TEST_CASE("every script refuses a bad argument with one stderr line and exit 64 
     CHECK(r.err.find("--help lists") != std::string::npos);
     CHECK(xtel_test::read_file(box.calls()).empty());
     CHECK_FALSE(fs::exists(box.build()));
+}
+
+TEST_CASE("scripts/demo passes --notify, the option without a value, on to xfer_demo", "[cli]") {
+    // It was refused: "--notify needs a value", as though every option took one.
+    const script_sandbox box;
+    box.place_demo_programs();
+    std::chrono::duration<double> took{};
+    const auto r = box.run(source_dir / "scripts" / "demo",
+                           {"--notify", "--total", "1M", "--op", "write"}, took);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    // 1 MiB in blocks of 64 KiB: 16 writes, each notified.
+    CHECK(r.out.find("initiator: notified 'demo_target' of 16 transfers, 1048576 bytes") !=
+          std::string::npos);
+    CHECK(r.out.find("one per transfer") != std::string::npos);
 }
 
 TEST_CASE(
