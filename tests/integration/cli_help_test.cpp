@@ -521,6 +521,44 @@ TEST_CASE("scripts/demo passes --notify, the option without a value, on to xfer_
     CHECK(r.out.find("one per transfer") != std::string::npos);
 }
 
+TEST_CASE("the readme's first commands run as written as root without sudo and as a user with sudo",
+          "[cli][readme]") {
+    // The README began `sudo scripts/demo`: "sudo: command not found", exit status 127, on a
+    // root machine without sudo, before the script (which uses sudo only when not root) ran.
+    const std::string readme = xtel_test::read_file(source_dir / "README.md");
+    const auto open = readme.find("```sh\n");
+    REQUIRE(open != std::string::npos);
+    const auto close = readme.find("```\n", open + 6);
+    REQUIRE(close != std::string::npos);
+    std::vector<std::string> lines;
+    std::istringstream block(readme.substr(open + 6, close - open - 6));
+    for (std::string line; std::getline(block, line);) {
+        lines.push_back(line);
+    }
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].starts_with("scripts/demo "));
+    CHECK(lines[1].starts_with("scripts/test "));
+    const auto who = GENERATE(runner::root_without_sudo, runner::user_with_sudo);
+    for (const auto& line : lines) {
+        const script_sandbox box(who);
+        box.place_demo_programs();  // the demo runs them once its build is recorded
+        const auto r = box.run_line(line);
+        const std::string calls = xtel_test::read_file(box.calls());
+        INFO(line << "\n" << calls << r.out << r.err);
+        CHECK(r.exit_code == 0);
+        // Every package missing (dpkg-query finds none): installed, through sudo unless root.
+        const std::string install =
+            who == runner::user_with_sudo ? "sudo apt-get install -y " : "apt-get install -y ";
+        CHECK(calls.starts_with("dpkg-query "));
+        CHECK(xtel_test::count_of(calls, install) == 1);
+        CHECK(xtel_test::count_of(calls, "sudo ") == (who == runner::user_with_sudo ? 2 : 0));
+        CHECK(calls.find("cmake --build ") != std::string::npos);
+        if (line.starts_with("scripts/demo")) {
+            CHECK(r.out.find("initiator: verified 67108864 bytes read") != std::string::npos);
+        }
+    }
+}
+
 TEST_CASE(
     "scripts/demo, scripts/test and scripts/package each build in their folder under "
     "XTEL_BUILD_DIR",
