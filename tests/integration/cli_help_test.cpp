@@ -317,6 +317,22 @@ TEST_CASE("XTEL_LOG_LEVEL is matched ignoring case and a value it cannot be is s
     CHECK(quiet.err.empty());
 }
 
+TEST_CASE("xtel-exporter's log lines start with its own name and their level, once", "[cli]") {
+    // They read "xtel: info: xtel-exporter: ...": the library's name before the program's.
+    const temp_dir dir;
+    child_process exporter(
+        spawn_options{{XTEL_EXPORTER, "--dir", dir.path().string(), "--listen", "127.0.0.1:0"},
+                      {{"XTEL_LOG_LEVEL", "loud"}}});
+    REQUIRE(exporter.read_line("serving http://", std::chrono::seconds(10)));
+    const std::string out = exporter.output();
+    INFO(out);
+    // The library's complaint, written before anything else, names the program too.
+    CHECK(out.starts_with("xtel-exporter: warning: XTEL_LOG_LEVEL='loud' is invalid: "));
+    CHECK(xtel_test::count_of(out, "xtel: ") == 0);
+    CHECK(xtel_test::count_of(out, "xtel-exporter: ") == lines_in(out));
+    CHECK(xtel_test::count_of(out, "\nxtel-exporter: ") + 1 == lines_in(out));
+}
+
 TEST_CASE("xtel-exporter prints its usage on stdout and nothing on stderr", "[cli]") {
     const auto flag = GENERATE("--help", "-h");
     const auto r = xtel_test::run({XTEL_EXPORTER, flag});

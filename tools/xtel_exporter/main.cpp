@@ -30,6 +30,7 @@
 #include "pushers.hpp"
 #include "run_as.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/core/log.hpp"
 #include "xtel/core/version.hpp"
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
@@ -144,6 +145,8 @@ int serve(const options& o,
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Its log lines, and the library's in it, read "xtel-exporter: <level>: ...".
+    xtel::set_log_program("xtel-exporter");
     // One malloc arena, unless the environment chose: snapshots are decoded on the refreshing
     // thread and bodies rendered on the server's, and glibc keeps what a thread frees in that
     // thread's arena, resident. With 64 agents of 1,000 native series (bench/node_scale.sh)
