@@ -69,7 +69,7 @@ log_level initial_level(std::string& complaint) {
     complaint = fmt::format(
         "XTEL_LOG_LEVEL='{}' is invalid{}: expected error, warning, info or debug (in any case); "
         "logging at info",
-        parse::escape_controls(s.substr(0, 64)), detail::did_you_mean(s, level_names));
+        parse::escape_controls(s.substr(0, 64)), did_you_mean(s, level_names));
     return log_level::info;
 }
 

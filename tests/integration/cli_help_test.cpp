@@ -377,7 +377,13 @@ TEST_CASE(
         bad_start{{},
                   {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
                    {"OTEL_EXPORTER_OTLP_HEADERS", "a=b%0D%0AX-Evil:%201"}},
-                  "the value of header 'a' ('b\\r\\nX-Evil: 1') holds CR, LF or NUL"});
+                  "the value of header 'a' ('b\\r\\nX-Evil: 1') holds CR, LF or NUL"},
+        // A mistyped flag got the list of flags, without the guess a mistyped value gets.
+        bad_start{{"--remote-writ", "http://h/w"},
+                  {},
+                  "'--remote-writ' is not an option (did you mean '--remote-write'?): expected "
+                  "--dir, "},
+        bad_start{{"--otlp-intreval=5"}, {}, "(did you mean '--otlp-interval'?)"});
     const temp_dir dir;
     std::vector<std::string> argv = {XTEL_EXPORTER, "--dir", dir.path().string(), "--listen",
                                      "127.0.0.1:0"};
