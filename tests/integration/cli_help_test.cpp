@@ -378,6 +378,14 @@ TEST_CASE(
                   {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
                    {"OTEL_EXPORTER_OTLP_HEADERS", "a=b%0D%0AX-Evil:%201"}},
                   "the value of header 'a' ('b\\r\\nX-Evil: 1') holds CR, LF or NUL"},
+        // Accepted, unread, while no OTLP endpoint was set.
+        bad_start{{"--otlp-interval", "abc"},
+                  {},
+                  "--otlp-interval='abc' is invalid: expected a whole number from 1 to 3600"},
+        bad_start{{"--otlp-interval", "0"},
+                  {},
+                  "--otlp-interval='0' is invalid: expected a whole number from 1 to 3600"},
+        bad_start{{"--otlp-protocol", "grpc"}, {}, "--otlp-protocol='grpc' is invalid: "},
         // A mistyped flag got the list of flags, without the guess a mistyped value gets.
         bad_start{{"--remote-writ", "http://h/w"},
                   {},
