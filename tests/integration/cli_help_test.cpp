@@ -413,6 +413,29 @@ TEST_CASE(
     CHECK(exporter.output().find('\r') == std::string::npos);
 }
 
+TEST_CASE("xtel-exporter says once at start that its directory holds no node file, and serves",
+          "[cli]") {
+    // An empty or mistyped --dir served 0 agents and logged nothing.
+    const temp_dir dir;
+    const bool with_file = GENERATE(false, true);
+    if (with_file) {
+        std::ofstream(dir.path() / "agent.metrics") << "";
+    }
+    child_process exporter(
+        spawn_options{{XTEL_EXPORTER, "--dir", dir.path().string(), "--listen", "127.0.0.1:0"}});
+    REQUIRE(exporter.read_line("serving http://", std::chrono::seconds(10)));
+    const std::string out = exporter.output();
+    INFO(out);
+    const std::string warning = "xtel-exporter: warning: --dir " + dir.path().string() +
+                                " holds no node file (<agent name>.metrics) yet: no agent is "
+                                "served until one appears there (an agent writes one with "
+                                "NIXL_TELEMETRY_EXPORTER=node and "
+                                "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=" +
+                                dir.path().string() + ")\n";
+    CHECK(xtel_test::count_of(out, warning) == (with_file ? 0 : 1));
+    CHECK_FALSE(exporter.exited());
+}
+
 TEST_CASE("xtel and xtel top print their usage on stdout and exit 0 wherever help is asked",
           "[cli][top]") {
     const auto args =

@@ -44,6 +44,16 @@ bool is_node_file_name(std::string_view name) {
 
 }  // namespace
 
+bool holds_node_file(const std::filesystem::path& dir) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        if (is_node_file_name(it->path().filename().string())) {
+            return true;
+        }
+    }
+    return false;
+}
+
 dir_watch::dir_watch(const std::filesystem::path& dir) : dir_(dir) {
     fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd_ < 0) {
