@@ -52,6 +52,7 @@
 #include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/trace/context.hpp"
+#include "xtel/trace/sampler.hpp"
 
 namespace {
 
@@ -842,6 +843,28 @@ int run_remote_initiator(const options& o) {
     return rc;
 }
 
+/// With --traceparent, whether its trace's transfers become spans: the head sample decides it
+/// from the trace id, for all of them at once, and at the default 0.01 it is one trace in a
+/// hundred, so that a demo asked for a trace otherwise sends no span and says nothing of why.
+void say_whether_traced(const options& o) {
+    const auto context = xtel::trace::parse_traceparent(o.traceparent);
+    const auto settings = xtel::trace::sampler_settings::from_env();
+    const std::string trace = xtel::trace::to_hex(context->trace);
+    if (xtel::trace::head_sampled(context->trace, xtel::trace::sample_threshold(settings.sample))) {
+        fmt::print(
+            "xfer_demo: trace {} is in the head sample ({}={:g}): every transfer of it "
+            "becomes a span\n",
+            trace, xtel::trace::env::trace_sample, settings.sample);
+        return;
+    }
+    fmt::print(
+        "xfer_demo: trace {} is not in the head sample ({}={:g}): only its failed "
+        "transfers and those slower than {}={} us become spans; {}=1 makes every one a "
+        "span\n",
+        trace, xtel::trace::env::trace_sample, settings.sample, xtel::trace::env::trace_slow_us,
+        settings.slow_us, xtel::trace::env::trace_sample);
+}
+
 int run_both(const options& o) {
     auto target = xtel::make_agent(o.target_name);
     auto initiator = xtel::make_agent(o.initiator_name);
@@ -870,6 +893,9 @@ int main(int argc, char** argv) {
     try {
         fmt::print("xfer_demo: {} bytes in blocks of {}, op {}, {} in flight\n", o.total, o.block,
                    o.op, o.depth);
+        if (!o.traceparent.empty() && o.role != "target") {
+            say_whether_traced(o);
+        }
         if (o.role == "target") {
             return run_target(o);
         }
