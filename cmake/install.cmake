@@ -9,8 +9,12 @@ install(TARGETS xtel xtel_core xtel_metrics xtel_http xtel_node xtel_trace xtel_
 # Its headers (xtel/plugin/exporter_v1.hpp, xtel/core/event.hpp) are in the include/xtel install.
 include(plugin_api)
 install(TARGETS xtel_plugin_api EXPORT xtel-targets COMPONENT dev)
+# Less xtel/push/: the push clients (remote write, OTLP) are xtel-exporter's, built only where
+# xtel is the top-level project with XTEL_PUSH, and neither their library nor its protobuf,
+# snappy and libcurl are installed, so that a consumer's find_package needs none of them (the
+# README's requirements). Their headers alone would be declarations nothing defines.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/xtel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-    COMPONENT dev)
+    COMPONENT dev PATTERN push EXCLUDE)
 install(EXPORT xtel-targets NAMESPACE xtel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xtel
     COMPONENT dev)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/xtel-config.cmake.in

@@ -18,6 +18,7 @@ usage: node_format_test.py SOURCE_DIR          check, exit 0 when everything mat
 import fcntl
 import math
 import os
+import re
 import stat
 import struct
 import sys
@@ -325,9 +326,31 @@ def check(source_dir):
         expect(f"version {version} of one payload lists as version 1 does",
                lines[1:] == listed[0][1:] and len(lines) > 10)
     failures.extend(check_native(golden))
+    failures.extend(check_page_versions(source_dir))
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def check_page_versions(source_dir):
+    """What the page says of the payload's versions agrees with its own Payload table (and so
+    with the golden payloads above): its introduction named version 1 where the table says 3,
+    and marked the exemplar's trace and span ids "(version 2 only)" though version 3 has them.
+    Returns what failed."""
+    with open(os.path.join(source_dir, "docs", "node-format.md"), encoding="utf-8") as f:
+        page = f.read()
+    current = re.search(r"^\| 4 \| 4 \| version \| u32, `(\d+)`", page, re.M)
+    if current is None:
+        return ["the Payload table gives the payload's version"]
+    version = int(current.group(1))
+    failures = []
+    intro = re.search(r"the\s+payload\s+by\s+its\s+own\s+\((\d+)", page)
+    if intro is None or int(intro.group(1)) != version:
+        failures.append(f"the introduction names the payload's version {version}")
+    for only in re.findall(r"\(version (\d+) only\)", page):
+        if int(only) != version:
+            failures.append(f"no field is of version {only} only: version {version} is read")
+    return failures
 
 
 def native_index(value, schema):

@@ -11,6 +11,9 @@
 // --duration repeats the transfers (each pass reads, checks, writes, and with --role both checks
 // the target) until that many seconds have passed, so that something can be done to the running
 // agents (to their flight recorders, say) while data keeps moving and is checked on every pass.
+// It is a limit on the run, not on the passes' count: no transfer is posted after it, so a slow
+// pass (--rate, a large --total) stops part-way; what it moved is checked, and the initiator's
+// done file tells a target in another process how much of its buffer was written.
 // --linger keeps the agents (and so their telemetry, a Prometheus endpoint say) up for that long
 // after the data is verified, or until SIGINT/SIGTERM; telemetry is flushed first.
 // --name NAME names the agents NAME-initiator and NAME-target, so that several demos can share
@@ -52,6 +55,7 @@
 #include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/trace/context.hpp"
+#include "xtel/trace/sampler.hpp"
 
 namespace {
 
@@ -99,8 +103,11 @@ Moves data between two agents over UCX and verifies it. Telemetry comes from NIX
                                 (default 0: as fast as the transport goes; 1 to 1000000)
   --seed N                      picks the data streams (default 1)
   --timeout SECONDS             how long to wait for the other process (default 60)
-  --duration SECONDS            repeat passes, each verified, until this long has passed
-                                (default 0: one pass)
+  --duration SECONDS            repeat passes, each verified, for this long: no transfer
+                                is posted after it, within a pass too (the pass it stops
+                                checks the bytes it moved), so the run ends a few
+                                transfers' time after it (default 0: one pass, however
+                                long)
   --name NAME                   name the agents NAME-initiator and NAME-target, so that
                                 several demos can share one telemetry directory
   --target-name NAME            the target agent's name (default xfer_target, or
@@ -341,16 +348,28 @@ void fill(std::byte* p, std::uint64_t n, std::uint64_t seed) {
     }
 }
 
-/// The first offset that differs from the stream, or nullopt.
-std::optional<std::uint64_t> check(const std::byte* p, std::uint64_t n, std::uint64_t seed) {
-    for (std::uint64_t i = 0; i < n / 8; ++i) {
-        const std::uint64_t w = word_at(seed, i);
-        if (std::memcmp(p + i * 8, &w, 8) != 0) {
-            return i * 8;
+/// The first offset of [begin, end) where `p` differs from the stream, or nullopt.
+std::optional<std::uint64_t> check(const std::byte* p,
+                                   std::uint64_t begin,
+                                   std::uint64_t end,
+                                   std::uint64_t seed) {
+    const auto byte_at = [seed](std::uint64_t i) {
+        return static_cast<std::byte>(word_at(seed, i / 8) >> (8 * (i % 8)));
+    };
+    std::uint64_t i = begin;
+    for (; i < end && i % 8 != 0; ++i) {
+        if (p[i] != byte_at(i)) {
+            return i;
         }
     }
-    for (std::uint64_t i = n / 8 * 8; i < n; ++i) {
-        if (p[i] != static_cast<std::byte>(word_at(seed, i / 8) >> (8 * (i % 8)))) {
+    for (; i + 8 <= end; i += 8) {
+        const std::uint64_t w = word_at(seed, i / 8);
+        if (std::memcmp(p + i, &w, 8) != 0) {
+            return i;
+        }
+    }
+    for (; i < end; ++i) {
+        if (p[i] != byte_at(i)) {
             return i;
         }
     }
@@ -453,14 +472,28 @@ class target_memory {
     xtel::descriptor region_;
 };
 
-bool verify_target(const target_memory& m, const options& o) {
-    const std::uint64_t expected = does_write(o) ? initiator_seed(o) : target_seed(o);
-    if (const auto bad = check(m.data(), o.total, expected)) {
+/// Checks the target's buffer: the initiator's data in its first `written` bytes, its own
+/// after them (a write that --duration stopped short wrote a part of the buffer only).
+bool verify_target(const target_memory& m, const options& o, std::uint64_t written) {
+    if (!does_write(o)) {
+        written = 0;
+    }
+    auto bad = check(m.data(), 0, written, initiator_seed(o));
+    if (!bad) {
+        bad = check(m.data(), written, o.total, target_seed(o));
+    }
+    if (bad) {
         fmt::print("target: data differs at offset {} of {}\n", *bad, o.total);
         return false;
     }
-    fmt::print("target: verified {} bytes ({})\n", o.total,
-               does_write(o) ? "as the initiator wrote them" : "unchanged");
+    if (written == o.total) {
+        fmt::print("target: verified {} bytes ({})\n", o.total,
+                   does_write(o) ? "as the initiator wrote them" : "unchanged");
+    } else {
+        fmt::print(
+            "target: verified {} bytes ({} as the initiator wrote them, the rest unchanged)\n",
+            o.total, written);
+    }
     return true;
 }
 
@@ -574,6 +607,18 @@ bool await_notifications(xtel::agent& a,
     return tally.report(a);
 }
 
+/// What the initiator's done file says it wrote into the target from offset 0: all of it,
+/// unless --duration stopped its first write short. An empty file (an initiator that says
+/// nothing) means all.
+std::uint64_t bytes_written_in(const std::string& done, const options& o) {
+    std::ifstream f(done);
+    std::uint64_t written = 0;
+    if (!(f >> written)) {
+        return o.total;
+    }
+    return std::min(written, o.total);
+}
+
 int run_target(const options& o) {
     auto a = xtel::make_agent(o.target_name);
     fmt::print("target '{}': {}\n", a->name(), flight_recorder_of(*a));
@@ -608,22 +653,25 @@ int run_target(const options& o) {
     }
     // The initiator's last notifications may still be on their way when its done file appears.
     const bool notified = !o.notify || await_notifications(*a, tally, give_up);
-    const bool verified = verify_target(memory, o);
+    const bool verified = verify_target(memory, o, bytes_written_in(done, o));
     linger(o, {a.get()});
     return verified && notified ? 0 : 1;
 }
 
 // ---- the initiator ------------------------------------------------------------------------
 
-/// Runs one phase: every block once, `depth` transfers in flight, progress lines as it goes.
-/// `target`, when in this process, is progressed too.
-bool run_phase(xtel::agent& a,
-               xtel::agent* target,
-               xtel::transfer_op op,
-               const std::string& remote,
-               const xtel::descriptor& local,
-               const xtel::descriptor& remote_region,
-               const options& o) {
+/// Runs one phase: every block once, `depth` transfers in flight, progress lines as it goes;
+/// none is posted after `deadline` (--duration), so a phase may end early. `target`, when in
+/// this process, is progressed too. The bytes moved, from offset 0 (the blocks are posted in
+/// order and every one posted completes); nullopt when a transfer failed.
+std::optional<std::uint64_t> run_phase(xtel::agent& a,
+                                       xtel::agent* target,
+                                       xtel::transfer_op op,
+                                       const std::string& remote,
+                                       const xtel::descriptor& local,
+                                       const xtel::descriptor& remote_region,
+                                       const options& o,
+                                       std::chrono::steady_clock::time_point deadline) {
     const std::uint64_t blocks = (o.total + o.block - 1) / o.block;
     std::vector<xtel::transfer_handle> handles(blocks);
     static std::uint64_t created = 0;  // transfers this process created: the request ids
@@ -671,12 +719,25 @@ bool run_phase(xtel::agent& a,
                            std::chrono::duration<double>(static_cast<double>(n) /
                                                          static_cast<double>(o.rate)));
     };
-    while (ok && completed < blocks) {
-        if (o.rate != 0 && next < blocks && in_flight.empty()) {
-            std::this_thread::sleep_until(due(next));
+    // --duration: the clock is read every 64 posts, or before each paced one (--rate reads it
+    // anyway), so that the limit costs nothing per transfer and is passed by at most 64
+    // transfers' time. `last`: the blocks this phase moves, all until the deadline passes.
+    std::uint64_t last = blocks;
+    while (ok && completed < last) {
+        if (o.rate != 0 && next < last && in_flight.empty()) {
+            std::this_thread::sleep_until(std::min(due(next), deadline));
         }
-        while (next < blocks && in_flight.size() < o.depth &&
-               (o.rate == 0 || std::chrono::steady_clock::now() >= due(next))) {
+        while (next < last && in_flight.size() < o.depth) {
+            if (o.rate != 0 || next % 64 == 0) {
+                const auto now = std::chrono::steady_clock::now();
+                if (now >= deadline) {
+                    last = next;
+                    break;
+                }
+                if (o.rate != 0 && now < due(next)) {
+                    break;
+                }
+            }
             const xtel::status st = a.post(handles[next]);
             if (st.ok()) {
                 done_bytes += std::min(o.block, o.total - next * o.block);
@@ -735,47 +796,82 @@ bool run_phase(xtel::agent& a,
     for (const auto h : handles) {
         (void)a.release(h);
     }
-    return ok;
+    if (!ok) {
+        return std::nullopt;
+    }
+    return std::min(last * o.block, o.total);
 }
+
+/// What one pass did: whether it moved every block of each phase (--duration may stop it
+/// short), and the bytes it read and wrote, each from offset 0.
+struct pass_result {
+    bool whole = true;
+    std::uint64_t read = 0;
+    std::uint64_t written = 0;
+};
 
 /// One pass: reads (the target's data into local, checked), then writes (the initiator's data
 /// into the target). What the target holds before a pass depends on whether an earlier pass
-/// wrote it.
-bool run_pass(xtel::agent& a,
-              xtel::agent* target,
-              const std::string& remote,
-              const xtel::descriptor& local,
-              const xtel::descriptor& region,
-              std::byte* buffer,
-              const options& o,
-              std::uint64_t pass) {
+/// wrote it. A read stopped at `deadline` checks what it read, and the pass writes nothing.
+/// nullopt when a transfer or the check failed.
+std::optional<pass_result> run_pass(xtel::agent& a,
+                                    xtel::agent* target,
+                                    const std::string& remote,
+                                    const xtel::descriptor& local,
+                                    const xtel::descriptor& region,
+                                    std::byte* buffer,
+                                    const options& o,
+                                    std::uint64_t pass,
+                                    std::chrono::steady_clock::time_point deadline) {
+    pass_result r;
     if (does_read(o)) {
         const std::uint64_t expected =
             pass > 0 && does_write(o) ? initiator_seed(o) : target_seed(o);
         std::memset(buffer, 0, o.total);
-        if (!run_phase(a, target, xtel::transfer_op::read, remote, local, region, o)) {
-            return false;
+        const auto read =
+            run_phase(a, target, xtel::transfer_op::read, remote, local, region, o, deadline);
+        if (!read) {
+            return std::nullopt;
         }
-        if (const auto bad = check(buffer, o.total, expected)) {
+        if (const auto bad = check(buffer, 0, *read, expected)) {
             fmt::print("initiator: read data differs at offset {}\n", *bad);
-            return false;
+            return std::nullopt;
         }
-        fmt::print("initiator: verified {} bytes read\n", o.total);
+        fmt::print("initiator: verified {} bytes read\n", *read);
+        r.read = *read;
+        if (*read < o.total) {
+            r.whole = false;
+            return r;
+        }
     }
     if (does_write(o)) {
         fill(buffer, o.total, initiator_seed(o));
-        return run_phase(a, target, xtel::transfer_op::write, remote, local, region, o);
+        const auto written =
+            run_phase(a, target, xtel::transfer_op::write, remote, local, region, o, deadline);
+        if (!written) {
+            return std::nullopt;
+        }
+        r.written = *written;
+        r.whole = *written == o.total;
     }
-    return true;
+    return r;
 }
 
-/// Runs passes until --duration has passed (one without it); `check_target`, when the target
-/// is in this process, verifies its buffer after each pass.
-int run_initiator(xtel::agent& a,
-                  xtel::agent* target,
-                  const std::vector<std::byte>& target_metadata,
-                  const options& o,
-                  const std::function<bool()>& check_target = {}) {
+/// What the initiator did: its exit status, and the bytes it wrote into the target from offset
+/// 0 in all its passes (all of them once a write phase ran whole).
+struct initiator_result {
+    int rc = 0;
+    std::uint64_t written = 0;
+};
+
+/// Runs passes until --duration has passed, stopping within a pass (one pass without it);
+/// `check_target`, when the target is in this process, verifies its buffer after each pass,
+/// given the bytes written into it so far.
+initiator_result run_initiator(xtel::agent& a,
+                               xtel::agent* target,
+                               const std::vector<std::byte>& target_metadata,
+                               const options& o,
+                               const std::function<bool(std::uint64_t)>& check_target = {}) {
     std::string remote;
     require(a.load_remote_metadata(target_metadata, remote), "loading the target's metadata");
     std::vector<xtel::descriptor> regions;
@@ -785,24 +881,38 @@ int run_initiator(xtel::agent& a,
     if (region == regions.end()) {
         fmt::print(stderr, "initiator: target '{}' registered no region of {} bytes\n", remote,
                    o.total);
-        return 1;
+        return {1, 0};
     }
     host_buffer buffer(o.total);
     const auto local = xtel::descriptor::dram(buffer.data, o.total);
     require(a.register_memory(local), "registering the initiator buffer");
     const auto start = std::chrono::steady_clock::now();
-    const auto until = start + std::chrono::seconds(o.duration_s);
+    const auto until = o.duration_s > 0 ? start + std::chrono::seconds(o.duration_s)
+                                        : std::chrono::steady_clock::time_point::max();
     bool ok = true;
+    bool whole = true;
     std::uint64_t passes = 0;
+    std::uint64_t written = 0;  // from offset 0, in all passes: what the target holds of ours
+    pass_result moved;          // in all passes
     do {
-        ok = run_pass(a, target, remote, local, *region, buffer.data, o, passes) &&
-             (!check_target || check_target());
+        const auto pass =
+            run_pass(a, target, remote, local, *region, buffer.data, o, passes, until);
+        ok = pass.has_value();
+        if (ok) {
+            written = std::max(written, pass->written);
+            moved.read += pass->read;
+            moved.written += pass->written;
+            whole = pass->whole;
+            ok = !check_target || check_target(written);
+        }
         ++passes;
-    } while (ok && std::chrono::steady_clock::now() < until);
+    } while (ok && whole && o.duration_s > 0 && std::chrono::steady_clock::now() < until);
     if (o.duration_s > 0) {
-        fmt::print("initiator: {} passes in {:.1f} s{}\n", passes,
+        // The bytes too: with the last pass stopped part-way they are not passes x --total.
+        fmt::print("initiator: {} passes in {:.1f} s, {} bytes read, {} written, {}{}\n", passes,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                   ok ? ", each verified" : ", the last one failed");
+                   moved.read, moved.written, ok ? "each verified" : "the last one failed",
+                   ok && !whole ? " (the last one as far as --duration let it go)" : "");
     }
     if (o.notify) {
         require(a.send_notification(remote, fmt::format("{}{} transfers, {} bytes", done_prefix,
@@ -812,7 +922,7 @@ int run_initiator(xtel::agent& a,
                    made.bytes);
     }
     require(a.deregister_memory(local), "deregistering the initiator buffer");
-    return ok ? 0 : 1;
+    return {ok ? 0 : 1, does_write(o) ? written : 0};
 }
 
 std::vector<std::byte> wait_for_metadata(const options& o) {
@@ -837,9 +947,36 @@ int run_remote_initiator(const options& o) {
     const auto blob = wait_for_metadata(o);
     auto a = xtel::make_agent(o.initiator_name);
     fmt::print("initiator '{}': {}\n", a->name(), flight_recorder_of(*a));
-    const int rc = run_initiator(*a, nullptr, blob, o);
-    write_file_atomically(o.metadata + ".done", {});
-    return rc;
+    const auto r = run_initiator(*a, nullptr, blob, o);
+    // The bytes written, for the target's check: all of them unless --duration stopped the
+    // first write short.
+    const std::string written = std::to_string(r.written);
+    std::vector<std::byte> text(written.size());
+    std::memcpy(text.data(), written.data(), written.size());
+    write_file_atomically(o.metadata + ".done", text);
+    return r.rc;
+}
+
+/// With --traceparent, whether its trace's transfers become spans: the head sample decides it
+/// from the trace id, for all of them at once, and at the default 0.01 it is one trace in a
+/// hundred, so that a demo asked for a trace otherwise sends no span and says nothing of why.
+void say_whether_traced(const options& o) {
+    const auto context = xtel::trace::parse_traceparent(o.traceparent);
+    const auto settings = xtel::trace::sampler_settings::from_env();
+    const std::string trace = xtel::trace::to_hex(context->trace);
+    if (xtel::trace::head_sampled(context->trace, xtel::trace::sample_threshold(settings.sample))) {
+        fmt::print(
+            "xfer_demo: trace {} is in the head sample ({}={:g}): every transfer of it "
+            "becomes a span\n",
+            trace, xtel::trace::env::trace_sample, settings.sample);
+        return;
+    }
+    fmt::print(
+        "xfer_demo: trace {} is not in the head sample ({}={:g}): only its failed "
+        "transfers and those slower than {}={} us become spans; {}=1 makes every one a "
+        "span\n",
+        trace, xtel::trace::env::trace_sample, settings.sample, xtel::trace::env::trace_slow_us,
+        settings.slow_us, xtel::trace::env::trace_sample);
 }
 
 int run_both(const options& o) {
@@ -850,8 +987,9 @@ int run_both(const options& o) {
     target_memory memory(*target, o);
     std::vector<std::byte> blob;
     require(target->export_metadata(blob), "exporting metadata");
-    int rc =
-        run_initiator(*initiator, target.get(), blob, o, [&] { return verify_target(memory, o); });
+    int rc = run_initiator(*initiator, target.get(), blob, o, [&](std::uint64_t written) {
+                 return verify_target(memory, o, written);
+             }).rc;
     if (o.notify) {
         notified_tally tally;
         const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
@@ -870,6 +1008,9 @@ int main(int argc, char** argv) {
     try {
         fmt::print("xfer_demo: {} bytes in blocks of {}, op {}, {} in flight\n", o.total, o.block,
                    o.op, o.depth);
+        if (!o.traceparent.empty() && o.role != "target") {
+            say_whether_traced(o);
+        }
         if (o.role == "target") {
             return run_target(o);
         }

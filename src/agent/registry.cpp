@@ -205,7 +205,7 @@ const pipeline_entry& pipeline_for(const config& cfg) {
             throw config_error(fmt::format(
                 "{}='{}' is invalid: '{}' is not a built-in exporter ({}){} and {}", env::exporter,
                 cfg.exporters_string(), p, fmt::join(builtin_exporter_names, ", "),
-                detail::did_you_mean(p, builtin_exporter_names),
+                did_you_mean(p, builtin_exporter_names),
                 cfg.plugin_dir.empty()
                     ? fmt::format("{} is not set, so no plugin can be loaded", env::plugin_dir)
                     : fmt::format("{} has no {} (plugins there: {})", cfg.plugin_dir.string(),

@@ -29,11 +29,26 @@ constexpr std::string_view level_name(log_level l) {
     return "?";
 }
 
+/// The name each stderr line starts with (set_log_program). Apart from the logger's state, so
+/// that a name set before anything is logged is in the XTEL_LOG_LEVEL complaint that making
+/// the state writes.
+struct program_name {
+    std::mutex mutex;
+    std::string name = "xtel";
+};
+
+program_name& program() {
+    static program_name p;
+    return p;
+}
+
 /// One line, in one call, without allocating.
 void write_stderr(log_level level, std::string_view message) noexcept {
-    const std::string_view name = level_name(level);
-    std::fprintf(stderr, "xtel: %.*s: %.*s\n", static_cast<int>(name.size()), name.data(),
-                 static_cast<int>(message.size()), message.data());
+    const std::string_view level_text = level_name(level);
+    auto& p = program();
+    const std::lock_guard lock(p.mutex);
+    std::fprintf(stderr, "%s: %.*s: %.*s\n", p.name.c_str(), static_cast<int>(level_text.size()),
+                 level_text.data(), static_cast<int>(message.size()), message.data());
 }
 
 constexpr std::string_view level_names[] = {"error", "warning", "info", "debug"};
@@ -54,7 +69,7 @@ log_level initial_level(std::string& complaint) {
     complaint = fmt::format(
         "XTEL_LOG_LEVEL='{}' is invalid{}: expected error, warning, info or debug (in any case); "
         "logging at info",
-        parse::escape_controls(s.substr(0, 64)), detail::did_you_mean(s, level_names));
+        parse::escape_controls(s.substr(0, 64)), did_you_mean(s, level_names));
     return log_level::info;
 }
 
@@ -83,6 +98,12 @@ void set_log_sink(log_sink sink) {
     auto& s = state();
     const std::lock_guard lock(s.mutex);
     s.sink = std::move(sink);
+}
+
+void set_log_program(std::string_view name) {
+    auto& p = program();
+    const std::lock_guard lock(p.mutex);
+    p.name = name;
 }
 
 void set_log_level(log_level level) {

@@ -42,6 +42,10 @@ bool same_keyword(std::string_view a, std::string_view b) noexcept {
     return ascii::equals_ignoring_case(a, b);
 }
 
+}  // namespace xtel::detail
+
+namespace xtel {
+
 std::optional<std::string_view> nearest(std::string_view value,
                                         std::span<const std::string_view> choices) {
     // Values far longer than any keyword are no typo of one, and are not worth the work.
@@ -52,7 +56,7 @@ std::optional<std::string_view> nearest(std::string_view value,
     std::optional<std::string_view> best;
     std::size_t best_distance = allowed + 1;
     for (const std::string_view c : choices) {
-        const std::size_t d = distance(value, c);
+        const std::size_t d = detail::distance(value, c);
         if (d < best_distance) {
             best = c;
             best_distance = d;
@@ -66,4 +70,4 @@ std::string did_you_mean(std::string_view value, std::span<const std::string_vie
     return n ? fmt::format(" (did you mean '{}'?)", *n) : std::string();
 }
 
-}  // namespace xtel::detail
+}  // namespace xtel

@@ -316,21 +316,24 @@ std::optional<otlp_trace_options> otlp_trace_options_from(const env_lookup& env,
 std::optional<otlp_options> otlp_options_from(const env_lookup& env,
                                               const otlp_flags& flags,
                                               std::string host_name) {
-    if (const auto e = first_set(env, {otel_env::metrics_exporter});
-        e && lower(e->value) == "none" && !flags.endpoint) {
-        return std::nullopt;
-    }
+    const auto exporter = first_set(env, {otel_env::metrics_exporter});
+    const bool off = exporter && lower(exporter->value) == "none" && !flags.endpoint;
+    std::optional<std::string> url = off ? std::nullopt : url_from(env, flags);
+    // The flags are checked with OTLP off too: one given is meant for it, and a malformed one
+    // (--otlp-interval abc) would otherwise pass until an endpoint is added. The variables are
+    // not: with OTLP off they may be set for other programs of the environment.
+    const env_lookup no_variables = [](std::string_view) { return std::optional<std::string>(); };
+    const env_lookup& settings = url ? env : no_variables;
     otlp_options o;
-    if (auto url = url_from(env, flags)) {
-        o.url = std::move(*url);
-    } else {
+    read_protocol(settings, flags, o);
+    read_temporality(settings, flags, o);
+    read_compression(settings, flags, o);
+    read_times(settings, flags, o);
+    read_headers(settings, flags, o);
+    if (!url) {
         return std::nullopt;
     }
-    read_protocol(env, flags, o);
-    read_temporality(env, flags, o);
-    read_compression(env, flags, o);
-    read_times(env, flags, o);
-    read_headers(env, flags, o);
+    o.url = std::move(*url);
     read_resource(env, std::move(host_name), o.resource);
     return o;
 }

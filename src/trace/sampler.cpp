@@ -32,8 +32,11 @@ double fraction(std::string_view var, std::string_view value) {
     if (!digit || dots > 1) {
         parse::fail(var, value, accepted);
     }
-    // from_chars does not take a leading '.'; "0" before it reads the same number.
-    const std::string text = value.front() == '.' ? "0" + std::string(value) : std::string(value);
+    // from_chars does not take a leading '.'; "0" before it reads the same number. Appended,
+    // not `"0" + std::string(value)`: g++ 12 inlines that operator+ at -O3 into a memcpy it
+    // warns may overlap (-Wrestrict), a false positive on every Release build.
+    std::string text(value.front() == '.' ? "0" : "");
+    text += value;
     double v = 0;
     const auto [end, ec] =
         std::from_chars(text.data(), text.data() + text.size(), v, std::chars_format::fixed);

@@ -58,3 +58,13 @@ add_test(NAME "compile: xtel/agent/runtime_telemetry.hpp includes neither the pi
 # and the tools include public headers only and name no detail:: (tests/layering_test.py).
 add_test(NAME "layering: every include goes down the components and tools use public headers only"
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/layering_test.py ${PROJECT_SOURCE_DIR})
+
+# The library's own sources at Release's optimization, with the warnings its targets turn on
+# made errors: g++ 12 warned (-Wrestrict, a false positive of std::string's operator+ inlined at
+# -O3) on every Release build of src/trace/sampler.cpp, 20 lines that hid any real warning.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_test(NAME "compile: src/trace/sampler.cpp compiles without a warning at Release's -O3"
+        COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -O3 -DNDEBUG -Wall -Wextra -Wpedantic -Werror
+            -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/src -c -o /dev/null
+            ${PROJECT_SOURCE_DIR}/src/trace/sampler.cpp)
+endif()

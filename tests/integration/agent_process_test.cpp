@@ -293,6 +293,66 @@ TEST_CASE("xfer_demo in two processes verifies its data and its flight recorders
     CHECK(t.count_of("agent_tx_bytes") == 0);
 }
 
+/// The bytes a line of `output` that starts with `prefix` names right after it.
+std::uint64_t bytes_after(const std::string& output, const std::string& prefix) {
+    const auto at = output.find(prefix);
+    REQUIRE(at != std::string::npos);
+    return std::stoull(output.substr(at + prefix.size()));
+}
+
+TEST_CASE("xfer_demo stops at --duration inside a pass and checks what the pass moved") {
+    // The limit was checked between passes only: at 100 transfers a second a pass of 64 MiB
+    // (1024 reads of 64 KiB, then 1024 writes) takes 20 s, and --duration 1 ran all of it.
+    temp_dir dir;
+    const auto started = std::chrono::steady_clock::now();
+    child demo({"--duration", "1", "--rate", "100", "--total", "64M"}, telemetry_env(dir),
+               dir.path() / "demo.log");
+    const int rc = demo.wait(std::chrono::seconds(20));
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    const std::string out = demo.output();
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(took.count() < 5.0);  // 1 s and the agents' start; 20 s before
+    // About a second's reads, every one checked; no write: the target unchanged.
+    const auto read = bytes_after(out, "initiator: verified ");
+    CHECK(read >= 16 * 65536);
+    CHECK(read <= 200 * 65536);
+    CHECK(read % 65536 == 0);
+    CHECK_THAT(out, Catch::Contains("target: verified 67108864 bytes (0 as the initiator wrote "
+                                    "them, the rest unchanged)"));
+    CHECK_THAT(out,
+               Catch::Contains(", each verified (the last one as far as --duration let it go)"));
+}
+
+TEST_CASE(
+    "a target in another process checks the part of its buffer that a write stopped at "
+    "--duration wrote") {
+    temp_dir dir;
+    const auto md = (dir.path() / "metadata").string();
+    const std::vector<std::string> common{"--metadata", md,       "--total", "64M",       "--op",
+                                          "write",      "--rate", "100",     "--timeout", "20"};
+    auto args = [&](std::vector<std::string> extra) {
+        extra.insert(extra.end(), common.begin(), common.end());
+        return extra;
+    };
+    child target(args({"--role", "target"}), telemetry_env(dir), dir.path() / "target.log");
+    wait_for_file(md, target);
+    child initiator(args({"--role", "initiator", "--duration", "1"}), telemetry_env(dir),
+                    dir.path() / "initiator.log");
+    INFO("initiator:\n" << initiator.output() << "target:\n" << target.output());
+    REQUIRE(initiator.wait(std::chrono::seconds(10)) == 0);
+    REQUIRE(target.wait(std::chrono::seconds(10)) == 0);
+    // The target learns from the done file how far the write went, and checks both parts.
+    const std::string said = target.output();
+    const auto at = said.find("target: verified 67108864 bytes (");
+    REQUIRE(at != std::string::npos);
+    const auto written = std::stoull(said.substr(at + 33));
+    CHECK(written >= 16 * 65536);
+    CHECK(written <= 200 * 65536);
+    CHECK(written % 65536 == 0);
+    CHECK_THAT(said, Catch::Contains(" as the initiator wrote them, the rest unchanged)"));
+}
+
 TEST_CASE(
     "writes that complete after their post show post times below their transfer times, in the "
     "recorder and the families alike",

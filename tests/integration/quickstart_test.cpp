@@ -7,7 +7,8 @@
 // The doc's conventions: a ```sh block is run unless the line right above it is
 // "<!-- not run by the quickstart test: REASON -->"; a ```text block right after a run block is
 // what that block prints, line by line in order (it may print more), with `<name>` for text that
-// differs from run to run and "..." for lines left out; no other kind of block.
+// differs from run to run and "..." for lines left out; no other kind of block. The listing of
+// the agents' directory is compared whole: a file more or less there fails.
 
 #include <signal.h>
 
@@ -353,6 +354,19 @@ std::string printed_by(const std::vector<const block*>& run,
     return found;
 }
 
+/// What the doc shows under the run block whose commands contain `command`.
+std::string shown_under(const quickstart& doc, std::string_view command) {
+    for (std::size_t i = 0; i + 1 < doc.blocks.size(); ++i) {
+        if (doc.blocks[i].kind == block_kind::run &&
+            doc.blocks[i].text.find(command) != std::string::npos &&
+            doc.blocks[i + 1].kind == block_kind::output) {
+            return doc.blocks[i + 1].text;
+        }
+    }
+    FAIL("docs/quickstart.md shows no output under the block that runs " << command);
+    return {};
+}
+
 /// The exact bytes, wherever the doc shows them, whatever its output blocks say: the initiators'
 /// series on /metrics, Prometheus's sums, xtel top's total.
 void check_exact_bytes(const std::vector<const block*>& run, const blocks_run_result& r) {
@@ -459,6 +473,10 @@ TEST_CASE("the quickstart's commands run in order and show the exact bytes its f
             }
         }
     }
+    // The agents' directory exactly as the doc lists it: the rule above lets a block print
+    // more, and the listing showed 8 of the 16 files there (not the agents' .spans).
+    const std::string listing = "ls \"$work/agents\"";
+    CHECK(printed_by(run, r, listing) == shown_under(doc, listing));
     check_exact_bytes(run, r);
 }
 

@@ -307,6 +307,38 @@ TEST_CASE("a bad trace variable stops xfer_demo with one message naming it", "[s
     CHECK_THAT(r.err, Catch::Contains("NIXL_TELEMETRY_TRACE_SAMPLE='half' is invalid"));
 }
 
+TEST_CASE(
+    "xfer_demo with --traceparent says whether the head sample keeps its trace and which "
+    "variable decides",
+    "[spans]") {
+    // With the default sample (0.01) it sent no span for the trace it was given, and said
+    // nothing of why. The caller's trace id's last 7 bytes, 0x48eb211c80319c, are 0.28 of
+    // 2^56: below the default's threshold (0.99 of it), at or above which a trace is sampled.
+    // No transfer takes an hour: none is slow.
+    const temp_dir dir;
+    const auto unsampled = run_demo(dir, "hs", 4, {"NIXL_TELEMETRY_TRACE_SLOW_US=3600000000"},
+                                    {"--traceparent", caller});
+    CHECK(xtel_test::count_of(unsampled.out,
+                              "xfer_demo: trace 0af7651916cd43dd8448eb211c80319c is not in the "
+                              "head sample (NIXL_TELEMETRY_TRACE_SAMPLE=0.01): only its failed "
+                              "transfers and those slower than "
+                              "NIXL_TELEMETRY_TRACE_SLOW_US=3600000000 us become spans; "
+                              "NIXL_TELEMETRY_TRACE_SAMPLE=1 makes every one a span\n") == 1);
+    CHECK(read_spans(dir.path() / "hs-initiator.spans").empty());
+    // The line's advice, taken: every transfer a span.
+    const temp_dir all;
+    const auto sampled =
+        run_demo(all, "hs", 4, {"NIXL_TELEMETRY_TRACE_SAMPLE=1"}, {"--traceparent", caller});
+    CHECK(xtel_test::count_of(sampled.out,
+                              "xfer_demo: trace 0af7651916cd43dd8448eb211c80319c is in the head "
+                              "sample (NIXL_TELEMETRY_TRACE_SAMPLE=1): every transfer of it "
+                              "becomes a span\n") == 1);
+    CHECK(read_spans(all.path() / "hs-initiator.spans").size() == 4);
+    // Without --traceparent, nothing is said.
+    const temp_dir plain;
+    CHECK(run_demo(plain, "hs", 4, {}).out.find("head sample") == std::string::npos);
+}
+
 TEST_CASE("xfer_demo refuses a --traceparent that is not one", "[spans]") {
     const auto r = xtel_test::run({XTEL_XFER_DEMO, "--traceparent", "00-abc-def-01"});
     CHECK(r.exit_code == 2);

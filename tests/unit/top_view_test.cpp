@@ -542,8 +542,18 @@ TEST_CASE("xtel top shows a target's memory and peers and no bytes it cannot see
     const auto f = format_frame({full_row("decode-0-initiator"), target}, frame_for());
     REQUIRE(f.lines.size() == 7);
     CHECK(f.lines[5] ==
-          "decode-0-target         77    - live              -        -       -       -        "
-          "-         -        -  3.00MiB     0       0 -");
+          "decode-0-target         77    - live              -        -       -        -        "
+          "-        -        -  3.00MiB     0       0 -");
+    // Every right-aligned cell of the target's row ends where its header does: its "-" under
+    // P50 and P99 stood one column left of the others'.
+    const std::string& header = f.lines[3];
+    for (const char* name : {"PID", "RANK", "TX/s", "RX/s", "XFERS/s", "P50", "P99", "TX TOTAL",
+                             "RX TOTAL", "MEM", "PEERS", "DROPPED"}) {
+        const auto end = header.find(name) + std::string_view(name).size();
+        INFO(name << " ends at column " << end);
+        CHECK(f.lines[5][end - 1] != ' ');
+        CHECK(f.lines[5][end] == ' ');
+    }
     // The initiator's bytes only; the target's memory in the memory total.
     CHECK(
         f.lines[1].starts_with("total  tx 12.5MiB (13107200 B)  rx 64.0KiB (65536 B)  "

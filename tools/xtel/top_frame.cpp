@@ -199,9 +199,11 @@ std::string state_text(const row& r) {
     return "?";
 }
 
+/// A latency ends in its own column, '*' or a space; none is "-" where every other column's
+/// "-" is, under its header's last letter.
 std::string latency_text(const row& r, const std::optional<double>& v) {
     if (!v) {
-        return "- ";
+        return "-";
     }
     return format_seconds(*v) + (r.latency_since_start ? "*" : " ");
 }

@@ -23,7 +23,7 @@ void warn(fmt::format_string<Args...> format, Args&&... args) noexcept {
     try {
         xtel::log(log_level::warning, fmt::format(format, std::forward<Args>(args)...));
     } catch (...) {
-        xtel::log(log_level::warning, "xtel-exporter: the watch of the directory failed");
+        xtel::log(log_level::warning, "the watch of the directory failed");
     }
 }
 
@@ -44,16 +44,26 @@ bool is_node_file_name(std::string_view name) {
 
 }  // namespace
 
+bool holds_node_file(const std::filesystem::path& dir) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        if (is_node_file_name(it->path().filename().string())) {
+            return true;
+        }
+    }
+    return false;
+}
+
 dir_watch::dir_watch(const std::filesystem::path& dir) : dir_(dir) {
     fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd_ < 0) {
-        warn("xtel-exporter: cannot watch {} (inotify_init1: {}); relying on the rescan",
-             dir_.string(), std::strerror(errno));
+        warn("cannot watch {} (inotify_init1: {}); relying on the rescan", dir_.string(),
+             std::strerror(errno));
         return;
     }
     if (::inotify_add_watch(fd_, dir_.c_str(), watched) < 0) {
         warn(
-            "xtel-exporter: cannot watch {} (inotify_add_watch: {}); relying on the "
+            "cannot watch {} (inotify_add_watch: {}); relying on the "
             "rescan",
             dir_.string(), std::strerror(errno));
         stop();
@@ -75,7 +85,7 @@ bool dir_watch::changed() noexcept {
             }
             if (n < 0 && errno != EAGAIN) {
                 warn(
-                    "xtel-exporter: reading the watch of {} failed ({}); relying on the "
+                    "reading the watch of {} failed ({}); relying on the "
                     "rescan",
                     dir_.string(), std::strerror(errno));
                 stop();
@@ -88,7 +98,7 @@ bool dir_watch::changed() noexcept {
             at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
             if ((e->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0) {
                 warn(
-                    "xtel-exporter: {} is no longer watched (moved or deleted); relying "
+                    "{} is no longer watched (moved or deleted); relying "
                     "on the rescan",
                     dir_.string());
                 stop();

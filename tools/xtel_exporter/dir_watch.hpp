@@ -8,6 +8,10 @@
 
 namespace xtel::xtel_exporter {
 
+/// Whether `dir` holds a file the collector would serve (`<agent name>.metrics`) now: none at
+/// start is worth a line, as an empty or mistyped --dir otherwise serves no agent silently.
+bool holds_node_file(const std::filesystem::path& dir);
+
 class dir_watch {
   public:
     /// Watches `dir`. When it cannot (no inotify, out of watches, a directory it cannot read),

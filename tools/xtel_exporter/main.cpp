@@ -30,10 +30,13 @@
 #include "pushers.hpp"
 #include "run_as.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/core/log.hpp"
+#include "xtel/core/parse.hpp"
 #include "xtel/core/version.hpp"
 #include "xtel/http/negotiate.hpp"
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
+#include "xtel/node/file.hpp"
 #include "xtel/push/otlp_config.hpp"
 
 namespace {
@@ -101,6 +104,15 @@ int serve(const options& o,
     // Only now: a scrape that came the moment the port opened would have found no agent yet.
     server.serve();
     dir_watch watch(o.dir);
+    if (!holds_node_file(o.dir)) {
+        const std::string dir = parse::escape_controls(o.dir.string());
+        xtel::log(log_level::warning,
+                  fmt::format("--dir {} holds no node file (<agent name>{}) yet: no agent is "
+                              "served until one appears there (an agent writes one with "
+                              "NIXL_TELEMETRY_EXPORTER=node and "
+                              "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH={})",
+                              dir, node::file::file_suffix, dir));
+    }
     std::fprintf(stderr, "xtel-exporter: serving http://%s/metrics\n",
                  server.bound().to_string().c_str());
     std::fflush(stderr);
@@ -140,6 +152,8 @@ int serve(const options& o,
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Its log lines, and the library's in it, read "xtel-exporter: <level>: ...".
+    xtel::set_log_program("xtel-exporter");
     // One malloc arena, unless the environment chose: snapshots are decoded on the refreshing
     // thread and bodies rendered on the server's, and glibc keeps what a thread frees in that
     // thread's arena, resident. With 64 agents of 1,000 native series (bench/node_scale.sh)

@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "xtel/core/parse.hpp"
+#include "xtel/core/suggest.hpp"
 #include "xtel/node/allowed_uids.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/push/push_url.hpp"
@@ -256,13 +257,13 @@ options parse_options(int argc, char** argv) {
         const bool has_value = split.has_value;
         if (!is_option(arg)) {
             throw usage_error(
-                fmt::format("'{}' is not an option: expected --dir, --listen, --stale-ttl, "
+                fmt::format("'{}' is not an option{}: expected --dir, --listen, --stale-ttl, "
                             "--remote-write, --remote-write-interval, --remote-write-label, "
                             "--otlp-endpoint, --otlp-protocol, --otlp-temporality, "
                             "--otlp-compression, --otlp-interval, --otlp-header, "
                             "--user, --allow-uid, --max-file-bytes, --max-series, --metrics or "
                             "--help",
-                            arg));
+                            arg, did_you_mean(arg, option_names)));
         }
         if (!has_value) {
             if (i + 1 >= argc) {

@@ -23,6 +23,12 @@ void set_log_level(log_level level);
 /// True when a message of `level` would be written.
 bool log_enabled(log_level level) noexcept;
 
+/// Names the program at the start of each line the stderr sink writes ("<program>: <level>:
+/// <message>"), "xtel" by default. A tool names itself, so that its lines and the library's in
+/// it read as its own, not as "xtel: info: xtel-exporter: ...". Thread-safe; called before
+/// anything is logged, it names the program in XTEL_LOG_LEVEL's complaint too.
+void set_log_program(std::string_view program);
+
 /// Writes one finished message (for plugins and tools). Never throws.
 void log(log_level level, std::string_view message) noexcept;
 
