@@ -276,7 +276,7 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
         } else {
             // Views: the buckets' exemplars copy them into memory they keep, so a tagged
             // transfer allocates nothing here.
-            metrics::exemplar_view ex{"request_id", r.request_id, r.timestamp_us};
+            metrics::exemplar_view ex("request_id", r.request_id, r.timestamp_us);
             while (trace != traces.end() && trace->index < i) {
                 ++trace;
             }

@@ -351,8 +351,10 @@ void metric_store::observe(series_ref s, std::uint64_t value) {
 }
 
 void metric_store::observe(series_ref s, std::uint64_t value, const exemplar& ex) {
-    observe(s, value,
-            exemplar_view{ex.label_name, ex.label_value, ex.timestamp_us, ex.trace_id, ex.span_id});
+    exemplar_view view(ex.label_name, ex.label_value, ex.timestamp_us);
+    view.trace_id = ex.trace_id;
+    view.span_id = ex.span_id;
+    observe(s, value, view);
 }
 
 void metric_store::observe(series_ref s, std::uint64_t value, const exemplar_view& ex) {

@@ -103,6 +103,12 @@ struct exemplar {
 /// bucket's exemplar, reusing that one's memory, so that a stream of observations with ids
 /// allocates nothing once each bucket has held an id as long.
 struct exemplar_view {
+    /// Explicit, so that a braced exemplar (`{.label_name = ...}`) always means `exemplar`.
+    explicit exemplar_view(std::string_view name,
+                           std::string_view value,
+                           std::uint64_t timestamp) noexcept
+        : label_name(name), label_value(value), timestamp_us(timestamp) {}
+
     std::string_view label_name;
     std::string_view label_value;
     std::uint64_t timestamp_us = 0;
