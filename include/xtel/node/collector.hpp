@@ -276,6 +276,19 @@ class collector {
     /// choose, those an earlier file gives another type and those whose OpenMetrics names
     /// clash, logging and counting each (file, family) once.
     void resolve_type_conflicts(const std::vector<std::pair<const std::string*, source*>>& chosen);
+    /// Where a family was first seen: its type, and its file (null: the program's own family).
+    struct family_origin {
+        metrics::metric_type type;
+        const std::string* file;
+    };
+    struct family_types;
+    /// The first type and file of every family of the chosen files (in their order), and the
+    /// families that take no part or clash in OpenMetrics.
+    family_types types_of(const std::vector<std::pair<const std::string*, source*>>& chosen);
+    /// Logs and counts `f` of `file` left out, for why `first` says.
+    void report_left_out(const std::string& file,
+                         const metrics::family_snapshot& f,
+                         const family_origin& first);
     void remember_gone(const std::string& name, const source& s);
     void release_memory() noexcept;
 

@@ -1,0 +1,155 @@
+// The collector's unpublished notices (xtel/node/notice.hpp): read by the node files' trust
+// rules, and listed while their agent holds the notice's lock.
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "xtel/core/parse.hpp"
+#include "xtel/node/collector.hpp"
+
+namespace xtel::node {
+
+collector::notice_source::notice_source(notice_source&& o) noexcept
+    : id(o.id), fd(std::exchange(o.fd, -1)), record(std::move(o.record)), logged(o.logged) {}
+
+collector::notice_source& collector::notice_source::operator=(notice_source&& o) noexcept {
+    if (this != &o) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        id = o.id;
+        fd = std::exchange(o.fd, -1);
+        record = std::move(o.record);
+        logged = o.logged;
+    }
+    return *this;
+}
+
+collector::notice_source::~notice_source() {
+    if (fd >= 0) {
+        ::close(fd);
+    }
+}
+
+void collector::refuse_notice(const std::string& name, refusal r, std::string_view why) {
+    ++read_errors_[static_cast<std::size_t>(r)];
+    xtel::detail::log(log_level::warning, "{}: {} is not read (until it changes): {}: {}",
+                      settings_.program, (settings_.dir / name).string(), to_string(r), why);
+}
+
+void collector::open_notice(int dir_fd, const std::string& name, notice_source& n) {
+    // The node files' rules: the listing first (a link, a FIFO or another user's file is never
+    // opened), then the same checks on what was opened without following a link.
+    const auto passes = [&](mode_t mode, uid_t uid, std::uint64_t size) {
+        if (const auto why = untrusted(mode, uid, "read")) {
+            refuse_notice(name, why->first, why->second);
+            return false;
+        }
+        if (size > max_notice_bytes) {
+            refuse_notice(name, refusal::too_large,
+                          fmt::format("{} bytes, more than the {} bytes a notice may have; not "
+                                      "read",
+                                      size, max_notice_bytes));
+            return false;
+        }
+        return true;
+    };
+    if (!passes(static_cast<mode_t>(n.id.mode), static_cast<uid_t>(n.id.uid), n.id.size)) {
+        return;
+    }
+    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ENOENT) {
+            return;  // gone since it was listed: its agent stopped
+        }
+        refuse_notice(name, err == ELOOP ? refusal::not_regular : refusal::unreadable,
+                      fmt::format("cannot open: {}", std::strerror(err)));
+        return;
+    }
+    n.fd = fd;
+    // Refused until it changes: its listing stays, so it is not read again.
+    const auto drop = [&n] {
+        ::close(n.fd);
+        n.fd = -1;
+    };
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        refuse_notice(name, refusal::unreadable,
+                      fmt::format("cannot stat: {}", std::strerror(errno)));
+        drop();
+        return;
+    }
+    if (!passes(st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
+        drop();
+        return;
+    }
+    // One byte more than a notice may have: a file grown since its fstat is refused too.
+    std::string bytes(max_notice_bytes + 1, '\0');
+    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
+    if (got < 0) {
+        refuse_notice(name, refusal::unreadable,
+                      fmt::format("cannot read: {}", std::strerror(errno)));
+        drop();
+        return;
+    }
+    bytes.resize(static_cast<std::size_t>(got));
+    try {
+        n.record = parse_notice(bytes);
+    } catch (const notice_error& e) {
+        refuse_notice(name, refusal::bad_notice, e.what());
+        drop();
+        return;
+    }
+    // Named after the agent and process it speaks for: a copy under another name would show
+    // one agent twice, or stand for another.
+    if (name != notice_file_name(n.record.agent_name, n.record.pid)) {
+        refuse_notice(name, refusal::name_mismatch,
+                      fmt::format("it speaks for agent '{}' pid {}, whose notice would be '{}'",
+                                  parse::escape_controls(n.record.agent_name), n.record.pid,
+                                  parse::escape_controls(
+                                      notice_file_name(n.record.agent_name, n.record.pid))));
+        drop();
+    }
+}
+
+void collector::check_notices() {
+    unpublished_.clear();
+    for (auto& [name, n] : notices_) {
+        if (n.fd < 0) {
+            continue;
+        }
+        // The agent holds LOCK_EX for its life: a shared lock refused means it is alive.
+        if (::flock(n.fd, LOCK_SH | LOCK_NB) == 0) {
+            ::flock(n.fd, LOCK_UN);
+            // A killed agent's notice: nobody removes it (the directory is not this program's;
+            // the next agent of that pid replaces it), and it is not read again unless changed.
+            ::close(n.fd);
+            n.fd = -1;
+            continue;
+        }
+        if (errno != EWOULDBLOCK) {
+            continue;  // a file system without flock: nothing tells a live agent from a dead one
+        }
+        if (!n.logged) {
+            n.logged = true;
+            xtel::detail::log(log_level::warning,
+                              "{}: agent '{}' (pid {}) could not publish its node file {}: {}: {}",
+                              settings_.program, parse::escape_controls(n.record.agent_name),
+                              n.record.pid, parse::escape_controls(n.record.node_file),
+                              parse::escape_controls(n.record.reason),
+                              parse::escape_controls(n.record.error));
+        }
+        unpublished_.push_back(n.record);
+    }
+}
+}  // namespace xtel::node
