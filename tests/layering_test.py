@@ -5,7 +5,8 @@ Each component has its public headers in include/xtel/<component>/ and its code 
 src/<component>/. A file of a component may include its own headers and those of the components
 below it, never one above:
 
-    core < metrics, http < node < push, exporters < agent; core < trace < push, exporters, agent;
+    core < metrics, http < node < push, exporters < agent; core < trace < node, push, exporters,
+    agent;
     plugin (the plug-in API) < exporters
 
 (metrics and http do not know each other; push sits beside exporters). The plug-in API
@@ -22,7 +23,7 @@ ALLOWED = {
     'core': set(),
     'metrics': {'core'},
     'http': {'core'},
-    'node': {'core', 'metrics'},
+    'node': {'core', 'metrics', 'trace'},
     'trace': {'core'},
     'push': {'core', 'metrics', 'http', 'trace'},
     'exporters': {'core', 'metrics', 'http', 'node', 'trace', 'plugin'},

@@ -1,18 +1,10 @@
 #include "xtel/node/collector.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <numeric>
 #include <stdexcept>
 #include <string_view>
 
@@ -43,41 +35,10 @@ class name_mismatch : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/// `<agent>.metrics`, not a crashed writer's `<agent>.metrics.crashed.<pid>` (those are kept
-/// for a person to look at, and their agent may be running again under the plain name).
-bool is_node_file_name(std::string_view name) {
-    return name.size() > node::file::file_suffix.size() &&
-           name.ends_with(node::file::file_suffix) &&
-           name.find(".crashed.") == std::string_view::npos && !name.starts_with('.');
-}
-
-/// `<agent>.<pid>.unpublished`, not hidden (a notice being made has a temporary hidden name).
-bool is_notice_name(std::string_view name) {
-    return name.size() > notice_suffix.size() && name.ends_with(notice_suffix) &&
-           !name.starts_with('.');
-}
-
 /// Adds the writer's `pid` to the labels every series of `s` carries. No family has a label of
 /// that name: decode_snapshot refuses one (agents leave it out of a node file's xtel_agent_info).
 void add_pid_label(metrics::snapshot& s, std::uint32_t pid) {
     s.labels.push_back({"pid", std::to_string(pid)});
-}
-
-/// What a listing shows that is not a regular file, for a message.
-std::string_view kind_of(mode_t mode) {
-    if (S_ISLNK(mode)) {
-        return "a symbolic link";
-    }
-    if (S_ISDIR(mode)) {
-        return "a directory";
-    }
-    if (S_ISFIFO(mode)) {
-        return "a FIFO";
-    }
-    if (S_ISSOCK(mode)) {
-        return "a socket";
-    }
-    return "a device";
 }
 
 refusal refusal_of(node::file::fault f) {
@@ -116,59 +77,56 @@ std::string_view collector::name_of(left_out r) noexcept {
     return "type_conflict";
 }
 
-std::string_view to_string(refusal r) noexcept {
-    switch (r) {
-        case refusal::foreign_owner:
-            return "foreign_owner";
-        case refusal::not_regular:
-            return "not_regular";
-        case refusal::too_large:
-            return "too_large";
-        case refusal::unreadable:
-            return "unreadable";
-        case refusal::not_node_file:
-            return "not_node_file";
-        case refusal::damaged:
-            return "damaged";
-        case refusal::bad_snapshot:
-            return "bad_snapshot";
-        case refusal::writer_mismatch:
-            return "writer_mismatch";
-        case refusal::writer_unverified:
-            return "writer_unverified";
-        case refusal::name_mismatch:
-            return "name_mismatch";
-        case refusal::series_limit:
-            return "series_limit";
-        case refusal::bad_notice:
-            return "bad_notice";
-    }
-    return "unknown";
+scanner::settings collector::scanner_settings(const settings& s, bool span_rings) {
+    return {.dir = s.dir,
+            .program = s.program,
+            .allowed_uids = s.allowed_uids,
+            .max_file_bytes = s.max_file_bytes,
+            .span_rings = span_rings};
 }
 
-collector::collector(settings s) : settings_(std::move(s)) {}
+collector::collector(settings s)
+    : settings_(std::move(s)),
+      own_files_(std::make_unique<scanner>(scanner_settings(settings_))),
+      files_(*own_files_) {}
+
+collector::collector(settings s, scanner& files) : settings_(std::move(s)), files_(files) {
+    const scanner::settings& f = files.config();
+    if (f.dir != settings_.dir || f.allowed_uids != settings_.allowed_uids ||
+        f.max_file_bytes != settings_.max_file_bytes) {
+        throw std::invalid_argument(fmt::format(
+            "collector of {} (allowed uids [{}], {} bytes a node file): the scanner given lists "
+            "{} (allowed uids [{}], {} bytes a node file); the two must agree",
+            settings_.dir.string(), fmt::join(settings_.allowed_uids, ", "),
+            settings_.max_file_bytes, f.dir.string(), fmt::join(f.allowed_uids, ", "),
+            f.max_file_bytes));
+    }
+}
 
 collector::~collector() = default;
 
+std::uint64_t collector::read_errors(refusal r) const noexcept {
+    return files_.refused(file_kind::node_file, r) + files_.refused(file_kind::notice, r);
+}
+
 std::uint64_t collector::read_errors_total() const noexcept {
-    return std::accumulate(read_errors_.begin(), read_errors_.end(), std::uint64_t{0});
+    std::uint64_t total = 0;
+    for (const refusal r : node_file_reasons) {
+        total += read_errors(r);
+    }
+    return total;
 }
 
 void collector::scan() noexcept {
     try {
-        DIR* d = ::opendir(settings_.dir.c_str());
-        if (d == nullptr) {
-            if (!dir_failed_) {
-                xtel::detail::log(log_level::error, "{}: cannot list {}: {}", settings_.program,
-                                  settings_.dir.string(), std::strerror(errno));
-                dir_failed_ = true;
-            }
+        // Null: the directory cannot be read (logged by the scanner); the files stay as they were.
+        const auto listed = files_.scan();
+        if (!listed) {
+            release_memory();
             return;
         }
-        dir_failed_ = false;
-        const int dir_fd = ::dirfd(d);
-        std::map<std::string, identity> notices;
-        const auto present = list(d, notices);
+        const auto& notices = listed->of(file_kind::notice);
+        const auto& present = listed->of(file_kind::node_file);
         // Notices: looked at again only when they change (they are written once).
         std::erase_if(notices_, [&](const auto& n) { return !notices.contains(n.first); });
         for (const auto& [name, id] : notices) {
@@ -176,7 +134,7 @@ void collector::scan() noexcept {
             if (added || it->second.id != id) {
                 it->second = notice_source{};
                 it->second.id = id;
-                open_notice(dir_fd, name, it->second);
+                open_notice(*listed, name, it->second);
             }
         }
 
@@ -210,10 +168,9 @@ void collector::scan() noexcept {
                 s = source{};
                 s.id = id;
                 s.reported = reported;
-                open(dir_fd, name, s);
+                open(*listed, name, s);
             }
         }
-        ::closedir(d);
         const auto now = clock::now();
         std::erase_if(gone_,
                       [&](const auto& g) { return now - g.second.second > forget_gone_after; });
@@ -224,114 +181,21 @@ void collector::scan() noexcept {
     release_memory();
 }
 
-std::map<std::string, collector::identity> collector::list(
-    DIR* d, std::map<std::string, identity>& notices) const {
-    std::map<std::string, identity> present;
-    while (const dirent* e = ::readdir(d)) {
-        const std::string_view name(e->d_name);
-        const bool notice = is_notice_name(name);
-        if (!notice && !is_node_file_name(name)) {
-            continue;
-        }
-        // Not following a link, whatever it points to.
-        struct stat st {};
-        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            continue;  // gone since it was listed
-        }
-        (notice ? notices : present)
-            .emplace(std::string(name),
-                     identity{static_cast<std::uint64_t>(st.st_dev),
-                              static_cast<std::uint64_t>(st.st_ino),
-                              static_cast<std::uint64_t>(st.st_size),
-                              st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_mode,
-                              st.st_uid});
-    }
-    return present;
-}
-
-bool collector::allowed(uid_t uid) const noexcept {
-    return uid == ::geteuid() ||
-           std::find(settings_.allowed_uids.begin(), settings_.allowed_uids.end(), uid) !=
-               settings_.allowed_uids.end();
-}
-
-std::optional<std::pair<refusal, std::string>> collector::untrusted(mode_t mode,
-                                                                    uid_t uid,
-                                                                    std::string_view done) const {
-    if (!S_ISREG(mode)) {
-        return std::pair{refusal::not_regular,
-                         fmt::format("{}, not a regular file; not read", kind_of(mode))};
-    }
-    if (!allowed(uid)) {
-        return std::pair{
-            refusal::foreign_owner,
-            fmt::format("owned by uid {}, and only the files of uid {}{} are {} (--allow-uid)", uid,
-                        ::geteuid(),
-                        settings_.allowed_uids.empty()
-                            ? std::string()
-                            : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", ")),
-                        done)};
-    }
-    return std::nullopt;
-}
-
-bool collector::passes(
-    const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size) {
-    if (const auto why = untrusted(mode, uid, "served")) {
-        refuse(name, s, why->first, why->second);
-        return false;
-    }
-    if (size > settings_.max_file_bytes) {
-        refuse(name, s, refusal::too_large,
-               fmt::format("{} bytes, larger than the {} bytes a node file may have here "
-                           "(--max-file-bytes); not read",
-                           size, settings_.max_file_bytes));
-        return false;
-    }
-    return true;
-}
-
-void collector::open(int dir_fd, const std::string& name, source& s) {
-    // What the listing saw, first: a link, a FIFO or another user's file is never opened.
-    if (!passes(name, s, static_cast<mode_t>(s.id.mode), static_cast<uid_t>(s.id.uid), s.id.size)) {
+void collector::open(const listing& l, const std::string& name, source& s) {
+    opened o = files_.open(l, file_kind::node_file, name);
+    if (o.refused && o.retry) {
+        report(name, s, *o.refused, o.why + " (tried again at the next listing)");
         return;
     }
-    // O_NOFOLLOW and the same checks on what was opened: the name may have been replaced since
-    // it was listed, and only what the descriptor names counts. O_NONBLOCK: a FIFO put there
-    // meanwhile is not waited on.
-    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        const int err = errno;
-        if (err == ENOENT) {
-            return;  // gone since it was listed: an agent going away, nothing to report
-        }
-        if (err == ELOOP) {
-            refuse(name, s, refusal::not_regular,
-                   "a symbolic link, not a regular file; not followed");
-        } else if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EINTR) {
-            // This process's trouble, not the file's: reported, and tried at the next listing.
-            report(name, s, refusal::unreadable,
-                   fmt::format("cannot open: {} (tried again at the next listing)",
-                               std::strerror(err)));
-        } else {
-            refuse(name, s, refusal::unreadable,
-                   fmt::format("cannot open: {}", std::strerror(err)));
-        }
+    if (o.refused) {
+        refuse(name, s, *o.refused, o.why);
         return;
     }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        const int err = errno;
-        ::close(fd);
-        refuse(name, s, refusal::unreadable, fmt::format("cannot stat: {}", std::strerror(err)));
-        return;
-    }
-    if (!passes(name, s, st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
-        ::close(fd);
-        return;
+    if (o.fd() < 0) {
+        return;  // gone since it was listed: an agent going away, nothing to report
     }
     try {
-        s.reader = std::make_unique<node::file::reader>(fd, settings_.dir / name,
+        s.reader = std::make_unique<node::file::reader>(o.release(), settings_.dir / name,
                                                         settings_.max_file_bytes);
     } catch (const node::file::format_error& e) {
         refuse(name, s, refusal_of(e.kind()), e.what());
@@ -362,7 +226,7 @@ void collector::report(const std::string& name,
         xtel::detail::log(log_level::info, "{}: {} is served again", settings_.program, path);
         return;
     }
-    ++read_errors_[static_cast<std::size_t>(*r)];
+    files_.count(file_kind::node_file, *r);
     xtel::detail::log(log_level::warning, "{}: {} is not served{}: {}: {}", settings_.program, path,
                       s.refused ? " (until it changes)" : "", to_string(*r), why);
 }

@@ -41,58 +41,28 @@ collector::notice_source::~notice_source() {
 }
 
 void collector::refuse_notice(const std::string& name, refusal r, std::string_view why) {
-    ++read_errors_[static_cast<std::size_t>(r)];
+    files_.count(file_kind::notice, r);
     xtel::detail::log(log_level::warning, "{}: {} is not read (until it changes): {}: {}",
                       settings_.program, (settings_.dir / name).string(), to_string(r), why);
 }
 
-void collector::open_notice(int dir_fd, const std::string& name, notice_source& n) {
-    // The node files' rules: the listing first (a link, a FIFO or another user's file is never
-    // opened), then the same checks on what was opened without following a link.
-    const auto passes = [&](mode_t mode, uid_t uid, std::uint64_t size) {
-        if (const auto why = untrusted(mode, uid, "read")) {
-            refuse_notice(name, why->first, why->second);
-            return false;
-        }
-        if (size > max_notice_bytes) {
-            refuse_notice(name, refusal::too_large,
-                          fmt::format("{} bytes, more than the {} bytes a notice may have; not "
-                                      "read",
-                                      size, max_notice_bytes));
-            return false;
-        }
-        return true;
-    };
-    if (!passes(static_cast<mode_t>(n.id.mode), static_cast<uid_t>(n.id.uid), n.id.size)) {
+void collector::open_notice(const listing& l, const std::string& name, notice_source& n) {
+    opened o = files_.open(l, file_kind::notice, name);
+    if (o.refused) {
+        // Looked at again only when it changes (a notice is written once).
+        refuse_notice(name, *o.refused, o.why);
         return;
     }
-    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        const int err = errno;
-        if (err == ENOENT) {
-            return;  // gone since it was listed: its agent stopped
-        }
-        refuse_notice(name, err == ELOOP ? refusal::not_regular : refusal::unreadable,
-                      fmt::format("cannot open: {}", std::strerror(err)));
-        return;
+    if (o.fd() < 0) {
+        return;  // gone since it was listed: its agent stopped
     }
-    n.fd = fd;
+    n.fd = o.release();
     // Refused until it changes: its listing stays, so it is not read again.
     const auto drop = [&n] {
         ::close(n.fd);
         n.fd = -1;
     };
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        refuse_notice(name, refusal::unreadable,
-                      fmt::format("cannot stat: {}", std::strerror(errno)));
-        drop();
-        return;
-    }
-    if (!passes(st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
-        drop();
-        return;
-    }
+    const int fd = n.fd;
     // One byte more than a notice may have: a file grown since its fstat is refused too.
     std::string bytes(max_notice_bytes + 1, '\0');
     const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
