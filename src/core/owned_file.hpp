@@ -72,6 +72,15 @@ bool write_all(int fd, const void* data, std::size_t size, std::uint64_t offset)
 /// caller reads short instead of raising SIGBUS). False when the file ends first or a read fails.
 bool pread_all(int fd, void* buf, std::size_t size, std::uint64_t offset) noexcept;
 
+/// The field of type `T` at `offset` of a header read into `header` (copied: a header's bytes
+/// need not be aligned for `T`).
+template <class T>
+T header_field(const void* header, std::size_t offset) noexcept {
+    T v{};
+    std::memcpy(&v, static_cast<const unsigned char*>(header) + offset, sizeof v);
+    return v;
+}
+
 /// The `state` of an owned file's header: the writer writes open when it creates the file and
 /// closed when it ends; a file left open whose lock is free was left by a writer that died.
 inline constexpr std::uint32_t state_open = 1;
