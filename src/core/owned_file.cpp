@@ -14,6 +14,7 @@
 
 #include "core/log.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel::detail {
 
@@ -344,6 +345,22 @@ void refuse(const owned_file_kind& kind,
             std::string_view why,
             create_failure reason) {
     throw owned_file_error(reason, fmt::format("{} {}: {}", kind.noun, path.string(), why));
+}
+
+std::filesystem::path agent_file_path(const owned_file_kind& kind,
+                                      const std::filesystem::path& dir,
+                                      std::string_view agent_name,
+                                      std::string_view suffix) {
+    parse::file_name("agent name", agent_name);
+    // Room for the suffix and for ".crashed.<pid>" in a 255-byte file name.
+    const std::size_t max_name = 255 - suffix.size() - 18;
+    if (agent_name.size() > max_name) {
+        throw config_error(
+            fmt::format("agent name '{}' is invalid for a {}: {} bytes, expected "
+                        "at most {} (it names the file <name>{})",
+                        agent_name, kind.noun, agent_name.size(), max_name, suffix));
+    }
+    return dir / (std::string(agent_name) + std::string(suffix));
 }
 
 int create_owned_file(const owned_file_kind& kind,

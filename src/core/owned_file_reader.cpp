@@ -72,6 +72,14 @@ std::uint64_t check_opened(const owned_file_kind& kind,
     return size;
 }
 
+void check_writer_state(const std::filesystem::path& path, std::uint32_t state) {
+    if (state != state_open && state != state_closed) {
+        throw format_error(file_fault::wrong_format,
+                           fmt::format("{}: unknown writer state {} (expected 1 open or 2 closed)",
+                                       path.string(), state));
+    }
+}
+
 int probe_writer_lock(int fd) noexcept {
     if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
         return errno;
