@@ -104,10 +104,6 @@ class collector {
         std::uint64_t published_us = 0;
     };
 
-    /// The settings of a scanner that agrees with `s` (its directory, owners and node file
-    /// size), listing span rings too when `span_rings`.
-    static scanner::settings scanner_settings(const settings& s, bool span_rings = false);
-
     /// Lists the directory with a scanner of its own, made from `s`.
     explicit collector(settings s);
     /// Lists the directory with `files`, which other readers of it share (xtel-exporter's span
@@ -120,12 +116,16 @@ class collector {
     collector(const collector&) = delete;
     collector& operator=(const collector&) = delete;
 
-    /// Lists the directory: opens the files new to it, drops those gone from it, reopens those
-    /// replaced. A file refused when opened (foreign_owner, not_regular, too_large,
-    /// unreadable, not_node_file) is tried again only when it changes. A file gone between
-    /// the listing and its opening is nothing to report. Throws nothing: a directory that
-    /// cannot be read is logged (once until it can be read again) and leaves the files as
-    /// they were.
+    /// The settings of a scanner that agrees with `s` (its directory, owners and node file
+    /// size), listing span rings too when `span_rings`.
+    static scanner::settings scanner_settings(const settings& s, bool span_rings = false);
+
+    /// Lists the directory (a listing of the scanner's, which its other readers take too): opens
+    /// the node files and notices new to it, drops those gone from it, reopens those replaced. A
+    /// file refused when opened (foreign_owner, not_regular, too_large, unreadable, not_node_file)
+    /// is tried again only when it changes. A file gone between the listing and its opening is
+    /// nothing to report. Throws nothing: a directory that cannot be read is logged (once until it
+    /// can be read again) and leaves the files as they were.
     void scan() noexcept;
 
     /// Reads the latest payload of every file, at `now`, and returns the snapshots to serve, in
