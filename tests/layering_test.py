@@ -5,8 +5,9 @@ Each component has its public headers in include/xtel/<component>/ and its code 
 src/<component>/. A file of a component may include its own headers and those of the components
 below it, never one above:
 
-    core < metrics < http < push, exporters < agent; metrics < node < exporters;
-    core < trace < push, exporters, agent; plugin (the plug-in API) < exporters
+    core < metrics < http, node < push, exporters < agent; core < trace < node, push,
+    exporters, agent;
+    plugin (the plug-in API) < exporters
 
 (http serves metrics: negotiation and the /metrics body; metrics names no transport; node
 knows no http; push sits beside exporters). The plug-in API
@@ -23,7 +24,7 @@ ALLOWED = {
     'core': set(),
     'metrics': {'core'},
     'http': {'core', 'metrics'},
-    'node': {'core', 'metrics'},
+    'node': {'core', 'metrics', 'trace'},
     'trace': {'core'},
     'push': {'core', 'metrics', 'http', 'trace'},
     'exporters': {'core', 'metrics', 'http', 'node', 'trace', 'plugin'},

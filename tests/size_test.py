@@ -23,15 +23,11 @@ TOPS = ('src', 'include', 'tools')
 SUFFIXES = ('.hpp', '.cpp', '.h')
 SKIPPED = 77
 
-# Over the limit when the rule came, each with its size then, until it is split.
-ALLOWED_FILES = {
-    'src/core/owned_file.cpp': 517,
-    'src/node/collector.cpp': 892,
-}
+# Over the limit and not yet split, each with its size then: none is left. A file or function
+# that must stay over the limit a while is listed here with its size, and may not grow.
+ALLOWED_FILES = {}
 # (file, function as lizard names it) -> its length then.
-ALLOWED_FUNCTIONS = {
-    ('src/node/collector.cpp', 'xtel::node::collector::resolve_type_conflicts'): 103,
-}
+ALLOWED_FUNCTIONS = {}
 
 
 def sources(root):

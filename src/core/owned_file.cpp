@@ -14,6 +14,7 @@
 
 #include "core/log.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/core/parse.hpp"
 
 namespace xtel::detail {
 
@@ -31,18 +32,11 @@ struct owned_header {
     std::uint64_t created_us = 0;
 };
 
-template <class T>
-T field_at(const unsigned char* header, std::size_t offset) noexcept {
-    T v{};
-    std::memcpy(&v, header + offset, sizeof v);
-    return v;
-}
-
 /// True when `header` begins with the kind's magic, version and header size.
 bool preamble_current(const owned_file_kind& kind, const unsigned char* header) noexcept {
     return std::memcmp(header, kind.magic.data(), kind.magic.size()) == 0 &&
-           field_at<std::uint32_t>(header, 8) == kind.version &&
-           field_at<std::uint32_t>(header, 12) == kind.header_size;
+           header_field<std::uint32_t>(header, 8) == kind.version &&
+           header_field<std::uint32_t>(header, 12) == kind.header_size;
 }
 
 /// Reads the header of a file of `kind` from `fd` (offset 0, pread only).
@@ -52,9 +46,9 @@ owned_header read_owned_header(const owned_file_kind& kind, int fd) noexcept {
     o.read = kind.header_size <= sizeof buf && pread_all(fd, buf, kind.header_size, 0);
     o.current = o.read && preamble_current(kind, buf) &&
                 (kind.layout_current == nullptr || kind.layout_current(buf));
-    o.open = field_at<std::uint32_t>(buf, kind.state_at) == state_open;
-    o.writer_pid = field_at<std::uint32_t>(buf, kind.writer_pid_at);
-    o.created_us = field_at<std::uint64_t>(buf, kind.created_us_at);
+    o.open = header_field<std::uint32_t>(buf, kind.state_at) == state_open;
+    o.writer_pid = header_field<std::uint32_t>(buf, kind.writer_pid_at);
+    o.created_us = header_field<std::uint64_t>(buf, kind.created_us_at);
     return o;
 }
 
@@ -353,6 +347,22 @@ void refuse(const owned_file_kind& kind,
     throw owned_file_error(reason, fmt::format("{} {}: {}", kind.noun, path.string(), why));
 }
 
+std::filesystem::path agent_file_path(const owned_file_kind& kind,
+                                      const std::filesystem::path& dir,
+                                      std::string_view agent_name,
+                                      std::string_view suffix) {
+    parse::file_name("agent name", agent_name);
+    // Room for the suffix and for ".crashed.<pid>" in a 255-byte file name.
+    const std::size_t max_name = 255 - suffix.size() - 18;
+    if (agent_name.size() > max_name) {
+        throw config_error(
+            fmt::format("agent name '{}' is invalid for a {}: {} bytes, expected "
+                        "at most {} (it names the file <name>{})",
+                        agent_name, kind.noun, agent_name.size(), max_name, suffix));
+    }
+    return dir / (std::string(agent_name) + std::string(suffix));
+}
+
 int create_owned_file(const owned_file_kind& kind,
                       const std::filesystem::path& path,
                       std::string_view agent_name,
@@ -436,82 +446,6 @@ void owned_writer::close() const noexcept {
 const std::string& failure_or_none(bool failed, const std::string& failure) noexcept {
     static const std::string none;
     return failed ? failure : none;
-}
-
-// ---- readers ------------------------------------------------------------------------------
-
-int open_for_reading(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        throw format_error(file_fault::unreadable,
-                           fmt::format("{}: cannot open: {}", path.string(), errno_text(errno)));
-    }
-    return fd;
-}
-
-std::uint64_t check_opened(const owned_file_kind& kind,
-                           int fd,
-                           const std::filesystem::path& path,
-                           void* header,
-                           std::uint64_t max_bytes) {
-    const auto name = path.string();
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        throw format_error(file_fault::unreadable,
-                           fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        throw format_error(file_fault::not_regular,
-                           fmt::format("{}: is a directory, not a {}", name, kind.format_name));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        throw format_error(file_fault::not_regular, fmt::format("{}: is not a regular file", name));
-    }
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (size > max_bytes) {
-        throw format_error(file_fault::too_large,
-                           fmt::format("{}: {} bytes, larger than the {} bytes a {} may have "
-                                       "here (--max-file-bytes)",
-                                       name, size, max_bytes, kind.format_name));
-    }
-    if (size < kind.header_size) {
-        throw format_error(file_fault::wrong_format,
-                           fmt::format("{}: truncated: {} bytes, smaller than the {}-byte header",
-                                       name, size, kind.header_size));
-    }
-    if (!pread_all(fd, header, kind.header_size, 0)) {
-        throw format_error(file_fault::wrong_format,
-                           fmt::format("{}: cannot read the header", name));
-    }
-    const auto* h = static_cast<const unsigned char*>(header);
-    if (std::memcmp(h, kind.magic.data(), kind.magic.size()) != 0) {
-        throw format_error(file_fault::wrong_format,
-                           fmt::format("{}: not a {} (bad magic)", name, kind.format_name));
-    }
-    if (const auto version = field_at<std::uint32_t>(h, 8); version != kind.version) {
-        throw format_error(
-            file_fault::wrong_format,
-            fmt::format("{}: unsupported format version {} (this reader reads version {})", name,
-                        version, kind.version));
-    }
-    return size;
-}
-
-int probe_writer_lock(int fd) noexcept {
-    if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
-        return errno;
-    }
-    ::flock(fd, LOCK_UN);
-    return 0;
-}
-
-bool replaced(const std::filesystem::path& path, int fd) noexcept {
-    struct stat by_path {};
-    struct stat open_file {};
-    if (::stat(path.c_str(), &by_path) != 0 || ::fstat(fd, &open_file) != 0) {
-        return true;
-    }
-    return by_path.st_ino != open_file.st_ino || by_path.st_dev != open_file.st_dev;
 }
 
 }  // namespace xtel::detail

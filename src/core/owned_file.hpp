@@ -16,8 +16,10 @@
 
 #include <fmt/format.h>
 
+#include "xtel/core/clock.hpp"
 #include "xtel/core/error.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +73,15 @@ bool write_all(int fd, const void* data, std::size_t size, std::uint64_t offset)
 /// pread of exactly `size` bytes at `offset` (never a mapping, so a file cut short under the
 /// caller reads short instead of raising SIGBUS). False when the file ends first or a read fails.
 bool pread_all(int fd, void* buf, std::size_t size, std::uint64_t offset) noexcept;
+
+/// The field of type `T` at `offset` of a header read into `header` (copied: a header's bytes
+/// need not be aligned for `T`).
+template <class T>
+T header_field(const void* header, std::size_t offset) noexcept {
+    T v{};
+    std::memcpy(&v, static_cast<const unsigned char*>(header) + offset, sizeof v);
+    return v;
+}
 
 /// The `state` of an owned file's header: the writer writes open when it creates the file and
 /// closed when it ends; a file left open whose lock is free was left by a writer that died.
@@ -156,6 +167,33 @@ class owned_file_error : public exporter_error {
                          std::string_view why,
                          create_failure reason = create_failure::other);
 
+/// A new header of `kind` for the writer of `agent_name`, this process, now: the fields every
+/// owned file's header has (magic, version, header size, created_us, writer_pid, state open)
+/// and the agent's name, cut to its field and NUL-terminated. The caller fills in its format's
+/// own fields.
+template <class Header>
+Header new_owned_header(const owned_file_kind& kind, std::string_view agent_name) noexcept {
+    static_assert(sizeof(Header) <= max_header_size);
+    Header h{};
+    std::memcpy(h.magic, kind.magic.data(), std::min(kind.magic.size(), sizeof h.magic));
+    h.version = kind.version;
+    h.header_size = kind.header_size;
+    h.created_us = clock::now_us();
+    h.writer_pid = static_cast<std::uint32_t>(::getpid());
+    h.state = state_open;
+    std::memcpy(h.agent_name, agent_name.data(),
+                std::min(agent_name.size(), sizeof h.agent_name - 1));
+    return h;
+}
+
+/// `<dir>/<agent_name><suffix>`, the file of `kind` a writer names after its agent. Throws
+/// config_error unless `agent_name` is a valid file name (parse::file_name) that leaves room in
+/// 255 bytes for the suffix and for ".crashed.<pid>".
+std::filesystem::path agent_file_path(const owned_file_kind& kind,
+                                      const std::filesystem::path& dir,
+                                      std::string_view agent_name,
+                                      std::string_view suffix);
+
 /// Creates `path` as a new file of `kind`: clears the way (see above), then builds the file
 /// under a temporary name: mode 0600, `size` bytes reserved with posix_fallocate, `header`
 /// written at offset 0, flock(LOCK_EX) taken, and renames it into place. Returns its
@@ -207,6 +245,10 @@ std::uint64_t check_opened(const owned_file_kind& kind,
                            const std::filesystem::path& path,
                            void* header,
                            std::uint64_t max_bytes = ~std::uint64_t{0});
+
+/// For a reader: throws format_error (wrong_format) naming `path` unless `state`, read from its
+/// header, is one a writer writes (open or closed).
+void check_writer_state(const std::filesystem::path& path, std::uint32_t state);
 
 /// For a reader: 0 when no writer holds the file's lock (the shared lock granted is released at
 /// once, so that a reader never keeps the next writer waiting), EWOULDBLOCK while one does, or

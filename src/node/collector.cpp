@@ -1,22 +1,12 @@
 #include "xtel/node/collector.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <numeric>
 #include <stdexcept>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/ranges.h>
 
@@ -24,8 +14,6 @@
 #include "node/flock_holders.hpp"
 #include "node/series_count.hpp"
 #include "xtel/core/parse.hpp"
-#include "xtel/metrics/agent_metrics_settings.hpp"
-#include "xtel/metrics/openmetrics_names.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 
@@ -47,41 +35,10 @@ class name_mismatch : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/// `<agent>.metrics`, not a crashed writer's `<agent>.metrics.crashed.<pid>` (those are kept
-/// for a person to look at, and their agent may be running again under the plain name).
-bool is_node_file_name(std::string_view name) {
-    return name.size() > node::file::file_suffix.size() &&
-           name.ends_with(node::file::file_suffix) &&
-           name.find(".crashed.") == std::string_view::npos && !name.starts_with('.');
-}
-
-/// `<agent>.<pid>.unpublished`, not hidden (a notice being made has a temporary hidden name).
-bool is_notice_name(std::string_view name) {
-    return name.size() > notice_suffix.size() && name.ends_with(notice_suffix) &&
-           !name.starts_with('.');
-}
-
 /// Adds the writer's `pid` to the labels every series of `s` carries. No family has a label of
 /// that name: decode_snapshot refuses one (agents leave it out of a node file's xtel_agent_info).
 void add_pid_label(metrics::snapshot& s, std::uint32_t pid) {
     s.labels.push_back({"pid", std::to_string(pid)});
-}
-
-/// What a listing shows that is not a regular file, for a message.
-std::string_view kind_of(mode_t mode) {
-    if (S_ISLNK(mode)) {
-        return "a symbolic link";
-    }
-    if (S_ISDIR(mode)) {
-        return "a directory";
-    }
-    if (S_ISFIFO(mode)) {
-        return "a FIFO";
-    }
-    if (S_ISSOCK(mode)) {
-        return "a socket";
-    }
-    return "a device";
 }
 
 refusal refusal_of(node::file::fault f) {
@@ -120,59 +77,56 @@ std::string_view collector::name_of(left_out r) noexcept {
     return "type_conflict";
 }
 
-std::string_view to_string(refusal r) noexcept {
-    switch (r) {
-        case refusal::foreign_owner:
-            return "foreign_owner";
-        case refusal::not_regular:
-            return "not_regular";
-        case refusal::too_large:
-            return "too_large";
-        case refusal::unreadable:
-            return "unreadable";
-        case refusal::not_node_file:
-            return "not_node_file";
-        case refusal::damaged:
-            return "damaged";
-        case refusal::bad_snapshot:
-            return "bad_snapshot";
-        case refusal::writer_mismatch:
-            return "writer_mismatch";
-        case refusal::writer_unverified:
-            return "writer_unverified";
-        case refusal::name_mismatch:
-            return "name_mismatch";
-        case refusal::series_limit:
-            return "series_limit";
-        case refusal::bad_notice:
-            return "bad_notice";
-    }
-    return "unknown";
+scanner::settings collector::scanner_settings(const settings& s, bool span_rings) {
+    return {.dir = s.dir,
+            .program = s.program,
+            .allowed_uids = s.allowed_uids,
+            .max_file_bytes = s.max_file_bytes,
+            .span_rings = span_rings};
 }
 
-collector::collector(settings s) : settings_(std::move(s)) {}
+collector::collector(settings s)
+    : settings_(std::move(s)),
+      own_files_(std::make_unique<scanner>(scanner_settings(settings_))),
+      files_(*own_files_) {}
+
+collector::collector(settings s, scanner& files) : settings_(std::move(s)), files_(files) {
+    const scanner::settings& f = files.config();
+    if (f.dir != settings_.dir || f.allowed_uids != settings_.allowed_uids ||
+        f.max_file_bytes != settings_.max_file_bytes) {
+        throw std::invalid_argument(fmt::format(
+            "collector of {} (allowed uids [{}], {} bytes a node file): the scanner given lists "
+            "{} (allowed uids [{}], {} bytes a node file); the two must agree",
+            settings_.dir.string(), fmt::join(settings_.allowed_uids, ", "),
+            settings_.max_file_bytes, f.dir.string(), fmt::join(f.allowed_uids, ", "),
+            f.max_file_bytes));
+    }
+}
 
 collector::~collector() = default;
 
+std::uint64_t collector::read_errors(refusal r) const noexcept {
+    return files_.refused(file_kind::node_file, r) + files_.refused(file_kind::notice, r);
+}
+
 std::uint64_t collector::read_errors_total() const noexcept {
-    return std::accumulate(read_errors_.begin(), read_errors_.end(), std::uint64_t{0});
+    std::uint64_t total = 0;
+    for (const refusal r : node_file_reasons) {
+        total += read_errors(r);
+    }
+    return total;
 }
 
 void collector::scan() noexcept {
     try {
-        DIR* d = ::opendir(settings_.dir.c_str());
-        if (d == nullptr) {
-            if (!dir_failed_) {
-                xtel::detail::log(log_level::error, "{}: cannot list {}: {}", settings_.program,
-                                  settings_.dir.string(), std::strerror(errno));
-                dir_failed_ = true;
-            }
+        // Null: the directory cannot be read (logged by the scanner); the files stay as they were.
+        const auto listed = files_.scan();
+        if (!listed) {
+            release_memory();
             return;
         }
-        dir_failed_ = false;
-        const int dir_fd = ::dirfd(d);
-        std::map<std::string, identity> notices;
-        const auto present = list(d, notices);
+        const auto& notices = listed->of(file_kind::notice);
+        const auto& present = listed->of(file_kind::node_file);
         // Notices: looked at again only when they change (they are written once).
         std::erase_if(notices_, [&](const auto& n) { return !notices.contains(n.first); });
         for (const auto& [name, id] : notices) {
@@ -180,7 +134,7 @@ void collector::scan() noexcept {
             if (added || it->second.id != id) {
                 it->second = notice_source{};
                 it->second.id = id;
-                open_notice(dir_fd, name, it->second);
+                open_notice(*listed, name, it->second);
             }
         }
 
@@ -214,10 +168,9 @@ void collector::scan() noexcept {
                 s = source{};
                 s.id = id;
                 s.reported = reported;
-                open(dir_fd, name, s);
+                open(*listed, name, s);
             }
         }
-        ::closedir(d);
         const auto now = clock::now();
         std::erase_if(gone_,
                       [&](const auto& g) { return now - g.second.second > forget_gone_after; });
@@ -228,114 +181,21 @@ void collector::scan() noexcept {
     release_memory();
 }
 
-std::map<std::string, collector::identity> collector::list(
-    DIR* d, std::map<std::string, identity>& notices) const {
-    std::map<std::string, identity> present;
-    while (const dirent* e = ::readdir(d)) {
-        const std::string_view name(e->d_name);
-        const bool notice = is_notice_name(name);
-        if (!notice && !is_node_file_name(name)) {
-            continue;
-        }
-        // Not following a link, whatever it points to.
-        struct stat st {};
-        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            continue;  // gone since it was listed
-        }
-        (notice ? notices : present)
-            .emplace(std::string(name),
-                     identity{static_cast<std::uint64_t>(st.st_dev),
-                              static_cast<std::uint64_t>(st.st_ino),
-                              static_cast<std::uint64_t>(st.st_size),
-                              st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_mode,
-                              st.st_uid});
-    }
-    return present;
-}
-
-bool collector::allowed(uid_t uid) const noexcept {
-    return uid == ::geteuid() ||
-           std::find(settings_.allowed_uids.begin(), settings_.allowed_uids.end(), uid) !=
-               settings_.allowed_uids.end();
-}
-
-std::optional<std::pair<refusal, std::string>> collector::untrusted(mode_t mode,
-                                                                    uid_t uid,
-                                                                    std::string_view done) const {
-    if (!S_ISREG(mode)) {
-        return std::pair{refusal::not_regular,
-                         fmt::format("{}, not a regular file; not read", kind_of(mode))};
-    }
-    if (!allowed(uid)) {
-        return std::pair{
-            refusal::foreign_owner,
-            fmt::format("owned by uid {}, and only the files of uid {}{} are {} (--allow-uid)", uid,
-                        ::geteuid(),
-                        settings_.allowed_uids.empty()
-                            ? std::string()
-                            : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", ")),
-                        done)};
-    }
-    return std::nullopt;
-}
-
-bool collector::passes(
-    const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size) {
-    if (const auto why = untrusted(mode, uid, "served")) {
-        refuse(name, s, why->first, why->second);
-        return false;
-    }
-    if (size > settings_.max_file_bytes) {
-        refuse(name, s, refusal::too_large,
-               fmt::format("{} bytes, larger than the {} bytes a node file may have here "
-                           "(--max-file-bytes); not read",
-                           size, settings_.max_file_bytes));
-        return false;
-    }
-    return true;
-}
-
-void collector::open(int dir_fd, const std::string& name, source& s) {
-    // What the listing saw, first: a link, a FIFO or another user's file is never opened.
-    if (!passes(name, s, static_cast<mode_t>(s.id.mode), static_cast<uid_t>(s.id.uid), s.id.size)) {
+void collector::open(const listing& l, const std::string& name, source& s) {
+    opened o = files_.open(l, file_kind::node_file, name);
+    if (o.refused && o.retry) {
+        report(name, s, *o.refused, o.why + " (tried again at the next listing)");
         return;
     }
-    // O_NOFOLLOW and the same checks on what was opened: the name may have been replaced since
-    // it was listed, and only what the descriptor names counts. O_NONBLOCK: a FIFO put there
-    // meanwhile is not waited on.
-    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        const int err = errno;
-        if (err == ENOENT) {
-            return;  // gone since it was listed: an agent going away, nothing to report
-        }
-        if (err == ELOOP) {
-            refuse(name, s, refusal::not_regular,
-                   "a symbolic link, not a regular file; not followed");
-        } else if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EINTR) {
-            // This process's trouble, not the file's: reported, and tried at the next listing.
-            report(name, s, refusal::unreadable,
-                   fmt::format("cannot open: {} (tried again at the next listing)",
-                               std::strerror(err)));
-        } else {
-            refuse(name, s, refusal::unreadable,
-                   fmt::format("cannot open: {}", std::strerror(err)));
-        }
+    if (o.refused) {
+        refuse(name, s, *o.refused, o.why);
         return;
     }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        const int err = errno;
-        ::close(fd);
-        refuse(name, s, refusal::unreadable, fmt::format("cannot stat: {}", std::strerror(err)));
-        return;
-    }
-    if (!passes(name, s, st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
-        ::close(fd);
-        return;
+    if (o.fd() < 0) {
+        return;  // gone since it was listed: an agent going away, nothing to report
     }
     try {
-        s.reader = std::make_unique<node::file::reader>(fd, settings_.dir / name,
+        s.reader = std::make_unique<node::file::reader>(o.release(), settings_.dir / name,
                                                         settings_.max_file_bytes);
     } catch (const node::file::format_error& e) {
         refuse(name, s, refusal_of(e.kind()), e.what());
@@ -366,7 +226,7 @@ void collector::report(const std::string& name,
         xtel::detail::log(log_level::info, "{}: {} is served again", settings_.program, path);
         return;
     }
-    ++read_errors_[static_cast<std::size_t>(*r)];
+    files_.count(file_kind::node_file, *r);
     xtel::detail::log(log_level::warning, "{}: {} is not served{}: {}: {}", settings_.program, path,
                       s.refused ? " (until it changes)" : "", to_string(*r), why);
 }
@@ -400,83 +260,6 @@ void collector::remember_gone(const std::string& name, const source& s) {
         gone_.erase(oldest);
     }
     gone_[name] = {*s.reported, clock::now()};
-}
-
-const detail::flock_holders& collector::holders(dev_t dev) {
-    for (const auto& [d, h] : holders_) {
-        if (d == dev) {
-            return *h;
-        }
-    }
-    holders_.emplace_back(
-        dev, std::make_unique<detail::flock_holders>(detail::flock_holders::read(dev)));
-    return *holders_.back().second;
-}
-
-collector::verdict collector::check_writer(const std::string& name,
-                                           source& s,
-                                           clock::time_point now) {
-    const auto ended = [&] {
-        // The lock first: a writer sets the closed state before it lets the lock go, so once
-        // the lock is free the state read after it is final.
-        s.ended = stopped_at(s, now);
-        s.state = s.reader->closed() ? writer_state::closed : writer_state::dead;
-        return verdict::serve;
-    };
-    if (s.ended) {
-        return verdict::serve;  // closed or dead: nobody to check any more
-    }
-    if (s.reader->closed()) {
-        // Final: whoever holds its lock now is no writer of it (a writer never reopens a file).
-        s.ended = stopped_at(s, now);
-        s.state = writer_state::closed;
-        return verdict::serve;
-    }
-    if (!s.reader->writer_alive()) {
-        return ended();
-    }
-    // A live writer: the process holding the lock must be the one the header names, as that
-    // process sees its own pid (the innermost of its PID namespaces).
-    const detail::flock_holders& table = holders(static_cast<dev_t>(s.id.dev));
-    const auto holder = table.holder(static_cast<ino_t>(s.id.ino));
-    if (!holder) {
-        if (!s.reader->writer_alive()) {
-            return ended();  // the writer went after the lock was tested
-        }
-        std::string why =
-            "its lock is held by a process this program cannot see, so it cannot tell whether "
-            "that is the writer (pid {}) the header names; run it in the agents' PID namespace "
-            "(hostPID: true in Kubernetes) with a /proc that shows their processes (not mounted "
-            "hidepid)";
-        if (!table.readable()) {
-            why += "; /proc/locks cannot be read";
-        } else if (table.truncated()) {
-            why += fmt::format("; /proc/locks is longer than the {} bytes read of it",
-                               detail::flock_holders::max_read_bytes);
-        }
-        report(name, s, refusal::writer_unverified,
-               fmt::format(fmt::runtime(why), s.reader->writer_pid()));
-        return verdict::refuse;
-    }
-    const auto pid = detail::innermost_pid(*holder);
-    if (!pid) {
-        return verdict::undecided;  // the holder ended since /proc/locks was read: look again
-    }
-    if (static_cast<std::uint32_t>(*pid) == s.reader->writer_pid()) {
-        return verdict::serve;
-    }
-    if (!s.reader->writer_alive()) {
-        return ended();
-    }
-    report(name, s, refusal::writer_mismatch,
-           *pid == *holder
-               ? fmt::format("its lock is held by pid {}, not by the writer (pid {}) its header "
-                             "names",
-                             *holder, s.reader->writer_pid())
-               : fmt::format("its lock is held by pid {} (pid {} in its own PID namespace), not "
-                             "by the writer (pid {}) its header names",
-                             *holder, *pid, s.reader->writer_pid()));
-    return verdict::refuse;
 }
 
 bool collector::read(source& s, std::uint64_t budget) {
@@ -525,157 +308,6 @@ bool collector::read(source& s, std::uint64_t budget) {
     s.series = series.value_or(0);
     s.payload_bytes = p->payload.size();
     return true;
-}
-
-collector::clock::time_point collector::stopped_at(const source& s, clock::time_point now) {
-    if (s.seen_live) {
-        return now;  // live at the refresh before: it stopped since
-    }
-    // Stopped before this collector first looked: dated by the file's last change, which for a
-    // closed file is its close and for a dead writer's its last publication. So a new xtel top
-    // or a restarted xtel-exporter does not show agents that stopped long ago. A date in the
-    // future counts as now; one past ten years ago as ten years ago (no overflow).
-    const std::int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count();
-    constexpr std::int64_t ten_years_ns = std::int64_t{10} * 365 * 86400 * 1'000'000'000;
-    const std::int64_t age = std::clamp<std::int64_t>(wall_ns - s.id.mtime_ns, 0, ten_years_ns);
-    return now - std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(age));
-}
-
-collector::notice_source::notice_source(notice_source&& o) noexcept
-    : id(o.id), fd(std::exchange(o.fd, -1)), record(std::move(o.record)), logged(o.logged) {}
-
-collector::notice_source& collector::notice_source::operator=(notice_source&& o) noexcept {
-    if (this != &o) {
-        if (fd >= 0) {
-            ::close(fd);
-        }
-        id = o.id;
-        fd = std::exchange(o.fd, -1);
-        record = std::move(o.record);
-        logged = o.logged;
-    }
-    return *this;
-}
-
-collector::notice_source::~notice_source() {
-    if (fd >= 0) {
-        ::close(fd);
-    }
-}
-
-void collector::refuse_notice(const std::string& name, refusal r, std::string_view why) {
-    ++read_errors_[static_cast<std::size_t>(r)];
-    xtel::detail::log(log_level::warning, "{}: {} is not read (until it changes): {}: {}",
-                      settings_.program, (settings_.dir / name).string(), to_string(r), why);
-}
-
-void collector::open_notice(int dir_fd, const std::string& name, notice_source& n) {
-    // The node files' rules: the listing first (a link, a FIFO or another user's file is never
-    // opened), then the same checks on what was opened without following a link.
-    const auto passes = [&](mode_t mode, uid_t uid, std::uint64_t size) {
-        if (const auto why = untrusted(mode, uid, "read")) {
-            refuse_notice(name, why->first, why->second);
-            return false;
-        }
-        if (size > max_notice_bytes) {
-            refuse_notice(name, refusal::too_large,
-                          fmt::format("{} bytes, more than the {} bytes a notice may have; not "
-                                      "read",
-                                      size, max_notice_bytes));
-            return false;
-        }
-        return true;
-    };
-    if (!passes(static_cast<mode_t>(n.id.mode), static_cast<uid_t>(n.id.uid), n.id.size)) {
-        return;
-    }
-    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        const int err = errno;
-        if (err == ENOENT) {
-            return;  // gone since it was listed: its agent stopped
-        }
-        refuse_notice(name, err == ELOOP ? refusal::not_regular : refusal::unreadable,
-                      fmt::format("cannot open: {}", std::strerror(err)));
-        return;
-    }
-    n.fd = fd;
-    // Refused until it changes: its listing stays, so it is not read again.
-    const auto drop = [&n] {
-        ::close(n.fd);
-        n.fd = -1;
-    };
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        refuse_notice(name, refusal::unreadable,
-                      fmt::format("cannot stat: {}", std::strerror(errno)));
-        drop();
-        return;
-    }
-    if (!passes(st.st_mode, st.st_uid, static_cast<std::uint64_t>(st.st_size))) {
-        drop();
-        return;
-    }
-    // One byte more than a notice may have: a file grown since its fstat is refused too.
-    std::string bytes(max_notice_bytes + 1, '\0');
-    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
-    if (got < 0) {
-        refuse_notice(name, refusal::unreadable,
-                      fmt::format("cannot read: {}", std::strerror(errno)));
-        drop();
-        return;
-    }
-    bytes.resize(static_cast<std::size_t>(got));
-    try {
-        n.record = parse_notice(bytes);
-    } catch (const notice_error& e) {
-        refuse_notice(name, refusal::bad_notice, e.what());
-        drop();
-        return;
-    }
-    // Named after the agent and process it speaks for: a copy under another name would show
-    // one agent twice, or stand for another.
-    if (name != notice_file_name(n.record.agent_name, n.record.pid)) {
-        refuse_notice(name, refusal::name_mismatch,
-                      fmt::format("it speaks for agent '{}' pid {}, whose notice would be '{}'",
-                                  parse::escape_controls(n.record.agent_name), n.record.pid,
-                                  parse::escape_controls(
-                                      notice_file_name(n.record.agent_name, n.record.pid))));
-        drop();
-    }
-}
-
-void collector::check_notices() {
-    unpublished_.clear();
-    for (auto& [name, n] : notices_) {
-        if (n.fd < 0) {
-            continue;
-        }
-        // The agent holds LOCK_EX for its life: a shared lock refused means it is alive.
-        if (::flock(n.fd, LOCK_SH | LOCK_NB) == 0) {
-            ::flock(n.fd, LOCK_UN);
-            // A killed agent's notice: nobody removes it (the directory is not this program's;
-            // the next agent of that pid replaces it), and it is not read again unless changed.
-            ::close(n.fd);
-            n.fd = -1;
-            continue;
-        }
-        if (errno != EWOULDBLOCK) {
-            continue;  // a file system without flock: nothing tells a live agent from a dead one
-        }
-        if (!n.logged) {
-            n.logged = true;
-            xtel::detail::log(log_level::warning,
-                              "{}: agent '{}' (pid {}) could not publish its node file {}: {}: {}",
-                              settings_.program, parse::escape_controls(n.record.agent_name),
-                              n.record.pid, parse::escape_controls(n.record.node_file),
-                              parse::escape_controls(n.record.reason),
-                              parse::escape_controls(n.record.error));
-        }
-        unpublished_.push_back(n.record);
-    }
 }
 
 std::vector<std::shared_ptr<const metrics::snapshot>> collector::refresh(clock::time_point now) {
@@ -757,124 +389,6 @@ std::vector<collector::agent> collector::refresh_agents(clock::time_point now) {
     served_ = out.size();
     release_memory();
     return out;
-}
-
-bool collector::chosen_family(std::string_view family) {
-    const auto& globs = settings_.families;
-    if (globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
-            return metrics::glob_matches(g, family);
-        })) {
-        return true;
-    }
-    if (not_chosen_.size() < max_logged_not_chosen && not_chosen_.emplace(family).second) {
-        xtel::detail::log(log_level::info, "{}: family {} is not served: --metrics leaves it out",
-                          settings_.program, family);
-    }
-    return false;
-}
-
-void collector::resolve_type_conflicts(
-    const std::vector<std::pair<const std::string*, source*>>& chosen) {
-    struct first_seen {
-        metrics::metric_type type;
-        const std::string* file;  ///< null: a family the program serves itself
-    };
-    std::unordered_map<std::string_view, first_seen> types;
-    for (const auto& reserved : settings_.reserved_families) {
-        types.try_emplace(reserved, first_seen{metrics::metric_type::gauge, nullptr});
-    }
-    // Families --metrics leaves out take no part in what follows: no type, no OpenMetrics name.
-    std::unordered_set<std::string_view> not_chosen;
-    for (const auto& [name, s] : chosen) {
-        for (const auto& f : s->latest->families) {
-            if (not_chosen.contains(f.spec.name)) {
-                continue;
-            }
-            if (!chosen_family(f.spec.name)) {
-                not_chosen.insert(f.spec.name);
-                continue;
-            }
-            types.try_emplace(f.spec.name, first_seen{f.spec.type, name});
-        }
-    }
-    // The families an OpenMetrics body of them all would leave out (openmetrics_names.hpp):
-    // files of agents that each made valid families can still clash with each other there.
-    std::vector<std::pair<std::string_view, metrics::metric_type>> all;
-    all.reserve(types.size());
-    for (const auto& [family, seen] : types) {
-        all.emplace_back(family, seen.type);
-    }
-    std::sort(all.begin(), all.end());
-    std::unordered_set<std::string_view> clashing;
-    metrics::openmetrics_claims claims;
-    for (const auto& [family, type] : all) {
-        if (claims.claim(family, type) == metrics::openmetrics_form::left_out) {
-            clashing.insert(family);
-        }
-    }
-    std::vector<std::string> conflicts;
-    for (const auto& [name, s] : chosen) {
-        conflicts.clear();
-        for (const auto& f : s->latest->families) {
-            if (not_chosen.contains(f.spec.name)) {
-                conflicts.push_back(f.spec.name);
-                continue;
-            }
-            const auto it = types.find(f.spec.name);
-            const bool clash = clashing.contains(f.spec.name);
-            if (!clash && it->second.file != nullptr &&
-                (it->second.file == name || it->second.type == f.spec.type)) {
-                continue;
-            }
-            conflicts.push_back(f.spec.name);
-            if (std::binary_search(s->left_out.begin(), s->left_out.end(), f.spec.name)) {
-                continue;  // reported when it started
-            }
-            const auto path = (settings_.dir / *name).string();
-            if (it->second.file == nullptr) {
-                ++left_out_[static_cast<std::size_t>(left_out::reserved_name)];
-                xtel::detail::log(log_level::warning,
-                                  "{}: {}: family {} is left out: {} serves a family of that name "
-                                  "itself",
-                                  settings_.program, path, f.spec.name, settings_.program);
-                continue;
-            }
-            if (it->second.type == f.spec.type) {
-                ++left_out_[static_cast<std::size_t>(left_out::name_clash)];
-                xtel::detail::log(log_level::warning,
-                                  "{}: {}: family {} is left out: in OpenMetrics its names are "
-                                  "those of a family another agent's file serves",
-                                  settings_.program, path, f.spec.name);
-                continue;
-            }
-            ++left_out_[static_cast<std::size_t>(left_out::type_conflict)];
-            xtel::detail::log(log_level::warning,
-                              "{}: {}: family {} is left out: it is a {} here, and {} (whose name "
-                              "sorts first) serves it as a {}",
-                              settings_.program, path, f.spec.name, metrics::to_string(f.spec.type),
-                              (settings_.dir / *it->second.file).string(),
-                              metrics::to_string(it->second.type));
-        }
-        // Families are sorted by name in a snapshot, so conflicts is too.
-        if (conflicts.empty()) {
-            s->served.reset();
-            s->left_out.clear();
-            continue;
-        }
-        if (s->served && conflicts == s->left_out) {
-            continue;  // the same copy as at the last refresh (`served` is reset by a new read)
-        }
-        auto copy = std::make_shared<metrics::snapshot>();
-        copy->labels = s->latest->labels;
-        copy->start_time_us = s->latest->start_time_us;
-        for (const auto& f : s->latest->families) {
-            if (!std::binary_search(conflicts.begin(), conflicts.end(), f.spec.name)) {
-                copy->families.push_back(f);
-            }
-        }
-        s->served = std::move(copy);
-        s->left_out = conflicts;
-    }
 }
 
 void collector::release_memory() noexcept {

@@ -52,12 +52,7 @@ reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_byte
                            fmt::format("{}: unexpected header size {} (expected {})", name,
                                        h.header_size, header_size));
     }
-    if (h.state != static_cast<std::uint32_t>(writer_state::open) &&
-        h.state != static_cast<std::uint32_t>(writer_state::closed)) {
-        throw format_error(fault::wrong_format,
-                           fmt::format("{}: unknown writer state {} (expected 1 open or 2 closed)",
-                                       name, h.state));
-    }
+    xtel::detail::check_writer_state(path_, h.state);
     agent_name_.assign(h.agent_name, ::strnlen(h.agent_name, agent_name_size));
     writer_pid_ = h.writer_pid;
     created_us_ = h.created_us;

@@ -14,8 +14,6 @@
 #include "core/owned_file.hpp"
 #include "node/file_io.hpp"
 #include "xtel/core/clock.hpp"
-#include "xtel/core/config.hpp"
-#include "xtel/core/parse.hpp"
 #include "xtel/node/file.hpp"
 
 namespace xtel::node::file {
@@ -62,33 +60,16 @@ std::uint64_t process_start_us(std::uint64_t fallback) {
 }  // namespace
 
 writer::writer(const std::filesystem::path& dir, std::string_view agent_name)
-    : agent_name_(agent_name) {
-    parse::file_name("agent name", agent_name);
-    // Room for the suffix and for ".crashed.<pid>" in a 255-byte file name.
-    constexpr std::size_t max_name = 255 - file_suffix.size() - 18;
-    if (agent_name.size() > max_name) {
-        throw config_error(
-            fmt::format("agent name '{}' is invalid for a node file: {} bytes, "
-                        "expected at most {} (it names the file <name>{})",
-                        agent_name, agent_name.size(), max_name, file_suffix));
-    }
-    path_ = dir / (agent_name_ + std::string(file_suffix));
-
+    : path_(xtel::detail::agent_file_path(detail::file_kind, dir, agent_name, file_suffix)),
+      agent_name_(agent_name) {
     for (std::size_t i = 0; i < 2; ++i) {
         regions_[i].offset = header_size + i * initial_area_capacity;
         regions_[i].capacity = initial_area_capacity;
     }
     file_size_ = header_size + 2 * initial_area_capacity;
 
-    file_header h{};
-    std::memcpy(h.magic, magic, sizeof magic);
-    h.version = format_version;
-    h.header_size = header_size;
-    h.created_us = clock::now_us();
+    auto h = xtel::detail::new_owned_header<file_header>(detail::file_kind, agent_name);
     h.start_time_us = process_start_us(h.created_us);
-    h.writer_pid = static_cast<std::uint32_t>(::getpid());
-    h.state = static_cast<std::uint32_t>(writer_state::open);
-    std::memcpy(h.agent_name, agent_name.data(), std::min(agent_name.size(), agent_name_size - 1));
     h.areas[0] = regions_[0];
     h.areas[1] = regions_[1];
     fd_ = xtel::detail::create_owned_file(detail::file_kind, path_, agent_name, file_size_,

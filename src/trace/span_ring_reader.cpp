@@ -67,12 +67,7 @@ reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_byte
                         "{} and {})",
                         name, h.header_size, h.slot_size, header_size, sizeof(slot)));
     }
-    if (h.state != static_cast<std::uint32_t>(writer_state::open) &&
-        h.state != static_cast<std::uint32_t>(writer_state::closed)) {
-        throw format_error(file_fault::wrong_format,
-                           fmt::format("{}: unknown writer state {} (expected 1 open or 2 closed)",
-                                       name, h.state));
-    }
+    xtel::detail::check_writer_state(path_, h.state);
     if (h.slot_count == 0 || h.slot_count > max_slot_count) {
         throw format_error(
             file_fault::wrong_format,

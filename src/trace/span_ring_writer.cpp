@@ -1,44 +1,21 @@
-#include <unistd.h>
-
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cstring>
-
 #include "trace/span_ring_file.hpp"
-#include "xtel/core/clock.hpp"
-#include "xtel/core/parse.hpp"
 
 namespace xtel::trace::span_ring {
 
 writer::writer(const std::filesystem::path& dir,
                std::string_view agent_name,
                std::uint32_t slot_count)
-    : slot_count_(slot_count) {
-    parse::file_name("agent name", agent_name);
-    // Room for the suffix and for ".crashed.<pid>" in a 255-byte file name.
-    constexpr std::size_t max_name = 255 - file_suffix.size() - 18;
-    if (agent_name.size() > max_name) {
-        throw config_error(
-            fmt::format("agent name '{}' is invalid for a span ring: {} bytes, "
-                        "expected at most {} (it names the file <name>{})",
-                        agent_name, agent_name.size(), max_name, file_suffix));
-    }
+    : path_(xtel::detail::agent_file_path(detail::file_kind, dir, agent_name, file_suffix)),
+      slot_count_(slot_count) {
     if (slot_count == 0 || slot_count > max_slot_count) {
         throw config_error(fmt::format("span ring slot count {} is invalid: expected 1 to {}",
                                        slot_count, max_slot_count));
     }
-    path_ = dir / (std::string(agent_name) + std::string(file_suffix));
     file_size_ = detail::slot_offset(slot_count);
 
-    file_header h{};
-    std::memcpy(h.magic, magic, sizeof magic);
-    h.version = format_version;
-    h.header_size = header_size;
-    h.created_us = clock::now_us();
-    h.writer_pid = static_cast<std::uint32_t>(::getpid());
-    h.state = static_cast<std::uint32_t>(writer_state::open);
-    std::memcpy(h.agent_name, agent_name.data(), std::min(agent_name.size(), name_size - 1));
+    auto h = xtel::detail::new_owned_header<file_header>(detail::file_kind, agent_name);
     h.slot_size = sizeof(slot);
     h.slot_count = slot_count;
     // posix_fallocate reserves the slots zeroed: sequence 0, no span yet.

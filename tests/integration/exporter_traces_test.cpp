@@ -345,6 +345,10 @@ TEST_CASE("a span file of another owner is refused, counted, and none of its spa
     // Polls go on; the refusal is counted once, not once a poll.
     std::this_thread::sleep_for(1500ms);
     CHECK(health(port, R"(xtel_exporter_span_files_refused_total{reason="foreign_owner"})") == 1);
+    // The directory's one scanner refused it, counted as a span file's refusal only.
+    CHECK(prom_it::value_of(
+              prom_it::scrape(port),
+              R"(xtel_exporter_snapshot_read_errors_total{reason="foreign_owner"} )") == "0");
     CHECK(receiver.span_ids() == ids_of(mine));
     CHECK(health(port, "xtel_exporter_span_files") == 1);
 }

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "xtel/core/log.hpp"
-#include "xtel/node/file.hpp"
 
 namespace xtel::xtel_exporter {
 
@@ -35,26 +34,9 @@ void warn(fmt::format_string<Args...> format, Args&&... args) noexcept {
 constexpr std::uint32_t watched = IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE |
                                   IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
-/// The name of a file the collector serves (node::collector's rule, less the crashed suffix:
-/// a rename to it is seen under the old name).
-bool is_node_file_name(std::string_view name) {
-    return name.size() > node::file::file_suffix.size() &&
-           name.ends_with(node::file::file_suffix) && !name.starts_with('.');
-}
-
 }  // namespace
 
-bool holds_node_file(const std::filesystem::path& dir) {
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        if (is_node_file_name(it->path().filename().string())) {
-            return true;
-        }
-    }
-    return false;
-}
-
-dir_watch::dir_watch(const std::filesystem::path& dir) : dir_(dir) {
+dir_watch::dir_watch(const node::scanner& files) : files_(files), dir_(files.config().dir) {
     fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd_ < 0) {
         warn("cannot watch {} (inotify_init1: {}); relying on the rescan", dir_.string(),
@@ -105,7 +87,7 @@ bool dir_watch::changed() noexcept {
                 return true;
             }
             if ((e->mask & IN_Q_OVERFLOW) != 0 ||
-                (e->len > 0 && is_node_file_name(std::string_view(e->name)))) {
+                (e->len > 0 && files_.kind_of(std::string_view(e->name)))) {
                 any = true;
             }
         }

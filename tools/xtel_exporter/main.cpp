@@ -37,6 +37,7 @@
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
 #include "xtel/node/file.hpp"
+#include "xtel/node/scanner.hpp"
 #include "xtel/push/otlp_config.hpp"
 
 namespace {
@@ -61,6 +62,34 @@ int ms_until(clock_type::time_point t, clock_type::time_point now) {
     return static_cast<int>(std::clamp<std::int64_t>(ms, 0, 3'600'000));
 }
 
+/// What the collector serves, as the options say.
+node::collector::settings collector_settings(const options& o) {
+    return {.dir = o.dir,
+            .stale_ttl = std::chrono::seconds(o.stale_ttl_s),
+            .program = "xtel-exporter",
+            .allowed_uids = o.allowed_uids,
+            .max_file_bytes = o.max_file_bytes,
+            .max_series = o.max_series,
+            .reserved_families = {},
+            .families = o.metrics};
+}
+
+/// One line when the listing node.start() made has no node file: an empty or mistyped --dir
+/// would otherwise serve no agent silently. The directory is listed by the scanner alone.
+void warn_if_no_agent(const node::scanner& files, const std::filesystem::path& dir) {
+    const std::shared_ptr<const node::listing> listed = files.latest();
+    if (listed != nullptr && !listed->of(node::file_kind::node_file).empty()) {
+        return;
+    }
+    const std::string shown = parse::escape_controls(dir.string());
+    xtel::log(log_level::warning,
+              fmt::format("--dir {} holds no node file (<agent name>{}) yet: no agent is "
+                          "served until one appears there (an agent writes one with "
+                          "NIXL_TELEMETRY_EXPORTER=node and "
+                          "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH={})",
+                          shown, node::file::file_suffix, shown));
+}
+
 /// Serves until SIGINT or SIGTERM, meanwhile refreshing when the directory changes (and every
 /// rescan interval) and pushing every remote-write interval.
 int serve(const options& o,
@@ -79,17 +108,13 @@ int serve(const options& o,
         throw error(std::string("signalfd failed: ") + std::strerror(errno));
     }
 
+    const node::collector::settings collecting = collector_settings(o);
+    // The directory's one listing: the collector makes it at each refresh, the span export reads
+    // the span rings of the latest. Declared first: the readers of it go before it.
+    node::scanner files(node::collector::scanner_settings(collecting, traces.has_value()));
     // Declared before the server, whose thread reads the writer's counters: it goes after.
-    pushers push(o, std::move(otlp), std::move(traces));
-    node_metrics node({.dir = o.dir,
-                       .stale_ttl = std::chrono::seconds(o.stale_ttl_s),
-                       .program = "xtel-exporter",
-                       .allowed_uids = o.allowed_uids,
-                       .max_file_bytes = o.max_file_bytes,
-                       .max_series = o.max_series,
-                       .reserved_families = {},
-                       .families = o.metrics},
-                      push.health(), push.span_health());
+    pushers push(o, files, std::move(otlp), std::move(traces));
+    node_metrics node(collecting, files, push.health(), push.span_health());
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
         [&node](const http::request_head& head) { return node.answer(http::negotiate(head)); }, {},
@@ -103,16 +128,8 @@ int serve(const options& o,
     node.start();
     // Only now: a scrape that came the moment the port opened would have found no agent yet.
     server.serve();
-    dir_watch watch(o.dir);
-    if (!holds_node_file(o.dir)) {
-        const std::string dir = parse::escape_controls(o.dir.string());
-        xtel::log(log_level::warning,
-                  fmt::format("--dir {} holds no node file (<agent name>{}) yet: no agent is "
-                              "served until one appears there (an agent writes one with "
-                              "NIXL_TELEMETRY_EXPORTER=node and "
-                              "NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH={})",
-                              dir, node::file::file_suffix, dir));
-    }
+    dir_watch watch(files);
+    warn_if_no_agent(files, o.dir);
     std::fprintf(stderr, "xtel-exporter: serving http://%s/metrics\n",
                  server.bound().to_string().c_str());
     std::fflush(stderr);

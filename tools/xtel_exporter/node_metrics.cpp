@@ -122,9 +122,10 @@ std::shared_ptr<const metrics::snapshot> unpublished_snapshot(const node::notice
 }  // namespace
 
 node_metrics::node_metrics(node::collector::settings collector,
+                           node::scanner& files,
                            std::vector<push_health> pushers,
                            std::function<metrics::snapshot()> extra)
-    : collector_(std::move(collector)),
+    : collector_(std::move(collector), files),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
       unpublished_(store_.add_family(
@@ -196,8 +197,8 @@ void node_metrics::make_series_at_zero() {
     for (std::size_t r = 0; r < node::collector::left_out_count; ++r) {
         left_out_series(static_cast<node::collector::left_out>(r));
     }
-    for (std::size_t r = 0; r < node::refusal_count; ++r) {
-        reason_series(static_cast<node::refusal>(r));
+    for (const node::refusal r : node::node_file_reasons) {
+        reason_series(r);
     }
     for (const push_families& p : pushers_) {
         for (const auto f : {p.sent, p.failed_attempts, p.dropped, p.rejected, p.queued}) {
@@ -250,9 +251,8 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         store_.set(series(agents_), collector_.served());
         store_.set(series(unpublished_), collector_.unpublished().size());
         store_.set(series(seen_), collector_.seen_total());
-        for (std::size_t r = 0; r < node::refusal_count; ++r) {
-            const auto reason = static_cast<node::refusal>(r);
-            store_.set(reason_series(reason), collector_.read_errors(reason));
+        for (const node::refusal r : node::node_file_reasons) {
+            store_.set(reason_series(r), collector_.read_errors(r));
         }
         for (std::size_t r = 0; r < node::collector::left_out_count; ++r) {
             const auto reason = static_cast<node::collector::left_out>(r);

@@ -53,9 +53,11 @@ class node_metrics {
     /// families and every refusal reason at 0.
     /// `extra`, when set, gives families of the exporter's own served after its health (the
     /// span export's).
-    explicit node_metrics(node::collector::settings collector,
-                          std::vector<push_health> pushers = {},
-                          std::function<metrics::snapshot()> extra = {});
+    /// `files` lists the directory for the collector (node::collector's second constructor).
+    node_metrics(node::collector::settings collector,
+                 node::scanner& files,
+                 std::vector<push_health> pushers = {},
+                 std::function<metrics::snapshot()> extra = {});
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
     /// them.

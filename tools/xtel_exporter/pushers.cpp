@@ -66,6 +66,7 @@ push_counts counts(const push::http_pusher& p) {
 
 struct pushers::state {
     state(const options& o,
+          node::scanner& files,
           std::optional<push::otlp_options> otlp,
           std::optional<push::otlp_trace_options> traces)
         : remote_write_schedule(o.remote_write_interval),
@@ -77,9 +78,8 @@ struct pushers::state {
             otlp_pusher = std::make_unique<push::otlp_pusher>(std::move(*otlp));
         }
         if (traces) {
-            spans = std::make_unique<span_export>(
-                span_export::settings{.dir = o.dir, .allowed_uids = o.allowed_uids},
-                std::move(*traces));
+            spans =
+                std::make_unique<span_export>(span_export::settings{}, files, std::move(*traces));
         }
     }
 
@@ -108,9 +108,10 @@ std::optional<push::otlp_trace_options> pushers::trace_settings(const options& /
 }
 
 pushers::pushers(const options& o,
+                 node::scanner& files,
                  std::optional<push::otlp_options> otlp,
                  std::optional<push::otlp_trace_options> traces)
-    : state_(std::make_unique<state>(o, std::move(otlp), std::move(traces))) {}
+    : state_(std::make_unique<state>(o, files, std::move(otlp), std::move(traces))) {}
 
 pushers::~pushers() = default;
 

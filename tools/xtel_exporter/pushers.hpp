@@ -14,6 +14,7 @@
 #include "options.hpp"
 #include "xtel/core/host_port.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/node/scanner.hpp"
 #include "xtel/push/otlp_config.hpp"
 #include "xtel/push/otlp_traces.hpp"
 
@@ -31,7 +32,9 @@ class pushers {
     /// not read). Throws usage_error (also for traces asked of a build without OTLP).
     static std::optional<push::otlp_trace_options> trace_settings(const options& o);
 
+    /// The span export, with traces, reads the span rings `files` lists (which outlives this).
     pushers(const options& o,
+            node::scanner& files,
             std::optional<push::otlp_options> otlp,
             std::optional<push::otlp_trace_options> traces = std::nullopt);
     ~pushers();

@@ -32,6 +32,7 @@ std::optional<push::otlp_trace_options> pushers::trace_settings(const options& /
 }
 
 pushers::pushers(const options& /*o*/,
+                 node::scanner& /*files*/,
                  std::optional<push::otlp_options> /*otlp*/,
                  std::optional<push::otlp_trace_options> /*traces*/) {}
 

@@ -1,15 +1,9 @@
 #include "span_export.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <stdexcept>
 #include <utility>
 
 #include "xtel/core/error.hpp"
@@ -21,27 +15,20 @@ namespace {
 
 namespace ring = trace::span_ring;
 
-/// The largest span ring a writer makes: larger is refused unread.
-constexpr std::uint64_t max_ring_bytes =
-    ring::header_size + std::uint64_t{sizeof(ring::slot)} * ring::max_slot_count;
-
-constexpr std::string_view refusal_names[span_refusal_count] = {
-    "foreign_owner", "not_regular", "too_large", "unreadable", "not_span_file", "damaged"};
-
-span_refusal refusal_of(file_fault f) {
+node::refusal refusal_of(file_fault f) {
     switch (f) {
         case file_fault::unreadable:
-            return span_refusal::unreadable;
+            return node::refusal::unreadable;
         case file_fault::not_regular:
-            return span_refusal::not_regular;
+            return node::refusal::not_regular;
         case file_fault::too_large:
-            return span_refusal::too_large;
+            return node::refusal::too_large;
         case file_fault::wrong_format:
-            return span_refusal::not_span_file;
+            return node::refusal::not_span_file;
         case file_fault::damaged:
-            return span_refusal::damaged;
+            return node::refusal::damaged;
     }
-    return span_refusal::unreadable;
+    return node::refusal::unreadable;
 }
 
 std::uint64_t epoch_us() {
@@ -49,16 +36,6 @@ std::uint64_t epoch_us() {
                                           std::chrono::system_clock::now().time_since_epoch())
                                           .count());
 }
-
-/// A directory entry's identity: a file replaced under the same name is another one.
-struct identity {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    mode_t mode = 0;
-    uid_t uid = 0;
-
-    friend bool operator==(const identity&, const identity&) = default;
-};
 
 metrics::family_snapshot counter(std::string name, std::string help, std::uint64_t value) {
     metrics::family_snapshot f;
@@ -76,53 +53,41 @@ metrics::family_snapshot counter(std::string name, std::string help, std::uint64
 /// One span file as last listed: its reader while it is read; none once it was refused or read
 /// to the end its writer left (it stays so until the name names another file).
 struct span_export::file {
-    identity id;
+    node::file_identity id;
     std::unique_ptr<ring::reader> reader;
     std::uint64_t lost_logged = 0;  ///< the reader's lost() when last logged
 };
 
-span_export::span_export(settings s, push::otlp_trace_options o)
-    : settings_(std::move(s)), pusher_(std::move(o)), start_time_us_(epoch_us()) {}
+span_export::span_export(settings s, node::scanner& files, push::otlp_trace_options o)
+    : settings_(std::move(s)), scanner_(files), pusher_(std::move(o)), start_time_us_(epoch_us()) {
+    if (!files.config().span_rings) {
+        throw std::invalid_argument(
+            fmt::format("the span export of {} is given a scanner that does not list span rings "
+                        "(scanner::settings::span_rings is false)",
+                        files.config().dir.string()));
+    }
+}
 
 span_export::~span_export() = default;
 
-void span_export::refuse(const std::string& name, span_refusal r, std::string_view why) {
-    refused_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+void span_export::refuse(const std::string& name, node::refusal r, std::string_view why) {
+    scanner_.count(node::file_kind::span_ring, r);
     // The reader's messages start with the path this line names already.
-    const std::string path = (settings_.dir / name).string();
+    const std::string path = (scanner_.config().dir / name).string();
     if (why.starts_with(path + ": ")) {
         why.remove_prefix(path.size() + 2);
     }
-    log(log_level::warning, fmt::format("xtel-exporter: span file {}: {} ({}; its spans are not "
+    log(log_level::warning, fmt::format("span file {}: {} ({}; its spans are not "
                                         "exported until the file is replaced)",
-                                        path, why, refusal_names[static_cast<std::size_t>(r)]));
+                                        path, why, node::to_string(r)));
 }
 
-void span_export::scan() {
-    DIR* d = ::opendir(settings_.dir.c_str());
-    if (d == nullptr) {
-        // The node files' listing reports an unreadable directory; nothing to read here.
-        return;
-    }
-    std::map<std::string, identity> listed;
-    while (const dirent* e = ::readdir(d)) {
-        const std::string_view name = e->d_name;
-        if (name.starts_with('.') || !name.ends_with(ring::file_suffix) ||
-            name.size() == ring::file_suffix.size()) {
-            continue;
-        }
-        struct stat st {};
-        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            continue;  // gone since listed
-        }
-        listed.emplace(std::string(name), identity{st.st_dev, st.st_ino, st.st_mode, st.st_uid});
-    }
-    ::closedir(d);
-
+void span_export::sync(const node::listing& l) {
+    const auto& listed = l.of(node::file_kind::span_ring);
     // Gone or replaced: forgotten once their readers have read what is left (poll_if_due).
     for (auto it = files_.begin(); it != files_.end();) {
-        const auto l = listed.find(it->first);
-        if (l == listed.end() || !(l->second == it->second->id)) {
+        const auto found = listed.find(it->first);
+        if (found == listed.end() || !found->second.same_file(it->second->id)) {
             if (it->second->reader) {
                 leaving_.push_back(std::move(it->second));
             }
@@ -135,26 +100,19 @@ void span_export::scan() {
         if (files_.count(name) != 0) {
             continue;
         }
+        node::opened o = scanner_.open(l, node::file_kind::span_ring, name);
+        if (!o.refused && o.fd() < 0) {
+            continue;  // gone since it was listed: nothing to read
+        }
         auto f = std::make_unique<file>();
         f->id = id;
-        const bool own = id.uid == ::geteuid() ||
-                         std::find(settings_.allowed_uids.begin(), settings_.allowed_uids.end(),
-                                   id.uid) != settings_.allowed_uids.end();
-        if (!S_ISREG(id.mode)) {
-            refuse(name, span_refusal::not_regular, "not a regular file; not read");
-        } else if (!own) {
-            refuse(
-                name, span_refusal::foreign_owner,
-                fmt::format("owned by uid {}, and only the files of uid {}{} are read "
-                            "(--allow-uid)",
-                            id.uid, ::geteuid(),
-                            settings_.allowed_uids.empty()
-                                ? std::string()
-                                : fmt::format(" and {}", fmt::join(settings_.allowed_uids, ", "))));
+        if (o.refused) {
+            refuse(name, *o.refused, o.why);
         } else {
             try {
-                f->reader = std::make_unique<ring::reader>(settings_.dir / name, max_ring_bytes,
-                                                           settings_.allowed_uids);
+                f->reader =
+                    std::make_unique<ring::reader>(o.release(), scanner_.config().dir / name,
+                                                   scanner_.max_bytes(node::file_kind::span_ring));
             } catch (const format_error& e) {
                 refuse(name, refusal_of(e.kind()), e.what());
             }
@@ -173,7 +131,7 @@ bool span_export::read(file& f, std::size_t budget, std::vector<push::otlp_agent
     try {
         got = r.read(a.spans, budget);
     } catch (const format_error& e) {
-        refuse(r.path().filename().string(), span_refusal::damaged, e.what());
+        refuse(r.path().filename().string(), node::refusal::damaged, e.what());
         return false;
     }
     read_.fetch_add(got.copied, std::memory_order_relaxed);
@@ -181,7 +139,7 @@ bool span_export::read(file& f, std::size_t budget, std::vector<push::otlp_agent
         lost_.fetch_add(got.lost, std::memory_order_relaxed);
         if (f.lost_logged == 0) {
             log(log_level::warning,
-                fmt::format("xtel-exporter: span file {}: {} spans were overwritten before they "
+                fmt::format("span file {}: {} spans were overwritten before they "
                             "could be read (the agent writes faster than they are exported; "
                             "counted in xtel_exporter_spans_lost_total, logged once per file)",
                             r.path().string(), got.lost));
@@ -193,8 +151,8 @@ bool span_export::read(file& f, std::size_t budget, std::vector<push::otlp_agent
     }
     if (ended && got.copied < budget) {
         log(log_level::info,
-            fmt::format("xtel-exporter: span file {}: read to its end, its writer (pid {}) {}",
-                        r.path().string(), r.writer_pid(), r.closed() ? "closed it" : "is gone"));
+            fmt::format("span file {}: read to its end, its writer (pid {}) {}", r.path().string(),
+                        r.writer_pid(), r.closed() ? "closed it" : "is gone"));
         return false;
     }
     return true;
@@ -208,7 +166,10 @@ void span_export::poll_if_due(clock_type::time_point now) {
     if (next_ <= now) {
         next_ = now + settings_.interval;
     }
-    scan();
+    if (const auto l = scanner_.latest(); l && l->number() != synced_) {
+        synced_ = l->number();
+        sync(*l);
+    }
     std::vector<push::otlp_agent_spans> agents;
     std::size_t left = settings_.max_spans_per_poll;
     // Reads `f` within what is left of the poll's spans; false once it is to be forgotten.
@@ -279,10 +240,10 @@ metrics::snapshot span_export::health() const {
     refused.spec.type = metrics::metric_type::counter;
     refused.spec.label_names = {"reason"};
     refused.spec.fixed_labels = true;
-    for (std::size_t r = 0; r < span_refusal_count; ++r) {
+    for (const node::refusal r : node::span_ring_reasons) {
         metrics::series s;
-        s.label_values = {std::string(refusal_names[r])};
-        s.value = refused_[r].load();
+        s.label_values = {std::string(node::to_string(r))};
+        s.value = scanner_.refused(node::file_kind::span_ring, r);
         refused.series.push_back(std::move(s));
     }
     out.families.push_back(std::move(refused));

@@ -4,17 +4,16 @@
 /// (docs/node-format.md), and the collector turns the files into snapshots to render.
 ///
 /// The directory may be writable by other users (/dev/shm is), so a file is served only when
-/// an allowed uid owns it, it is a regular file within the size limit, its live writer is the
-/// process its header names, and its series fit the node's cap; anything else is refused with
-/// a reason (docs/deployment.md, "What is refused"), logged once per change of the file's state
-/// and counted.
+/// the directory's scanner trusts it (xtel/node/scanner.hpp: an allowed owner, a regular file
+/// within the size limit), its live writer is the process its header names, and its series fit
+/// the node's cap; anything else is refused with a reason (docs/deployment.md, "What is
+/// refused"), logged once per change of the file's state and counted in the scanner.
 ///
 /// Beside them it reads the unpublished notices (xtel/node/notice.hpp) of agents that could not
 /// publish a node file, by the same trust rules, and lists those whose agent is alive.
 ///
 /// Not thread-safe: xtel-exporter and xtel top call it under one lock.
 
-#include <dirent.h>
 #include <sys/types.h>
 
 #include <array>
@@ -32,6 +31,7 @@
 
 #include "xtel/metrics/snapshot.hpp"
 #include "xtel/node/notice.hpp"
+#include "xtel/node/scanner.hpp"
 
 namespace xtel::node::file {
 class reader;
@@ -41,27 +41,6 @@ class flock_holders;
 }
 
 namespace xtel::node {
-
-/// Why a node file is not served: the values of xtel_exporter_snapshot_read_errors_total's
-/// `reason` label, in the order they are shown.
-enum class refusal : std::uint8_t {
-    foreign_owner,      ///< owned by a uid that is not allowed
-    not_regular,        ///< a link, FIFO, device or directory under a node file's name
-    too_large,          ///< larger than max_file_bytes (never read)
-    unreadable,         ///< cannot be opened or read (permissions, I/O)
-    not_node_file,      ///< magic, version, header size or state is not a node file's
-    damaged,            ///< a node file whose header names bytes it does not hold
-    bad_snapshot,       ///< the payload does not decode
-    writer_mismatch,    ///< the process holding its lock is not the writer its header names
-    writer_unverified,  ///< its lock is held by a process this one cannot see
-    name_mismatch,      ///< its file name, header and payload name different agents
-    series_limit,       ///< its series would take the node past max_series
-    bad_notice,         ///< an unpublished notice (xtel/node/notice.hpp) that does not parse
-};
-inline constexpr std::size_t refusal_count = 12;
-
-/// The name of `r` as the reason label shows it ("foreign_owner").
-std::string_view to_string(refusal r) noexcept;
 
 class collector {
   public:
@@ -125,18 +104,28 @@ class collector {
         std::uint64_t published_us = 0;
     };
 
+    /// Lists the directory with a scanner of its own, made from `s`.
     explicit collector(settings s);
+    /// Lists the directory with `files`, which other readers of it share (xtel-exporter's span
+    /// export reads the span rings of its listings) and which outlives this collector. Throws
+    /// std::invalid_argument when `files` lists another directory, or trusts other owners or
+    /// another size of node file than `s` says.
+    collector(settings s, scanner& files);
     ~collector();
 
     collector(const collector&) = delete;
     collector& operator=(const collector&) = delete;
 
-    /// Lists the directory: opens the files new to it, drops those gone from it, reopens those
-    /// replaced. A file refused when opened (foreign_owner, not_regular, too_large,
-    /// unreadable, not_node_file) is tried again only when it changes. A file gone between
-    /// the listing and its opening is nothing to report. Throws nothing: a directory that
-    /// cannot be read is logged (once until it can be read again) and leaves the files as
-    /// they were.
+    /// The settings of a scanner that agrees with `s` (its directory, owners and node file
+    /// size), listing span rings too when `span_rings`.
+    static scanner::settings scanner_settings(const settings& s, bool span_rings = false);
+
+    /// Lists the directory (a listing of the scanner's, which its other readers take too): opens
+    /// the node files and notices new to it, drops those gone from it, reopens those replaced. A
+    /// file refused when opened (foreign_owner, not_regular, too_large, unreadable, not_node_file)
+    /// is tried again only when it changes. A file gone between the listing and its opening is
+    /// nothing to report. Throws nothing: a directory that cannot be read is logged (once until it
+    /// can be read again) and leaves the files as they were.
     void scan() noexcept;
 
     /// Reads the latest payload of every file, at `now`, and returns the snapshots to serve, in
@@ -156,12 +145,11 @@ class collector {
     std::size_t served() const noexcept { return served_; }
     /// Writers (file, process) opened so far.
     std::uint64_t seen_total() const noexcept { return seen_total_; }
-    /// Files refused so far, all reasons together; each counted once per change of its state.
+    /// Node files and notices refused so far, all reasons together; each counted once per
+    /// change of its state.
     std::uint64_t read_errors_total() const noexcept;
-    /// Files refused so far for `r`.
-    std::uint64_t read_errors(refusal r) const noexcept {
-        return read_errors_[static_cast<std::size_t>(r)];
-    }
+    /// Node files and notices refused so far for `r`.
+    std::uint64_t read_errors(refusal r) const noexcept;
     /// Families left out of a file for `r`; each (file, family) counted once per time it
     /// starts.
     std::uint64_t families_left_out(left_out r) const noexcept {
@@ -169,27 +157,16 @@ class collector {
     }
 
     const settings& config() const noexcept { return settings_; }
+    /// The scanner that lists the directory for this collector.
+    const scanner& files() const noexcept { return files_; }
 
     /// Adds to settings::reserved_families: the program's own families, once it has made them.
     void reserve_families(std::vector<std::string> names);
 
   private:
-    /// A file as listed (fstatat without following links): a file refused once is tried again
-    /// only when this changes.
-    struct identity {
-        std::uint64_t dev = 0;
-        std::uint64_t ino = 0;
-        std::uint64_t size = 0;
-        std::int64_t mtime_ns = 0;
-        std::uint32_t mode = 0;
-        std::uint32_t uid = 0;
-
-        friend bool operator==(const identity&, const identity&) = default;
-    };
-
     struct source {
         std::unique_ptr<node::file::reader> reader;
-        identity id;
+        file_identity id;
         /// Refused until the file changes: not read again while its identity stays `id`.
         bool refused = false;
         /// The state last reported (logged and counted): a refusal, or none (served, or not
@@ -219,7 +196,7 @@ class collector {
 
     /// An unpublished notice, as listed and read.
     struct notice_source {
-        identity id;
+        file_identity id;
         /// Open while the notice may still be a live agent's (its lock is tested at every
         /// refresh); -1 once refused or found dead: looked at again only when it changes.
         int fd = -1;
@@ -232,9 +209,9 @@ class collector {
         ~notice_source();
     };
 
-    /// Opens and reads the notice `name` by the node files' rules (owner, regular file,
-    /// O_NOFOLLOW, max_notice_bytes), refusing it otherwise.
-    void open_notice(int dir_fd, const std::string& name, notice_source& n);
+    /// Opens and reads the notice `name` of `l` by the directory's rules, refusing it
+    /// otherwise.
+    void open_notice(const listing& l, const std::string& name, notice_source& n);
     void refuse_notice(const std::string& name, refusal r, std::string_view why);
     /// The notices whose lock is held, logged once each.
     void check_notices();
@@ -242,18 +219,7 @@ class collector {
     /// What the writer check says of a file at this refresh.
     enum class verdict { serve, refuse, undecided };
 
-    /// The node files `d` lists, as listed; its unpublished notices into `notices`.
-    std::map<std::string, identity> list(DIR* d, std::map<std::string, identity>& notices) const;
-    bool allowed(uid_t uid) const noexcept;
-    /// Whether a file of `mode`, `uid` and `size` may be read; refuses it if not.
-    /// Why a file of this mode and owner is not to be opened (a node file or a notice: the same
-    /// rule): not a regular file, or an owner not allowed; `done` ends the owner's message
-    /// ("served", "read"). nullopt when neither.
-    std::optional<std::pair<refusal, std::string>> untrusted(mode_t mode,
-                                                             uid_t uid,
-                                                             std::string_view done) const;
-    bool passes(const std::string& name, source& s, mode_t mode, uid_t uid, std::uint64_t size);
-    void open(int dir_fd, const std::string& name, source& s);
+    void open(const listing& l, const std::string& name, source& s);
     /// Reports `r` for the file `name` unless it is the state reported last.
     void report(const std::string& name,
                 source& s,
@@ -276,10 +242,26 @@ class collector {
     /// choose, those an earlier file gives another type and those whose OpenMetrics names
     /// clash, logging and counting each (file, family) once.
     void resolve_type_conflicts(const std::vector<std::pair<const std::string*, source*>>& chosen);
+    /// Where a family was first seen: its type, and its file (null: the program's own family).
+    struct family_origin {
+        metrics::metric_type type;
+        const std::string* file;
+    };
+    struct family_types;
+    /// The first type and file of every family of the chosen files (in their order), and the
+    /// families that take no part or clash in OpenMetrics.
+    family_types types_of(const std::vector<std::pair<const std::string*, source*>>& chosen);
+    /// Logs and counts `f` of `file` left out, for why `first` says.
+    void report_left_out(const std::string& file,
+                         const metrics::family_snapshot& f,
+                         const family_origin& first);
     void remember_gone(const std::string& name, const source& s);
     void release_memory() noexcept;
 
     settings settings_;
+    /// The scanner made for this collector alone, if it was given none.
+    std::unique_ptr<scanner> own_files_;
+    scanner& files_;
     std::map<std::string, source> sources_;         // by file name
     std::map<std::string, notice_source> notices_;  // by file name
     std::vector<notice> unpublished_;
@@ -288,10 +270,8 @@ class collector {
     std::map<std::string, std::pair<refusal, clock::time_point>> gone_;
     std::vector<std::pair<dev_t, std::unique_ptr<detail::flock_holders>>>
         holders_;  // this refresh's
-    bool dir_failed_ = false;
     std::size_t served_ = 0;
     std::uint64_t seen_total_ = 0;
-    std::array<std::uint64_t, refusal_count> read_errors_{};
     std::array<std::uint64_t, left_out_count> left_out_{};
     /// Whether settings::families chooses `family`; logs, once, one that it does not.
     bool chosen_family(std::string_view family);

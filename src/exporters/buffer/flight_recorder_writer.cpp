@@ -38,17 +38,10 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name, st
     staging_slots_ = std::min<std::size_t>(capacity, staging_limit);
     staging_ = std::make_unique<slot[]>(staging_slots_);
 
-    file_header h{};
-    std::memcpy(h.magic, magic, sizeof magic);
-    h.version = format_version;
-    h.header_size = header_size;
+    auto h = xtel::detail::new_owned_header<file_header>(detail::file_kind, agent_name);
     h.slot_size = slot_size;
     h.event_size = sizeof(event);
     h.capacity = capacity;
-    h.created_us = clock::now_us();
-    h.writer_pid = static_cast<std::uint32_t>(::getpid());
-    h.state = static_cast<std::uint32_t>(writer_state::open);
-    std::memcpy(h.agent_name, agent_name.data(), std::min(agent_name.size(), agent_name_size - 1));
     fd_ = xtel::detail::create_owned_file(detail::file_kind, path_, agent_name,
                                           header_size + capacity * slot_size,
                                           std::as_bytes(std::span(&h, 1)));
