@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collecting_exporter.hpp"
+#include "test_util.hpp"
 #include "xtel/core/back_end.hpp"
 #include "xtel/core/names.hpp"
 #include "xtel/core/slot_codec.hpp"
@@ -22,12 +23,6 @@ using xtel_test::collecting_exporter;
 using xtel_test::record_keeper;
 
 namespace {
-
-xtel::config enabled_config() {
-    xtel::config c;
-    c.enabled = true;
-    return c;
-}
 
 xtel::event counter(std::uint64_t ts, const xtel::event_name& name, std::uint64_t value) {
     xtel::event e;
@@ -55,7 +50,7 @@ xtel::transfer_record transfer(direction dir, std::uint64_t bytes, bool timed) {
 
 TEST_CASE("a back end fed events without a ring hands them on, in order, in one round") {
     xtel_test::reset_sink("fed-events");
-    const xtel::config cfg = enabled_config();
+    const xtel::config cfg = xtel_test::enabled_config({});
     xtel::label_table labels;
     xtel::back_end<collecting_exporter> back({cfg, "fed-events"}, labels, 256);
     const std::vector<xtel::event> in{counter(10, xtel::names::agent_tx_bytes, 4096),
@@ -77,7 +72,7 @@ TEST_CASE("a back end fed events without a ring hands them on, in order, in one 
 
 TEST_CASE("a back end fed more events than a batch hands them on in batches of its size") {
     xtel_test::reset_sink("fed-batches");
-    const xtel::config cfg = enabled_config();
+    const xtel::config cfg = xtel_test::enabled_config({});
     xtel::label_table labels;
     xtel::back_end<collecting_exporter> back({cfg, "fed-batches"}, labels, 4);
     std::vector<xtel::event> in;
@@ -96,7 +91,7 @@ TEST_CASE("a back end fed more events than a batch hands them on in batches of i
 TEST_CASE("a back end fed whole transfers gives records to their takers and events to the rest") {
     record_keeper::clear();
     xtel_test::reset_sink("fed-transfers");
-    const xtel::config cfg = enabled_config();
+    const xtel::config cfg = xtel_test::enabled_config({});
     xtel::label_table labels;
     xtel::back_end<collecting_exporter, record_keeper> back({cfg, "fed-transfers"}, labels, 256);
     std::vector<xtel::transfer_record> in{transfer(direction::tx, 4096, true),
@@ -144,7 +139,7 @@ TEST_CASE("a back end fed whole transfers gives records to their takers and even
 TEST_CASE("a pipeline's submit runs a round with the producer's events and what its rings hold") {
     xtel_test::reset_sink("submitted");
     xtel::telemetry<collecting_exporter> t(
-        enabled_config(), "submitted",
+        xtel_test::enabled_config({}), "submitted",
         {.staging_capacity = 64, .batch_size = 256, .start_flusher = false});
     t.record_at(5, category::memory, xtel::names::agent_memory_registered, 8192, value_kind::gauge);
     const std::vector<xtel::event> in{counter(6, xtel::names::agent_tx_bytes, 100)};

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collecting_exporter.hpp"
+#include "test_util.hpp"
 #include "xtel/core/tag_cache.hpp"
 #include "xtel/core/telemetry.hpp"
 
@@ -16,18 +17,12 @@ using xtel_test::record_keeper;
 
 namespace {
 
-xtel::config enabled_config() {
-    xtel::config c;
-    c.enabled = true;
-    return c;
-}
-
 /// A pipeline of record_keeper with an eight-slot ring and no flusher thread, whose attribute
 /// cache already holds the attributes its transfers carry: each takes one slot for itself.
 struct eight_slots {
     xtel::telemetry<record_keeper> t;
     explicit eight_slots(const std::string& name)
-        : t(enabled_config(),
+        : t(xtel_test::enabled_config({}),
             name,
             {.staging_capacity = 8, .batch_size = 256, .start_flusher = false}) {
         transfer(0, "");  // its own slot and, the first time, the attributes'

@@ -127,25 +127,11 @@ class basic_telemetry<exporter_list<Exporters...>>
 
     /// Events from a producer that has no ring (a host library's own flush thread): one
     /// back-end round of them, on the calling thread, with what the rings staged so far.
-    void submit(std::span<const event> events) {
-        if constexpr (enabled) {
-            const std::lock_guard lock(flush_mutex_);
-            back_.drain(this->rings());
-            back_.take(events);
-            back_.end_round(this->dropped());
-        }
-    }
+    void submit(std::span<const event> events) { submit_round(events); }
 
     /// Whole transfers from a producer that has no ring, as submit(events) hands events: each
     /// request_id is copied, and `attrs` name labels of labels().
-    void submit(std::span<const transfer_record> transfers) {
-        if constexpr (enabled) {
-            const std::lock_guard lock(flush_mutex_);
-            back_.drain(this->rings());
-            back_.take(transfers);
-            back_.end_round(this->dropped());
-        }
-    }
+    void submit(std::span<const transfer_record> transfers) { submit_round(transfers); }
 
     telemetry_stats stats() const {
         telemetry_stats s = back_.stats();
@@ -169,6 +155,16 @@ class basic_telemetry<exporter_list<Exporters...>>
     }
 
   private:
+    template <class Batch>
+    void submit_round([[maybe_unused]] Batch batch) {
+        if constexpr (enabled) {
+            const std::lock_guard lock(flush_mutex_);
+            back_.drain(this->rings());
+            back_.take(batch);
+            back_.end_round(this->dropped());
+        }
+    }
+
     /// How often the sleeping flusher looks for an early-flush request whose wake-up was lost.
     static constexpr std::chrono::milliseconds early_flush_poll{50};
 
