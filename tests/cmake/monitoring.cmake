@@ -13,3 +13,8 @@ if(XTEL_PROMTOOL AND NOT XTEL_SANITIZE)
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/monitoring_rules_test.py
             ${PROJECT_SOURCE_DIR}/monitoring/rules)
 endif()
+# The docs' scrape configurations for xtel-exporter name the job the alerting rules select
+# (tests/scrape_job_test.py): the quickstart's once named another, and XtelExporterAbsent fired
+# for a healthy exporter. Needs Python's yaml only.
+add_test(NAME "monitoring: every scrape configuration the docs give for xtel-exporter names the job the alerts select"
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/scrape_job_test.py ${PROJECT_SOURCE_DIR})
