@@ -1,0 +1,15 @@
+# xtel's NIXL plug-in under the real NIXL of its published wheel (tests/nixl/plugin_test.py),
+# which the test installs into a virtual environment of the build (scripts/deps, once: a rerun
+# finds it there), then drives two NIXL agents whose telemetry xtel-exporter serves. Not under
+# the sanitizers: NIXL's Python does not load a sanitized library.
+set(XTEL_NIXL_VENV ${PROJECT_BINARY_DIR}/nixl-venv CACHE PATH
+    "The virtual environment the NIXL plug-in's test installs NIXL's wheel into")
+if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
+    set(test_name "nixl: xtel-exporter serves exactly what two real NIXL agents moved through xtel's plug-in, and a bad output path costs a log line, not a transfer")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/plugin_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
+    # pip may need the time of a download the first time.
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+endif()
