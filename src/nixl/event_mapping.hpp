@@ -7,8 +7,11 @@
 /// NIXL_TELEMETRY_ENABLED_METRICS keeps it), which NIXL's staging queue keeps adjacent. A run of
 /// adjacent transfer events in which no role repeats and the direction agrees is one transfer:
 /// the metric model's transfer families (bytes, requests, the latency histograms) are made from
-/// transfer records, never from loose byte events. NIXL's events carry no time: each is
-/// stamped with the flush's.
+/// transfer records, never from loose byte events. Bytes and requests are NIXL's, exactly,
+/// however the events are grouped; the histograms are right when a transfer's events come in one
+/// flush (NIXL 1.5: a NIXL without batch hooks hands each event alone, and a transfer's times
+/// then reach the histograms apart from its bytes). NIXL's events carry no time: each is stamped
+/// with the flush's.
 
 #include <cstdint>
 #include <span>

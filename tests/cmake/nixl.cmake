@@ -13,3 +13,7 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
     # pip may need the time of a download the first time.
     set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
 endif()
+# The unit tests drive the plug-in's exporter without NIXL (tests/unit/nixl_exporter_test.cpp).
+if(TARGET xtel_unit_tests)
+    target_link_libraries(xtel_unit_tests PRIVATE xtel_nixl)
+endif()
