@@ -17,3 +17,12 @@ endif()
 if(TARGET xtel_unit_tests)
     target_link_libraries(xtel_unit_tests PRIVATE xtel_nixl)
 endif()
+# The plug-in links no UCX library: inside NIXL's process, Debian's UCX would meet the one NIXL
+# bundles (tests/link_test.py, as for the programs that only read files).
+find_program(XTEL_READELF readelf)
+if(XTEL_READELF AND TARGET xtel_nixl_plugin)
+    add_test(NAME "link: libtelemetry_exporter_xtel.so links and needs no UCX library"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/link_test.py
+            ${PROJECT_BINARY_DIR} ${XTEL_READELF}
+            xtel_nixl_plugin=$<TARGET_FILE:xtel_nixl_plugin>)
+endif()
