@@ -13,7 +13,8 @@
    and its /metrics must say exactly what the agents did: bytes and requests by direction, the
    transfer-time histogram's count, the memory each registered.
 4. Hostile: NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH names no directory, or one no file can be made
-   in: the agents start, every transfer completes, and the plug-in's log line says why.
+   in; an xtel variable is bad; another live process has the agents' names: the agents start,
+   every transfer completes, and one error line for each agent says why.
 
 Arguments: --source-dir, --venv (where the environment is made), --plugin (the built plug-in),
 --exporter (the built xtel-exporter). Prints what failed and exits 1, or a summary and exits 0.
@@ -79,7 +80,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def agent_env(output_path):
+def agent_env(output_path, extra):
     env = dict(os.environ)
     env.update(NIXL_TELEMETRY_ENABLE='y', NIXL_TELEMETRY_EXPORTER='xtel',
                NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=output_path,
@@ -87,14 +88,15 @@ def agent_env(output_path):
                NIXL_TELEMETRY_METRIC_SET='both')
     for name in ('NIXL_PLUGIN_DIR', 'XTEL_LOG_LEVEL'):
         env.pop(name, None)
+    env.update(extra)
     return env
 
 
-def start_agents(python, driver, output_path, log):
+def start_agents(python, driver, output_path, log, extra=None):
     """The agents' process, once it printed what it did (it waits on stdin to end)."""
     p = subprocess.Popen([python, driver, '--writes', str(WRITES), '--reads', str(READS),
                           '--bytes', str(SIZE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=log, text=True, env=agent_env(output_path))
+                         stderr=log, text=True, env=agent_env(output_path, extra or {}))
     for line in p.stdout:  # NIXL writes to stdout too
         if line.startswith(RESULT):
             return p, json.loads(line[len(RESULT):])
@@ -180,23 +182,34 @@ def served_values(args, python, driver, log):
     return problems
 
 
-def hostile(python, driver, output_path, why, log_path):
-    """Agents over an output path the plug-in cannot use: they transfer, and a line says why."""
+def hostile(python, driver, output_path, why, log_path, extra=None):
+    """Agents whose plug-in cannot publish: they transfer, and one line for each says why."""
     problems = []
     with open(log_path, 'w+') as log:
-        agents, done = start_agents(python, driver, output_path, log)
+        agents, done = start_agents(python, driver, output_path, log, extra)
         rc = end_agents(agents)
         log.seek(0)
         lines = log.read().splitlines()
     if rc != 0 or done['tx_requests'] != WRITES or done['rx_requests'] != READS:
-        problems.append(f'{output_path}: the agents did not complete every transfer (rc {rc})')
+        problems.append(f'{why}: the agents did not complete every transfer (rc {rc})')
     for agent in (done['initiator'], done['target']):
         said = [l for l in lines if l.startswith('xtel: error:') and f"'{agent}'" in l
-                and output_path in l and why in l]
+                and why in l]
         if len(said) != 1:
-            problems.append(f'{output_path}: expected one line for agent {agent} saying '
-                            f'"{why}", got {said or "none"} in {lines}')
+            problems.append(f'expected one line for agent {agent} saying "{why}", got '
+                            f'{said or "none"} in {lines}')
     return problems
+
+
+def name_taken(python, driver, node_dir):
+    """A second process of the same agent names, beside a live first: it transfers unpublished."""
+    with open(os.path.join(node_dir, 'first.log'), 'w') as log:
+        first, _ = start_agents(python, driver, node_dir, log)
+        try:
+            return hostile(python, driver, node_dir, 'in use by the live writer process',
+                           os.path.join(node_dir, 'second.log'))
+        finally:
+            end_agents(first)
 
 
 def main():
@@ -216,22 +229,30 @@ def main():
             if problems:
                 log.seek(0)
                 print(log.read())
-        problems += hostile(python, driver, os.path.join(logs, 'absent'),
-                            'expected the path of an existing directory',
-                            os.path.join(logs, 'absent.log'))
+        absent = os.path.join(logs, 'absent')
+        problems += hostile(python, driver, absent,
+                            f"OUTPUT_PATH='{absent}' is invalid: expected the path of an "
+                            f"existing directory", os.path.join(logs, 'absent.log'))
+        problems += hostile(python, driver, logs,
+                            "NIXL_TELEMETRY_TIMING_SAMPLE='often' is invalid",
+                            os.path.join(logs, 'variable.log'),
+                            {'NIXL_TELEMETRY_TIMING_SAMPLE': 'often'})
+        problems += name_taken(python, driver, logs)
         # Root writes into any directory whose mode says no; /proc takes no new file from anyone.
         unwritable = '/proc' if os.geteuid() == 0 else os.path.join(logs, 'read-only')
         if unwritable != '/proc':
             os.mkdir(unwritable, 0o555)
-        problems += hostile(python, driver, unwritable, 'node exporter off',
+        problems += hostile(python, driver, unwritable,
+                            f'node exporter off: node file {unwritable}/',
                             os.path.join(logs, 'unwritable.log'))
     for line in problems:
         print(f'FAIL: {line}')
     if problems:
         return 1
     print(f'real NIXL agents: xtel-exporter served {WRITES} WRITEs and {READS} READs of {SIZE} '
-          f'bytes exactly; an absent and an unwritable output path each cost one log line and no '
-          f'transfer ({time.monotonic() - started:.1f} s)')
+          f'bytes exactly; an absent or unwritable output path, a bad variable and a name in use '
+          f'each cost one log line an agent and no transfer '
+          f'({time.monotonic() - started:.1f} s)')
     return 0
 
 
