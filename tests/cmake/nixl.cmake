@@ -5,7 +5,7 @@
 set(XTEL_NIXL_VENV ${PROJECT_BINARY_DIR}/nixl-venv CACHE PATH
     "The virtual environment the NIXL plug-in's test installs NIXL's wheel into")
 if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
-    set(test_name "nixl: xtel-exporter serves exactly what two real NIXL agents moved through xtel's plug-in, and a bad output path, variable or agent name costs a log line, not a transfer")
+    set(test_name "nixl: xtel-exporter serves exactly what two real NIXL agents moved and failed through xtel's plug-in, and a bad output path, variable or agent name costs a log line, not a transfer")
     add_test(NAME "${test_name}"
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/plugin_test.py
             --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}

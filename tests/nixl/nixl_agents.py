@@ -4,7 +4,8 @@
 Run with the Python of the test's virtual environment, where the NIXL wheel is installed. The
 initiator registers one buffer, the target another; they exchange metadata; the initiator makes
 --writes WRITEs and --reads READs of --bytes each into and out of the target's buffer, and the
-last WRITE carries a notification that the target waits for. Every transfer must complete.
+last WRITE carries a notification that the target waits for. Every transfer must complete; then
+one WRITE into memory the target never registered must fail, as NIXL_ERR_NOT_FOUND.
 Prints one line of what was done ("nixl_agents: " and JSON), then waits for a line on stdin before the agents go
 (their node files stay live while the test reads them). Exit status 1 on any failure.
 """
@@ -38,6 +39,19 @@ def wait_notification(agent, sender, message):
             return
         time.sleep(0.01)
     raise RuntimeError(f'no notification {message!r} from {sender} in {DEADLINE_S} s')
+
+
+def fail_on_purpose(initiator, local_descs, remote, a):
+    """A WRITE past the end of the target's registered buffer: NIXL refuses to create it."""
+    outside = initiator.get_xfer_descs([(remote.ctypes.data + remote.nbytes + 4096, a.bytes, 0)],
+                                       'DRAM')
+    try:
+        initiator.initialize_xfer('WRITE', local_descs, outside, a.target)
+    except Exception as e:  # nixl's binding raises its nixlNotFoundError
+        if 'NOT_FOUND' not in str(e):
+            raise
+        return
+    raise RuntimeError('a WRITE into memory the target never registered was created')
 
 
 def main():
@@ -76,12 +90,14 @@ def main():
                 wait_notification(target, a.initiator, b'written')
     if not np.array_equal(remote[:a.bytes], local):
         raise RuntimeError('the WRITEs did not move the initiator\'s bytes')
+    fail_on_purpose(initiator, local_descs, remote, a)
 
     print('nixl_agents: ' + json.dumps({
         'initiator': a.initiator, 'target': a.target,
         'tx_bytes': a.writes * a.bytes, 'rx_bytes': a.reads * a.bytes,
         'tx_requests': a.writes, 'rx_requests': a.reads,
         'initiator_registered': local.nbytes, 'target_registered': remote.nbytes,
+        'failed_not_found': 1,
     }), flush=True)
     sys.stdin.readline()
     initiator.remove_remote_agent(a.target)

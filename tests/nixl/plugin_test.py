@@ -11,7 +11,7 @@
 3. Two real NIXL agents (tests/nixl/nixl_agents.py) move known bytes over UCX with
    NIXL_TELEMETRY_EXPORTER=xtel; xtel-exporter, a process of its own, serves their node files,
    and its /metrics must say exactly what the agents did: bytes and requests by direction, the
-   transfer-time histogram's count, the memory each registered.
+   transfer-time histogram's count, the memory each registered, the one failure by its kind.
 4. Hostile: NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH names no directory, or one no file can be made
    in; an xtel variable is bad; another live process has the agents' names: the agents start,
    every transfer completes, and one error line for each agent says why.
@@ -139,6 +139,7 @@ def expected(done):
         ('agent_xfer_post_time_us_count', ini, {}, done['tx_requests'] + done['rx_requests']),
         ('agent_memory_registered_total', ini, {}, done['initiator_registered']),
         ('agent_memory_registered_total', tgt, {}, done['target_registered']),
+        ('agent_errors_total', ini, {'status': 'not_found'}, done['failed_not_found']),
         # The target initiated nothing: NIXL counts on the initiator only.
         ('agent_tx_bytes_total', tgt, {}, 0),
         ('agent_rx_bytes_total', tgt, {}, 0),
