@@ -13,7 +13,7 @@ namespace abi = xtel::nixl::abi_v2;
 
 /// Never null, never throws: NIXL throws out of nixlAgent's constructor for either. The
 /// exporter's constructor catches its own failures; only the allocation of the object itself
-/// is left, and without memory for 200 bytes the agent is lost anyway.
+/// is left, and without memory for that small an object the agent is lost anyway.
 std::unique_ptr<abi::exporter> create_exporter(const abi::init_params& params) noexcept {
     try {
         return std::make_unique<xtel::nixl::xtel_exporter>(params);

@@ -82,10 +82,10 @@ struct init_params {
 
 /// nixlTelemetryExporter: the base NIXL holds and calls through its vtable, in this order:
 /// complete and deleting destructor, exportEvent, onBatchBegin, onBatchEnd. NIXL destroys it
-/// through the deleting destructor of a std::unique_ptr<exporter>. The batch hooks are NIXL's
-/// since 1.5 (NIXL calls them around each flush, with every event of the flush between them,
-/// and exportEvent outside them too); a NIXL without them (1.4) never calls those slots, so an
-/// exporter that has them works with both.
+/// through the deleting destructor of a std::unique_ptr<exporter>. The batch hooks are in 1.5.1
+/// (checked: its flush calls them around every event of the flush, the dropped-events event
+/// included) and not in 1.4, which never calls those slots, so an exporter that has them loads
+/// in both. exportEvent may come outside a batch too.
 class exporter {
   public:
     explicit exporter(const init_params& params) noexcept
