@@ -3,8 +3,8 @@
 
 1. A virtual environment of the build holds NIXL's wheel, pinned (scripts/deps'
    xtel_install_nixl_test_deps, which installs only what is missing, so a rerun skips it). When
-   pip cannot reach the package index the test is skipped (exit status 77) with pip's words;
-   any other failure to install fails it.
+   the install fails and pip's index does not answer, the test is skipped (exit status 77) with
+   the address and the error; any other failure to install fails it.
 2. libtelemetry_exporter_xtel.so is linked into the plug-in directory of that NIXL, next to
    NIXL's own plug-ins: NIXL_PLUGIN_DIR would hide them, and NIXL's UCX plug-in finds its UCX by
    its own path ($ORIGIN), which a link to it from another directory breaks.
@@ -28,16 +28,34 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 SKIP = 77
 RESULT = 'nixl_agents: '  # what tests/nixl/nixl_agents.py prints its JSON line after
 WRITES, READS, SIZE = 5, 3, 65536
-# pip's words when the index cannot be reached (urllib3's and pip's own), and only those.
-UNREACHABLE = re.compile(r'NewConnectionError|Failed to establish a new connection|'
-                         r'Temporary failure in name resolution|Name or service not known|'
-                         r'Network is unreachable|ConnectTimeoutError|ReadTimeoutError|'
-                         r'ProxyError|Could not fetch URL|No route to host')
+
+
+def index_url():
+    """The index pip installs from: PIP_INDEX_URL, pip's configuration, or PyPI's."""
+    if os.environ.get('PIP_INDEX_URL'):
+        return os.environ['PIP_INDEX_URL']
+    r = subprocess.run([sys.executable, '-m', 'pip', 'config', 'get', 'global.index-url'],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else 'https://pypi.org/simple'
+
+
+def index_unreachable():
+    """Why pip's index cannot be reached, or None when it answers. The install runs quiet,
+    which hides a connection error behind "No matching distribution": this asks the index."""
+    url = index_url().rstrip('/') + '/nixl-cu12/'
+    try:
+        urllib.request.urlopen(url, timeout=20).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (OSError, ValueError) as e:
+        return f'{url}: {e}'
+    return None
 
 
 def install(source_dir, venv):
@@ -48,8 +66,9 @@ def install(source_dir, venv):
                        deps, venv], capture_output=True, text=True)
     if r.returncode != 0:
         words = r.stdout + r.stderr
-        if UNREACHABLE.search(words):
-            print(f'SKIP: pip cannot reach the package index to install NIXL\'s wheel:\n{words}')
+        reach = index_unreachable()
+        if reach:
+            print(f'SKIP: pip cannot reach the package index to install NIXL\'s wheel:\n{reach}')
             sys.exit(SKIP)
         print(f'FAIL: installing NIXL\'s wheel into {venv} failed:\n{words}')
         sys.exit(1)
