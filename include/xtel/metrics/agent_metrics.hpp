@@ -176,6 +176,13 @@ class agent_metrics {
     void observe_completed(std::span<const transfer_record> transfers,
                            const label_table& labels,
                            std::span<const transfer_trace> traces);
+    /// A peer's {op, peer} latency series (by label id, then op), found by their label strings
+    /// once: every timed transfer is observed in two of them.
+    struct peer_latency {
+        series_ref duration, post;
+        bool found = false;
+    };
+    const peer_latency& latency_series(const transfer_record& r, const label_table& labels);
 
     const std::string agent_name_;
     const std::string hostname_;
@@ -218,6 +225,7 @@ class agent_metrics {
     std::uint64_t registered_now_ = 0;
     std::uint64_t deregistered_sum_ = 0;
     std::vector<std::string> peers_;  // label id -> name, filled as ids are met
+    std::vector<std::array<peer_latency, 2>> peer_latency_;
     std::vector<event_family> events_;
     std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index
     /// Every line name (name, name_sum...) of this agent's own families.
