@@ -1,4 +1,4 @@
-// xtel-exporter: one per node, serving on one /metrics the metric state every agent of the node
+// xtel-exporter: one per node, serving on one /metrics the metric model every agent of the node
 // publishes into `<dir>/<agent name>.metrics` (the node exporter; docs/node-format.md), and its
 // own health; with --remote-write, pushing the same series to a Prometheus remote-write
 // receiver. docs/deployment.md has the options, the labels and the stale rule.
