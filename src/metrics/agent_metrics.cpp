@@ -11,6 +11,7 @@
 
 #include "core/log.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
+#include "xtel/metrics/renamed_families.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
 namespace xtel::metrics {
@@ -61,7 +62,8 @@ agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_setting
       rank_(settings.rank),
       labels_(agent_labels(agent_name_, settings.rank)),
       sets_(settings.sets),
-      enabled_(settings.enabled_metrics) {
+      enabled_(settings.enabled_metrics),
+      compat_names_(settings.compat_names) {
     metrics::processor_options opts;
     opts.max_series = settings.max_series;
     for (const metrics::label& l : labels_) {
@@ -338,11 +340,11 @@ void agent_metrics::apply_health(std::span<const exporter_health> rows) {
         // Set only on a change, so that an idle agent publishes nothing new.
         const auto up = store.series_of(exporter_up_, {name});
         const std::uint64_t want = row.disabled ? 0 : 1;
-        if (store.value("xtel_exporter_up", {name}) != want) {
+        if (store.value("xtel_telemetry_exporter_up", {name}) != want) {
             store.set(up, want);
         }
         const auto lost = store.series_of(exporter_lost_, {name});
-        if (store.value("xtel_exporter_events_lost_total", {name}) != row.events_lost) {
+        if (store.value("xtel_telemetry_exporter_events_lost_total", {name}) != row.events_lost) {
             store.set(lost, row.events_lost);
         }
     }
@@ -410,8 +412,12 @@ void agent_metrics::publish() {
     for (std::size_t id = served_.size(); id < families.size(); ++id) {
         served_.push_back(serves(families[id].spec().name));
     }
+    auto taken = metrics::take_snapshot(store, labels_, &served_);
+    if (compat_names_) {
+        add_old_names(taken);
+    }
     std::shared_ptr<const metrics::snapshot> next =
-        std::make_shared<const metrics::snapshot>(metrics::take_snapshot(store, labels_, &served_));
+        std::make_shared<const metrics::snapshot>(std::move(taken));
     {
         const std::lock_guard published_lock(published_mutex_);
         published_.swap(next);

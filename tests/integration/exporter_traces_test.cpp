@@ -340,16 +340,21 @@ TEST_CASE("a span file of another owner is refused, counted, and none of its spa
     REQUIRE(port > 0);
     REQUIRE(eventually([&] { return receiver.span_ids().size() >= mine.size(); }));
     REQUIRE(eventually([&] {
-        return health(port, R"(xtel_exporter_span_files_refused_total{reason="foreign_owner"})") ==
+        return health(
+                   port,
+                   R"(xtel_exporter_files_refused_total{kind="span_ring",reason="foreign_owner"})") ==
                1;
     }));
     // Polls go on; the refusal is counted once, not once a poll.
     std::this_thread::sleep_for(1500ms);
-    CHECK(health(port, R"(xtel_exporter_span_files_refused_total{reason="foreign_owner"})") == 1);
+    CHECK(health(port,
+                 R"(xtel_exporter_files_refused_total{kind="span_ring",reason="foreign_owner"})") ==
+          1);
     // The directory's one scanner refused it, counted as a span file's refusal only.
     CHECK(prom_it::value_of(
               prom_it::scrape(port),
-              R"(xtel_exporter_snapshot_read_errors_total{reason="foreign_owner"} )") == "0");
+              R"(xtel_exporter_files_refused_total{kind="node_file",reason="foreign_owner"} )") ==
+          "0");
     CHECK(receiver.span_ids() == ids_of(mine));
     CHECK(health(port, "xtel_exporter_span_files") == 1);
 }
@@ -794,7 +799,9 @@ TEST_CASE("a file named like a span ring that is not one is refused in one line 
     const int port = prom_it::served_port(exporter);
     REQUIRE(port > 0);
     REQUIRE(eventually([&] {
-        return health(port, R"(xtel_exporter_span_files_refused_total{reason="not_span_file"})") ==
+        return health(
+                   port,
+                   R"(xtel_exporter_files_refused_total{kind="span_ring",reason="not_span_file"})") ==
                1;
     }));
     exporter.read_line("no such line", 300ms);

@@ -38,7 +38,7 @@
 ///   OPTIONAL:     `void on_health(std::span<const exporter_health>)`: after each flush round,
 ///                 before on_flush_end: one row per exporter of the pipeline (itself included),
 ///                 whether it turned itself off and the events it lost, for an exporter that
-///                 shows its pipeline's health (Prometheus: xtel_exporter_up).
+///                 shows its pipeline's health (Prometheus: xtel_telemetry_exporter_up).
 ///   OPTIONAL:     `void on_stop()`: once, after the last batch, before destruction.
 ///   OPTIONAL:     `static constexpr std::string_view name`: used in log messages.
 ///   OPTIONAL:     `bool disabled() const noexcept`: true once the exporter has turned itself

@@ -65,7 +65,8 @@ class prometheus_exporter {
     /// the time histograms (of its own model; counted only when inactive).
     void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
     /// Flusher thread only: the pipeline's exporters, up or off, and the events each lost
-    /// (xtel_exporter_up, xtel_exporter_events_lost_total), folded into its own model.
+    /// (xtel_telemetry_exporter_up, xtel_telemetry_exporter_events_lost_total), folded into its own
+    /// model.
     void on_health(std::span<const exporter_health> rows);
     /// Flusher thread only: makes what the batches of this round added visible to scrapes
     /// (publishes its own model; the pipeline publishes its model itself).

@@ -165,7 +165,8 @@ class agent_metrics {
     series_ref add_own_series(family_spec spec, std::initializer_list<std::string_view> values);
     /// The store's check on each new family: refuses a name this agent's own families use.
     void reserve_name(const family_spec& spec) const;
-    void ignore();
+    /// Counts an event mapped to no family (xtel_telemetry_events_unmapped_total).
+    void count_unmapped();
     const std::string& peer_name(label_id id, const label_table& labels);
     /// apply_transfers' notified records, counted in their families; the others, returned
     /// (`transfers` itself when there are none).
@@ -207,7 +208,7 @@ class agent_metrics {
     family_id errors_family_ = 0;
     std::vector<series_ref> errors_;  // by status_code
     series_ref mem_bytes_, registrations_, deregistrations_;
-    series_ref dropped_, export_errors_, ignored_;
+    series_ref dropped_, export_errors_, unmapped_;
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
     family_id build_family_ = 0, info_family_ = 0;
@@ -232,6 +233,9 @@ class agent_metrics {
     std::set<std::string, std::less<>> own_lines_;
     const family_sets sets_;
     const std::vector<std::string> enabled_;
+    /// Whether each snapshot also carries the renamed families under their old names
+    /// (agent_metrics_settings::compat_names).
+    const bool compat_names_;
     std::map<std::string, family_origin, std::less<>> origins_;  ///< of the model's own families
     std::vector<bool> served_;  ///< by family id, filled as families appear
     std::uint64_t published_changes_ = 0;

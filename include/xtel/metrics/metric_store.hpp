@@ -1,8 +1,9 @@
 #pragma once
-/// xtel's one metric model: families of counters, gauges, histograms and summaries, each series
-/// told apart by its label values, with a limit on the series of each family. Every producer
-/// fills a store (the processor's builders, the Prometheus exporter's event folding and its
-/// time histograms); renderers read the snapshot a publisher copies out of it (snapshot.hpp).
+/// xtel's metric store: families of counters, gauges, histograms and summaries, each series
+/// told apart by its label values, with a limit on the series of each family. The agent's
+/// metric model (agent_metrics.hpp) keeps its families in one, filled by the processor's
+/// builders and the model's own event families and time histograms; xtel-exporter keeps its
+/// health in another. Renderers read the snapshot a publisher copies out of it (snapshot.hpp).
 ///
 /// A label value such as a peer's name is unbounded, so the number of series is bounded
 /// instead: past `max_series` series in a family, an update for a new label set goes to the
