@@ -31,15 +31,18 @@ root=$work/root
 for deb in "$work"/debs/libxtel-dev_*.deb "$work"/debs/xtel-tools_*.deb; do
     step "unpack $(basename "$deb")" dpkg-deb -x "$deb" "$root"
 done
-# Every component whose headers libxtel-dev ships has its library there too (the plugin API is
-# header-only): it shipped xtel/push/ without xtel_push, which is xtel-exporter's alone.
+# Every component whose headers libxtel-dev ships has its library there too (the plugin API and
+# NIXL's plug-in ABI, xtel/nixl/abi_v2.hpp, are header-only): it shipped xtel/push/ without
+# xtel_push, which is xtel-exporter's alone.
 for dir in "$root"/usr/include/xtel/*/; do
     component=$(basename "$dir")
-    if [[ $component != plugin ]]; then
+    if [[ $component != plugin && $component != nixl ]]; then
         expect "libxtel-dev ships libxtel_$component.a beside xtel/$component/" \
             "$(find "$root/usr/lib" -name "libxtel_$component.a")" .
     fi
 done
+expect "xtel-tools ships NIXL's plug-in, libtelemetry_exporter_xtel.so" \
+    "$(find "$root/usr/lib" -name libtelemetry_exporter_xtel.so)" "libtelemetry_exporter_xtel.so"
 expect "libxtel-dev depends on libucx-dev" \
     "$(dpkg-deb -f "$work"/debs/libxtel-dev_*.deb Depends)" "libucx-dev"
 # xtel-exporter and xtel top read files and link no UCX (tests/link_test.py): their package
