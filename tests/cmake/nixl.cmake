@@ -25,6 +25,14 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
             --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
     set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
 endif()
+if(TARGET xtel_nixl_plugin AND TARGET xtel_cli AND NOT XTEL_SANITIZE)
+    set(test_name "nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/install_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --xtel $<TARGET_FILE:xtel_cli>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+endif()
 # The unit tests drive the plug-in's exporter without NIXL (tests/unit/nixl_exporter_test.cpp).
 if(TARGET xtel_unit_tests)
     target_link_libraries(xtel_unit_tests PRIVATE xtel_nixl)
