@@ -175,6 +175,9 @@ bool agent_metrics::apply_known(const event& e) {
     } else if (e.name_view().starts_with(names::ucx_transport_prefix) &&
                e.name_view().size() > names::ucx_transport_prefix.size()) {
         store.set(lanes_, {e.name_view().substr(names::ucx_transport_prefix.size())}, e.value);
+    } else if (e.name_view().starts_with(names::nixl_unmapped_prefix) &&
+               e.name_view().size() > names::nixl_unmapped_prefix.size()) {
+        apply_nixl_unmapped(e.name_view().substr(names::nixl_unmapped_prefix.size()), e.value);
     } else if (same_name(names::ucx_version, e)) {
         set_build_info(e.value);
     } else if (same_name(names::agent_start, e)) {
@@ -188,6 +191,18 @@ bool agent_metrics::apply_known(const event& e) {
         return false;
     }
     return true;
+}
+
+void agent_metrics::apply_nixl_unmapped(std::string_view type, std::uint64_t value) {
+    auto& store = processor_->store();
+    store.add(nixl_unmapped_, {type}, value);
+    // NIXL's error kinds that xtel has none for still have NIXL's series: NIXL's set then
+    // counts what NIXL's own exporter counts.
+    for (std::size_t i = 0; i < std::size(nixl_error_statuses); ++i) {
+        if (nixl_error_statuses[i] == type && nixl_errors_[i]) {
+            store.add(*nixl_errors_[i], value);
+        }
+    }
 }
 
 void agent_metrics::set_build_info(std::uint64_t ucx_version) {

@@ -252,6 +252,15 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .unit = "seconds",
      .decimals = 6,
      .health = true},
+    // Only xtel's NIXL plug-in has such events (names::nixl_unmapped_prefix); no series before.
+    {.name = "xtel_nixl_events_unmapped_total",
+     .help = "NIXL events xtel's NIXL plug-in has no xtel name for, by NIXL's name of their "
+             "kind (undefined: a type NIXL does not define); of NIXL's error kinds, counted "
+             "in agent_errors_total too.",
+     .labels = {"type"},
+     .fixed_labels = true,
+     .family = &agent_metrics::nixl_unmapped_,
+     .health = true},
 };
 
 void agent_metrics::add_nixl_set(const latency_shape& latency) {

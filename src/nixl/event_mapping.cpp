@@ -6,6 +6,7 @@
 
 #include "xtel/core/names.hpp"
 #include "xtel/core/status.hpp"
+#include "xtel/metrics/agent_metrics.hpp"
 
 namespace xtel::nixl {
 
@@ -130,6 +131,24 @@ class transfer_gatherer {
     transfer_record record_{};
 };
 
+/// The event of a NIXL event whose kind xtel has no name for: a names::nixl_unmapped_prefix
+/// counter under NIXL's name of the kind, which the model serves (and, for NIXL's error kinds,
+/// counts in NIXL's agent_errors_total as NIXL's own exporter does).
+event unmapped_event(const abi_v2::event& in, std::uint64_t now_us) {
+    using metrics::agent_metrics;
+    const auto type = static_cast<std::uint32_t>(in.type);
+    // nixl_error_statuses lists NIXL's error kinds in the order of their types.
+    static_assert(std::size(agent_metrics::nixl_error_statuses) ==
+                  abi_v2::last_error_type - abi_v2::first_error_type + 1);
+    const bool error = type >= abi_v2::first_error_type && type <= abi_v2::last_error_type;
+    const std::string_view kind =
+        error ? agent_metrics::nixl_error_statuses[type - abi_v2::first_error_type] : "undefined";
+    char name[max_name_length + 1] = {};
+    const std::size_t n = names::nixl_unmapped_prefix.copy(name, max_name_length);
+    kind.copy(name + n, max_name_length - n);
+    return counter(now_us, error ? category::error : category::system, event_name(name), in.value);
+}
+
 /// An event that is not part of a transfer, or nullopt when xtel has no name for its kind.
 std::optional<event> single_event(const abi_v2::event& in, std::uint64_t now_us) {
     const auto type = static_cast<std::uint32_t>(in.type);
@@ -168,6 +187,7 @@ void map_flush(std::span<const abi_v2::event> in, std::uint64_t now_us, mapped_f
         if (const auto mapped = single_event(e, now_us)) {
             out.events.push_back(*mapped);
         } else {
+            out.events.push_back(unmapped_event(e, now_us));
             ++out.unmapped;
         }
     }

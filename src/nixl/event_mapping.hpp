@@ -29,7 +29,8 @@ struct mapped_flush {
     std::vector<transfer_record> transfers;
     /// Events of a kind xtel's model has no name for (five of NIXL's twelve error kinds: not
     /// posted, mismatch, repost active, unknown, no telemetry) or of a type NIXL does not
-    /// define: counted, not served.
+    /// define. Each is in `events` too, as a names::nixl_unmapped_prefix counter, so that
+    /// xtel_nixl_events_unmapped_total{type} serves them.
     std::uint64_t unmapped = 0;
 
     void clear() noexcept {

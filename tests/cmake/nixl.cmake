@@ -12,6 +12,26 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
             --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
     # pip may need the time of a download the first time.
     set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+    set(test_name "nixl: one xtel-exporter port serves four ranks of real NIXL agents apart and their sums exactly, where NIXL's own exporter serves one rank a port")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/ranks_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+    set(test_name "nixl: xtel's plug-in and NIXL's own prometheus exporter serve the same values, family by family, for the same two real NIXL agents")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/prometheus_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+endif()
+if(TARGET xtel_nixl_plugin AND TARGET xtel_cli AND NOT XTEL_SANITIZE)
+    set(test_name "nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/install_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --xtel $<TARGET_FILE:xtel_cli>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
 endif()
 # The unit tests drive the plug-in's exporter without NIXL (tests/unit/nixl_exporter_test.cpp).
 if(TARGET xtel_unit_tests)

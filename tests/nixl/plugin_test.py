@@ -111,10 +111,14 @@ def agent_env(output_path, extra):
     return env
 
 
-def start_agents(python, driver, output_path, log, extra=None):
-    """The agents' process, once it printed what it did (it waits on stdin to end)."""
-    p = subprocess.Popen([python, driver, '--writes', str(WRITES), '--reads', str(READS),
-                          '--bytes', str(SIZE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+def start_agents(python, driver, output_path, log, extra=None, names=()):
+    """The agents' process, once it printed what it did (it waits on stdin to end). `names`:
+    nixl_agents.py's --initiator and --target, when not its own."""
+    command = [python, driver, '--writes', str(WRITES), '--reads', str(READS), '--bytes',
+               str(SIZE)]
+    if names:
+        command += ['--initiator', names[0], '--target', names[1]]
+    p = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=log, text=True, env=agent_env(output_path, extra or {}))
     for line in p.stdout:  # NIXL writes to stdout too
         if line.startswith(RESULT):

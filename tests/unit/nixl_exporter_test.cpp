@@ -85,13 +85,14 @@ TEST_CASE("adjacent transfers part where a role repeats and a lone byte event is
     CHECK(out.transfers[3].dir == direction::rx);  // another direction: another transfer
 }
 
-TEST_CASE("memory error and dropped events keep their values and kinds xtel cannot name count") {
+TEST_CASE(
+    "memory error and dropped events keep their values and kinds xtel cannot name are NIXL's") {
     const auto out =
         mapped({ev(event_type::memory_registered, 8192), ev(event_type::memory_deregistered, 4096),
                 ev(event_type::err_backend, 1), ev(event_type::err_canceled, 2),
                 ev(event_type::err_mismatch, 1), ev(event_type::telemetry_events_dropped, 5),
                 ev(static_cast<event_type>(99), 1)});
-    REQUIRE(out.events.size() == 5);
+    REQUIRE(out.events.size() == 7);
     CHECK(out.events[0].name.view() == "agent_memory_registered");
     CHECK(out.events[0].cat == xtel::category::memory);
     CHECK(out.events[0].kind == xtel::value_kind::counter);
@@ -101,9 +102,15 @@ TEST_CASE("memory error and dropped events keep their values and kinds xtel cann
     CHECK(out.events[2].cat == xtel::category::error);
     CHECK(out.events[3].name.view() == "agent_error_timed_out");  // NIXL_ERR_CANCELED
     CHECK(out.events[3].value == 2);
-    CHECK(out.events[4].name.view() == "telemetry_events_dropped");
-    CHECK(out.events[4].value == 5);
-    CHECK(out.unmapped == 2);  // NIXL_ERR_MISMATCH, and a type NIXL does not define
+    // NIXL_ERR_MISMATCH, and a type NIXL does not define: under NIXL's names, served.
+    CHECK(out.events[4].name.view() == "nixl_unmapped_mismatch");
+    CHECK(out.events[4].cat == xtel::category::error);
+    CHECK(out.events[5].name.view() == "telemetry_events_dropped");
+    CHECK(out.events[5].value == 5);
+    CHECK(out.events[6].name.view() == "nixl_unmapped_undefined");
+    CHECK(out.events[6].cat == xtel::category::system);
+    CHECK(out.events[6].value == 1);
+    CHECK(out.unmapped == 2);
     CHECK(out.transfers.empty());
 }
 

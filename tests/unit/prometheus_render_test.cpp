@@ -298,6 +298,28 @@ TEST_CASE("error events count under NIXL's status and xtel's kind") {
     CHECK(text.find("agent_error_") == std::string::npos);
 }
 
+TEST_CASE(
+    "NIXL events xtel has no kind for are served by NIXL's kind, its errors by NIXL's status") {
+    exporter_under_test t;
+    // As xtel's NIXL plug-in names them (nixl/event_mapping.cpp).
+    t.flush({make(category::error, "nixl_unmapped_not_posted", 2, value_kind::counter),
+             make(category::error, "nixl_unmapped_no_telemetry", 1, value_kind::counter),
+             make(category::system, "nixl_unmapped_undefined", 3, value_kind::counter)});
+    const auto text = t.exporter.scrape();
+    CHECK(
+        has_line(text, R"(xtel_nixl_events_unmapped_total{agent_name="a1",type="not_posted"} 2)"));
+    CHECK(has_line(text,
+                   R"(xtel_nixl_events_unmapped_total{agent_name="a1",type="no_telemetry"} 1)"));
+    CHECK(has_line(text, R"(xtel_nixl_events_unmapped_total{agent_name="a1",type="undefined"} 3)"));
+    CHECK(has_line(text,
+                   R"(agent_errors_total{agent_name="a1",hostname="h",status="not_posted"} 2)"));
+    CHECK(has_line(text,
+                   R"(agent_errors_total{agent_name="a1",hostname="h",status="no_telemetry"} 1)"));
+    CHECK(
+        has_line(text, R"(agent_errors_total{agent_name="a1",hostname="h",status="mismatch"} 0)"));
+    CHECK(text.find("\nnixl_unmapped_") == std::string::npos);  // no family of the event's name
+}
+
 TEST_CASE("connections, transports and what the agent is go to their own families") {
     exporter_under_test t;
     t.flush({make(category::connection, "agent_connect", 1, value_kind::counter),

@@ -40,6 +40,10 @@ inline constexpr event_name ucx_version{"ucx_version"};
 inline constexpr event_name ucx_endpoint_error{"ucx_endpoint_error"};
 /// Prefix of the per-transport lane gauges ("ucx_tl_sysv", "ucx_tl_tcp", ...).
 inline constexpr std::string_view ucx_transport_prefix = "ucx_tl_";
+/// Prefix of the counters of NIXL's events that xtel's NIXL plug-in has no xtel name for, by
+/// NIXL's name of their kind ("nixl_unmapped_not_posted", ..., "nixl_unmapped_undefined" for a
+/// type NIXL does not define): the plug-in's losses, served where an operator looks.
+inline constexpr std::string_view nixl_unmapped_prefix = "nixl_unmapped_";
 
 // ERROR: one counter per error kind, "agent_error_" + the status code's name.
 inline constexpr std::array<event_name, status_code_count> agent_errors = {

@@ -157,6 +157,9 @@ class agent_metrics {
     /// 100 + release, docs/events.md): the agent knows its transport's version, so the model
     /// names no transport library. The first event sets it; there is no series before it.
     void set_build_info(std::uint64_t ucx_version);
+    /// Counts `value` NIXL events of NIXL's kind `type` that xtel has no name for
+    /// (names::nixl_unmapped_prefix).
+    void apply_nixl_unmapped(std::string_view type, std::uint64_t value);
     /// The index in events_ of the family `e` goes to, or rejected.
     std::uint32_t find_or_add(const event& e);
     /// Adds one of this agent's own families; its lines are reserved.
@@ -211,6 +214,7 @@ class agent_metrics {
     series_ref dropped_, export_errors_, unmapped_;
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
+    family_id nixl_unmapped_ = 0;  // {type}, NIXL's events xtel has no name for
     family_id build_family_ = 0, info_family_ = 0;
     bool build_info_set_ = false;
     family_id notified_transfers_ = 0, notified_bytes_ = 0;  // {op, peer} counters
