@@ -10,11 +10,12 @@
 
 #include "xtel/core/exporter.hpp"
 
-/// The metric state the exporter serves (metrics::agent_metrics in the real ones).
+/// The metric state the snapshot sink serves (metrics::agent_metrics in the real ones).
 struct checked_state {
     explicit checked_state(const xtel::exporter_context&) {}
 };
 
+/// An event sink, every optional hook in its documented form unless a macro spoils one.
 struct checked_exporter {
     explicit checked_exporter(const xtel::exporter_context&) {}
     void export_batch(std::span<const xtel::event>) {}
@@ -37,8 +38,6 @@ struct checked_exporter {
     void export_transfers(std::span<const xtel::transfer_record>) {}
 #elif defined(XTEL_WRONG_NAME)
     static constexpr const char* name = "checked";
-#elif defined(XTEL_WRONG_METRIC_STATE)
-    using metric_state = checked_state;  // but no constructor from metric_state_context
 #else
     static constexpr std::string_view name = "checked";
     void export_transfers(std::span<const xtel::transfer_record>, const xtel::label_table&) {}
@@ -50,17 +49,39 @@ struct checked_exporter {
     std::uint64_t events_lost() const noexcept {
         return 0;
     }
-    using metric_state = checked_state;
-    explicit checked_exporter(const xtel::metric_state_context<checked_state>&) {}
 #endif
 };
 
+/// A snapshot sink, in its documented form unless a macro spoils it.
+struct checked_snapshot_sink {
+    using metric_state = checked_state;
+#if defined(XTEL_WRONG_METRIC_STATE)
+    // no constructor from metric_state_context
+    explicit checked_snapshot_sink(const xtel::exporter_context&) {}
+#else
+    explicit checked_snapshot_sink(const xtel::metric_state_context<checked_state>&) {}
+#endif
+#if defined(XTEL_WRONG_SNAPSHOT_EXPORT_BATCH)
+    void export_batch(std::span<const xtel::event>) {}  // the pipeline folds for it
+#elif defined(XTEL_WRONG_BEFORE_FOLD)
+    void before_fold(std::span<const xtel::transfer_record>) {}
+#else
+    void before_fold(std::span<const xtel::transfer_record>, const xtel::label_table&) {}
+#endif
+    void on_flush_end() {}
+};
+
 template struct xtel::exporter_traits<checked_exporter>;
+template struct xtel::exporter_traits<checked_snapshot_sink>;
 
 #if !defined(XTEL_WRONG_HOOK)
+static_assert(xtel::exporter_traits<checked_exporter>::wants_events);
 static_assert(xtel::exporter_traits<checked_exporter>::wants_transfers);
 static_assert(xtel::exporter_traits<checked_exporter>::name == "checked");
-static_assert(xtel::exporter_traits<checked_exporter>::wants_metric_state);
+static_assert(!xtel::exporter_traits<checked_exporter>::wants_metric_state);
+static_assert(!xtel::exporter_traits<checked_snapshot_sink>::wants_events);
+static_assert(!xtel::exporter_traits<checked_snapshot_sink>::wants_transfers);
+static_assert(xtel::exporter_traits<checked_snapshot_sink>::wants_metric_state);
 static_assert(
-    std::is_same_v<xtel::exporter_traits<checked_exporter>::metric_state_t, checked_state>);
+    std::is_same_v<xtel::exporter_traits<checked_snapshot_sink>::metric_state_t, checked_state>);
 #endif

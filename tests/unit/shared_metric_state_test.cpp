@@ -48,9 +48,7 @@ template <int I>
 class serving {
   public:
     using metric_state = counting_state;
-    explicit serving(const xtel::exporter_context&) : state_(nullptr) {}
     explicit serving(const xtel::metric_state_context<counting_state>& m) : state_(m.state) {}
-    void export_batch(std::span<const xtel::event>) {}
     const counting_state* state() const noexcept { return state_.get(); }
 
   private:

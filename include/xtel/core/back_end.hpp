@@ -8,7 +8,10 @@
 ///   fold     the round's transfers, other events and exporter health into the one metric
 ///            model, when some exporter serves it (exporter.hpp, `metric_state`)
 ///   publish  the model's snapshot
-///   sinks    each exporter's hooks, in the list's order
+///   sinks    each exporter's hooks, in the list's order: an event sink is handed the
+///            round's events (export_batch, export_transfers); a snapshot sink serves what was
+///            published (on_flush_end), and the events it would lose while disabled are
+///            counted here, as that sink's events_lost
 ///
 /// A producer that has no ring (a host library with a flush thread of its own) feeds a round
 /// with take() instead of drain(): the stages after expand are the same. The back end is not
@@ -74,9 +77,11 @@ class back_end {
     /// the front end stages no request id.
     static constexpr bool takes_transfers = (exporter_traits<Exporters>::wants_transfers || ...) ||
                                             (exporter_traits<Exporters>::wants_metric_state || ...);
-    /// Whether any exporter takes events only; when none does, transfers are not expanded into
-    /// events at all.
-    static constexpr bool expands_transfers = (!exporter_traits<Exporters>::wants_transfers || ...);
+    /// Whether any exporter takes events only (an event sink without export_transfers); when
+    /// none does, transfers are not expanded into events at all.
+    static constexpr bool expands_transfers = ((exporter_traits<Exporters>::wants_events &&
+                                                !exporter_traits<Exporters>::wants_transfers) ||
+                                               ...);
     /// Both kinds: transfer takers get their events from a second batch, without the ones
     /// derived from transfers (they have the records).
     static constexpr bool splits_events = takes_transfers && expands_transfers;
@@ -174,14 +179,16 @@ class back_end {
         }
         export_batch();
         if constexpr (owns_metric_state || (exporter_traits<Exporters>::wants_health || ...)) {
-            const std::array<exporter_health, sizeof...(Exporters)> health = std::apply(
+            std::array<exporter_health, sizeof...(Exporters)> health = std::apply(
                 [](const auto&... e) {
                     return std::array<exporter_health, sizeof...(Exporters)>{exporter_health{
                         exporter_traits<std::decay_t<decltype(e)>>::name,
-                        exporter_traits<std::decay_t<decltype(e)>>::disabled(e),
-                        exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)}...};
+                        exporter_traits<std::decay_t<decltype(e)>>::disabled(e), 0}...};
                 },
                 exporters_);
+            for (std::size_t i = 0; i < health.size(); ++i) {
+                health[i].events_lost = events_lost(i);
+            }
             fold_metric_state([&](auto& m) { m.apply_health(health); });
             std::apply(
                 [&health](auto&... e) {
@@ -216,11 +223,28 @@ class back_end {
                 ((s.exporters_disabled +=
                   exporter_traits<std::decay_t<decltype(e)>>::disabled(e) ? 1 : 0),
                  ...);
-                ((s.events_lost += exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)),
+            },
+            exporters_);
+        for (std::size_t i = 0; i < sizeof...(Exporters); ++i) {
+            s.events_lost += events_lost(i);
+        }
+        return s;
+    }
+
+    /// The events exporter `index` (in the list's order) lost: what an event sink says it lost,
+    /// or what the back end folded while a snapshot sink was disabled (every event of those
+    /// batches, as an event sink would have been handed them). Safe from any thread.
+    std::uint64_t events_lost(std::size_t index) const noexcept {
+        std::uint64_t n = 0;
+        std::size_t i = 0;
+        std::apply(
+            [&](const auto&... e) {
+                ((n +=
+                  i++ == index ? exporter_traits<std::decay_t<decltype(e)>>::events_lost(e) : 0),
                  ...);
             },
             exporters_);
-        return s;
+        return n + sink_lost_[index].load(std::memory_order_relaxed);
     }
 
     /// The metric state the exporters declaring `metric_state` serve.
@@ -323,13 +347,20 @@ class back_end {
         (export_one<I>(), ...);
     }
 
+    /// Hands an event sink its events; for a snapshot sink that is disabled, counts the
+    /// events of the batch as lost: the plain ones and those of the transfers (each one's
+    /// events_of_transfer, none for a notified one), which is what events_made() counts.
     template <std::size_t I>
     void export_one() noexcept {
-        const detail::event_batch& events =
-            exporter_traits<exporter_at<I>>::wants_transfers ? round_.plain() : round_.events();
-        if (!events.empty()) {
-            guarded<I>(exporter_traits<exporter_at<I>>::name,
-                       [&] { std::get<I>(exporters_).export_batch(events.view()); });
+        if constexpr (exporter_traits<exporter_at<I>>::wants_events) {
+            const detail::event_batch& events =
+                exporter_traits<exporter_at<I>>::wants_transfers ? round_.plain() : round_.events();
+            if (!events.empty()) {
+                guarded<I>(exporter_traits<exporter_at<I>>::name,
+                           [&] { std::get<I>(exporters_).export_batch(events.view()); });
+            }
+        } else if (exporter_traits<exporter_at<I>>::disabled(std::get<I>(exporters_))) {
+            sink_lost_[I].fetch_add(round_.events_made(), std::memory_order_relaxed);
         }
     }
 
@@ -372,6 +403,8 @@ class back_end {
     std::vector<std::shared_ptr<detail::staging_ring>> rings_;
     std::uint64_t dropped_reported_ = 0;
     std::uint64_t failures_[sizeof...(Exporters) + 1] = {};
+    /// Events lost by each snapshot sink while disabled (export_one).
+    std::atomic<std::uint64_t> sink_lost_[sizeof...(Exporters) + 1] = {};
     std::atomic<std::uint64_t> exported_{0};
     std::atomic<std::uint64_t> export_errors_{0};
     /// On a line of its own: recorders read it on every transfer, the flusher writes it once

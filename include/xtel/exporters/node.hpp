@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,42 +67,30 @@ class node_exporter {
     /// What it serves: the pipeline's one model of the agent's metrics.
     using metric_state = metrics::agent_metrics;
 
-    /// On its own, with a model of its own; both configured from the environment
-    /// (node_settings::from_env, metrics::agent_metrics_settings::from_env); throws
-    /// config_error.
-    explicit node_exporter(const exporter_context& ctx);
-    /// As the pipeline builds it: serving the pipeline's model, which the pipeline folds.
-    explicit node_exporter(const metric_state_context<metric_state>& m);
-    /// On its own, with a model of its own. A file that cannot be created (a live writer of
-    /// the same agent name, a directory it cannot write) is logged as an error, not thrown:
-    /// the exporter stays off (disabled()), leaves an unpublished notice in the directory for
-    /// the node to see, and the agent goes on transferring.
-    node_exporter(const exporter_context& ctx,
-                  const node_settings& settings,
-                  const metrics::agent_metrics_settings& model);
-    node_exporter(const metric_state_context<metric_state>& m, const node_settings& settings);
+    /// As the pipeline builds it: serving the pipeline's model, which the pipeline folds and
+    /// publishes; configured by `settings`, else from the environment (node_settings::from_env,
+    /// which throws config_error). A file that cannot be created (a live writer of the same
+    /// agent name, a directory it cannot write) is logged as an error, not thrown: the exporter
+    /// stays off (disabled()), leaves an unpublished notice in the directory for the node to
+    /// see, and the agent goes on transferring.
+    explicit node_exporter(const metric_state_context<metric_state>& m,
+                           const std::optional<node_settings>& settings = std::nullopt);
     ~node_exporter();
     node_exporter(const node_exporter&) = delete;
     node_exporter& operator=(const node_exporter&) = delete;
 
-    /// Flusher thread only, as the Prometheus exporter's hooks of the same names: they fold
-    /// into its own model only (the pipeline folds its model itself).
-    void export_batch(std::span<const event> batch);
-    void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
-    /// Writes the round's spans before the pipeline folds the records, handing the model the
-    /// traces and span ids its exemplars carry.
+    /// Flusher thread only: writes the round's spans before the pipeline folds the records,
+    /// handing the model the traces and span ids its exemplars carry.
     void before_fold(std::span<const transfer_record> transfers, const label_table& labels);
-    void on_health(std::span<const exporter_health> rows);
     /// Flusher thread only: writes the snapshot when the metrics changed since the last one.
     void on_flush_end();
     /// Flusher thread only: the last snapshot, then the file is marked closed.
     void on_stop();
 
     // Safe from any thread.
-    /// True once the file could not be created or the writer gave up on it.
+    /// True once the file could not be created or the writer gave up on it (the pipeline
+    /// counts the events it loses from then on).
     bool disabled() const noexcept { return disabled_.load(std::memory_order_relaxed); }
-    /// Events handed to it while disabled (as the transfer records' events count).
-    std::uint64_t events_lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
     /// Snapshots written to the file so far.
     std::uint64_t snapshots_published() const noexcept {
         return published_.load(std::memory_order_relaxed);
@@ -112,10 +101,6 @@ class node_exporter {
     std::filesystem::path spans_path() const;
 
   private:
-    node_exporter(const exporter_context& ctx,
-                  const node_settings& settings,
-                  std::shared_ptr<metric_state> model,
-                  bool folds);
     void publish();
     /// Writes the spans of `transfers` (when it keeps spans) and updates the span families.
     void record_spans(std::span<const transfer_record> transfers, const label_table& labels);
@@ -124,8 +109,6 @@ class node_exporter {
     void leave_notice(node::unpublished_reason reason, std::string_view why) noexcept;
 
     std::shared_ptr<metric_state> model_;
-    /// Whether the model is its own, which it folds and publishes itself.
-    bool folds_ = false;
     std::unique_ptr<node::file::writer> writer_;
     std::filesystem::path path_;
     std::filesystem::path directory_;
@@ -133,12 +116,9 @@ class node_exporter {
     std::unique_ptr<node::notice_writer> notice_;
     /// The transfers' spans, written after each round into `<agent>.spans` (null: none).
     std::unique_ptr<trace::span_recorder> spans_;
-    /// Whether before_fold wrote this round's spans (export_transfers writes them otherwise).
-    bool spans_recorded_ = false;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
     std::vector<std::byte> encoded_;
     std::atomic<bool> disabled_{false};
-    std::atomic<std::uint64_t> lost_{0};
     std::atomic<std::uint64_t> published_{0};
 };
 
