@@ -17,7 +17,7 @@ set(XTEL_WRONG_HOOKS
     "NAME|name must be `static constexpr std::string_view name`"
     "METRIC_STATE|must be constructible from `const metric_state_context<M>&` and not from"
     "SNAPSHOT_EXPORT_BATCH|must declare neither export_batch nor export_transfers"
-    "BEFORE_FOLD|before_fold must be callable as `void before_fold\\(std::span<const ")
+    "EXPORT_SPANS|must have `bool export_spans\\(std::span<const S::span_type>\\)`")
 foreach(entry IN LISTS XTEL_WRONG_HOOKS)
     string(FIND "${entry}" "|" bar)
     string(SUBSTRING "${entry}" 0 ${bar} hook)

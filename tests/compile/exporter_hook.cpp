@@ -52,7 +52,14 @@ struct checked_exporter {
 #endif
 };
 
-/// A snapshot sink, in its documented form unless a macro spoils it.
+/// The span stage the snapshot sink takes spans from (trace::span_stage in the node exporter).
+struct checked_stage {
+    using span_type = int;
+    explicit checked_stage(const xtel::exporter_context&) {}
+    bool on() const noexcept { return true; }
+};
+
+/// A snapshot sink that takes spans, in its documented form unless a macro spoils it.
 struct checked_snapshot_sink {
     using metric_state = checked_state;
 #if defined(XTEL_WRONG_METRIC_STATE)
@@ -63,11 +70,18 @@ struct checked_snapshot_sink {
 #endif
 #if defined(XTEL_WRONG_SNAPSHOT_EXPORT_BATCH)
     void export_batch(std::span<const xtel::event>) {}  // the pipeline folds for it
-#elif defined(XTEL_WRONG_BEFORE_FOLD)
-    void before_fold(std::span<const xtel::transfer_record>) {}
-#else
-    void before_fold(std::span<const xtel::transfer_record>, const xtel::label_table&) {}
 #endif
+#if defined(XTEL_WRONG_EXPORT_SPANS)
+    void export_spans(std::span<const int>) {}  // says nothing of whether it wrote them
+#else
+    bool export_spans(std::span<const int>) {
+        return true;
+    }
+#endif
+    using span_stage = checked_stage;
+    bool takes_spans() const noexcept {
+        return true;
+    }
     void on_flush_end() {}
 };
 
@@ -82,6 +96,10 @@ static_assert(!xtel::exporter_traits<checked_exporter>::wants_metric_state);
 static_assert(!xtel::exporter_traits<checked_snapshot_sink>::wants_events);
 static_assert(!xtel::exporter_traits<checked_snapshot_sink>::wants_transfers);
 static_assert(xtel::exporter_traits<checked_snapshot_sink>::wants_metric_state);
+static_assert(xtel::exporter_traits<checked_snapshot_sink>::wants_spans);
+static_assert(!xtel::exporter_traits<checked_exporter>::wants_spans);
+static_assert(
+    std::is_same_v<xtel::exporter_traits<checked_snapshot_sink>::span_stage_t, checked_stage>);
 static_assert(
     std::is_same_v<xtel::exporter_traits<checked_snapshot_sink>::metric_state_t, checked_state>);
 #endif

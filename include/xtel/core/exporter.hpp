@@ -32,10 +32,21 @@
 ///                 export_batch nor export_transfers (a compile error says so): the events it
 ///                 would have been handed while disabled() are counted by the pipeline, as the
 ///                 events lost it reports for that sink (health rows, stats()).
-///   OPTIONAL:     `void before_fold(std::span<const transfer_record>, const label_table&)`:
-///                 each round's transfer records, before the pipeline folds them into its
-///                 metric state, for a sink whose work on them the fold uses (the node
-///                 exporter writes their spans, whose ids the latency exemplars carry).
+///
+/// Either kind may also take spans (the node exporter does):
+///   OPTIONAL:     `using span_stage = S;`: the pipeline's span stage (trace::span_stage; core
+///                 names no trace type), which the pipeline owns, one for every sink that
+///                 declares it (all name the same S), built from `const exporter_context&`.
+///                 S has `using span_type`, `bool on() const noexcept` (spans configured:
+///                 else the pipeline keeps no stage), `sample(std::span<const
+///                 transfer_record>, const label_table&, std::uint64_t now_us)`, `spans()`,
+///                 `taken(bool)`, `traces()` and `totals()`. Each round, before the fold, when some
+///                 such sink takes_spans(), the stage samples the transfers and builds their spans,
+///                 hands them to each sink that takes them, and the fold's exemplars carry the ids
+///                 of the spans some sink wrote. With it, both of: `bool takes_spans() const
+///                 noexcept`: whether it can take spans now (false: no spans configured, or nowhere
+///                 to write them); and `bool export_spans(std::span<const typename S::span_type>)`:
+///                 writes them; false when it could not (counted as dropped by the stage).
 ///
 /// Either kind:
 ///   OPTIONAL:     `void on_flush_end()`: after each flush round (say, to publish a snapshot).
@@ -115,6 +126,14 @@ template <class E>
 struct metric_state_of<E, true> {
     using type = typename E::metric_state;
 };
+template <class E, bool Declared>
+struct span_stage_of {
+    using type = void;
+};
+template <class E>
+struct span_stage_of<E, true> {
+    using type = typename E::span_stage;
+};
 }  // namespace detail
 
 /// Fills defaults for an exporter's optional members.
@@ -128,7 +147,7 @@ struct exporter_traits {
   private:
     static constexpr bool declares_export_transfers = requires { &E::export_transfers; };
     static constexpr bool declares_on_flush_end = requires { &E::on_flush_end; };
-    static constexpr bool declares_before_fold = requires { &E::before_fold; };
+    static constexpr bool declares_span_stage = requires { typename E::span_stage; };
     static constexpr bool declares_on_stop = requires { &E::on_stop; };
     static constexpr bool declares_on_health = requires { &E::on_health; };
     static constexpr bool declares_disabled = requires { &E::disabled; };
@@ -141,10 +160,22 @@ struct exporter_traits {
         requires(E & e, std::span<const transfer_record> t, const label_table& l) {
         { e.export_transfers(t, l) } -> std::same_as<void>;
     };
-    static constexpr bool before_fold_ok =
-        requires(E & e, std::span<const transfer_record> t, const label_table& l) {
-        { e.before_fold(t, l) } -> std::same_as<void>;
-    };
+    static constexpr bool span_stage_ok = [] {
+        if constexpr (requires { typename E::span_stage::span_type; }) {
+            using S = typename E::span_stage;
+            return std::constructible_from<S, const exporter_context&> && requires(const S& stage) {
+                { stage.on() }
+                noexcept->std::same_as<bool>;
+            }
+            &&requires(E & e, const E& ce, std::span<const typename S::span_type> spans) {
+                { e.export_spans(spans) } -> std::same_as<bool>;
+                { ce.takes_spans() }
+                noexcept->std::same_as<bool>;
+            };
+        } else {
+            return false;
+        }
+    }();
     static constexpr bool on_flush_end_ok = requires(E & e) {
         { e.on_flush_end() } -> std::same_as<void>;
     };
@@ -182,9 +213,11 @@ struct exporter_traits {
     static_assert(!declares_export_transfers || export_transfers_ok,
                   "exporter hook export_transfers must be callable as `void "
                   "export_transfers(std::span<const transfer_record>, const label_table&)`");
-    static_assert(!declares_before_fold || (before_fold_ok && declares_metric_state),
-                  "exporter hook before_fold must be callable as `void before_fold(std::span<const "
-                  "transfer_record>, const label_table&)`, in a sink that declares metric_state");
+    static_assert(!declares_span_stage || span_stage_ok,
+                  "exporter declaring `using span_stage = S;` must have `bool export_spans(std::"
+                  "span<const S::span_type>)` and `bool takes_spans() const noexcept`, and S must "
+                  "be constructible from `const exporter_context&` and have `bool on() const "
+                  "noexcept`");
     static_assert(!declares_on_flush_end || on_flush_end_ok,
                   "exporter hook on_flush_end must be callable as `void on_flush_end()`");
     static_assert(!declares_on_health || on_health_ok,
@@ -222,12 +255,19 @@ struct exporter_traits {
         }
     }();
 
+    /// Whether it takes spans (span_stage_t the stage's type).
+    static constexpr bool wants_spans = span_stage_ok;
+
     /// E::metric_state when it serves metric state, else void.
     using metric_state_t = typename detail::metric_state_of<E, metric_state_ok>::type;
+    /// E::span_stage when it takes spans, else void.
+    using span_stage_t = typename detail::span_stage_of<E, span_stage_ok>::type;
 
-    static void before_fold(E& e, std::span<const transfer_record> t, const label_table& l) {
-        if constexpr (before_fold_ok) {
-            e.before_fold(t, l);
+    static bool takes_spans(const E& e) noexcept {
+        if constexpr (span_stage_ok) {
+            return e.takes_spans();
+        } else {
+            return false;
         }
     }
 

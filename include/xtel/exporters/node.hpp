@@ -8,8 +8,9 @@
 /// endpoint, writes each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp) without the
 /// labels its readers add (xtel_agent_info's pid), into the file with xtel/node/file.hpp's
 /// writer: readers in other processes never see a torn snapshot and never hold a lock the
-/// agent waits on. Beside it, the transfers that become spans go into `<agent name>.spans`
-/// (xtel/trace/recorder.hpp). Recording threads never reach any of this.
+/// agent waits on. Beside it, the spans the back end's span stage hands it
+/// (xtel/trace/span_stage.hpp) go into `<agent name>.spans` (xtel/trace/span_ring.hpp).
+/// Recording threads never reach any of this.
 
 #include <atomic>
 #include <cstddef>
@@ -28,15 +29,13 @@
 #include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/snapshot.hpp"
 #include "xtel/trace/sampler.hpp"
+#include "xtel/trace/span_stage.hpp"
 
 namespace xtel {
 
 namespace node::file {
 class writer;
 }  // namespace node::file
-namespace trace {
-class span_recorder;
-}  // namespace trace
 namespace node {
 class notice_writer;
 enum class unpublished_reason : std::uint8_t;
@@ -50,8 +49,9 @@ struct node_settings {
     static constexpr const char* default_directory = "/dev/shm";
     /// Where `<agent name>.metrics` is created.
     std::filesystem::path directory{default_directory};
-    /// Which transfers become spans in `<agent name>.spans` beside the node file
-    /// (NIXL_TELEMETRY_TRACE_*, docs/trace-format.md); a budget of 0: no span ring.
+    /// Whether the transfers' spans go into `<agent name>.spans` beside the node file
+    /// (NIXL_TELEMETRY_TRACE_*, docs/trace-format.md; the back end's span stage decides which
+    /// transfers become spans); a budget of 0: no span ring.
     trace::sampler_settings spans;
 
     /// The directory is NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when set (it must exist), else
@@ -66,6 +66,8 @@ class node_exporter {
     using settings = node_settings;
     /// What it serves: the pipeline's one model of the agent's metrics.
     using metric_state = metrics::agent_metrics;
+    /// What it writes beside the node file: the spans of the pipeline's span stage.
+    using span_stage = trace::span_stage;
 
     /// As the pipeline builds it: serving the pipeline's model, which the pipeline folds and
     /// publishes; configured by `settings`, else from the environment (node_settings::from_env,
@@ -79,9 +81,11 @@ class node_exporter {
     node_exporter(const node_exporter&) = delete;
     node_exporter& operator=(const node_exporter&) = delete;
 
-    /// Flusher thread only: writes the round's spans before the pipeline folds the records,
-    /// handing the model the traces and span ids its exemplars carry.
-    void before_fold(std::span<const transfer_record> transfers, const label_table& labels);
+    /// Flusher thread only: the round's spans into the span ring; false once the ring is lost
+    /// (the writer logged why), so that the stage counts them as dropped.
+    bool export_spans(std::span<const span_stage::span_type> spans);
+    /// Whether it has a span ring to write into and is on (spans configured, the ring made).
+    bool takes_spans() const noexcept { return spans_ != nullptr && !disabled(); }
     /// Flusher thread only: writes the snapshot when the metrics changed since the last one.
     void on_flush_end();
     /// Flusher thread only: the last snapshot, then the file is marked closed.
@@ -102,8 +106,6 @@ class node_exporter {
 
   private:
     void publish();
-    /// Writes the spans of `transfers` (when it keeps spans) and updates the span families.
-    void record_spans(std::span<const transfer_record> transfers, const label_table& labels);
     /// Leaves `<agent>.<pid>.unpublished` beside the node file, so that the node shows this
     /// agent and why its metrics are missing (xtel/node/notice.hpp); held until on_stop().
     void leave_notice(node::unpublished_reason reason, std::string_view why) noexcept;
@@ -114,8 +116,8 @@ class node_exporter {
     std::filesystem::path directory_;
     std::string agent_name_;
     std::unique_ptr<node::notice_writer> notice_;
-    /// The transfers' spans, written after each round into `<agent>.spans` (null: none).
-    std::unique_ptr<trace::span_recorder> spans_;
+    /// The span ring, `<agent>.spans` (null: no spans configured, or it could not be made).
+    std::unique_ptr<trace::span_ring::writer> spans_;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
     std::vector<std::byte> encoded_;
     std::atomic<bool> disabled_{false};

@@ -4,14 +4,13 @@
 
 #include "core/log.hpp"
 #include "core/owned_file.hpp"
-#include "xtel/core/clock.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/core/telemetry.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/node/notice.hpp"
-#include "xtel/trace/recorder.hpp"
+#include "xtel/trace/span_ring.hpp"
 
 namespace xtel {
 
@@ -70,9 +69,7 @@ node_exporter::node_exporter(const metric_state_context<metric_state>& m,
     }
     if (settings.spans.spans()) {
         try {
-            spans_ = std::make_unique<trace::span_recorder>(settings.directory, ctx.agent_name,
-                                                            model_->rank(), settings.spans,
-                                                            clock::now_us());
+            spans_ = std::make_unique<trace::span_ring::writer>(settings.directory, ctx.agent_name);
         } catch (const std::exception& e) {
             // The metrics are published all the same; only the spans are missing.
             detail::log(log_level::error,
@@ -107,30 +104,8 @@ void node_exporter::leave_notice(node::unpublished_reason reason, std::string_vi
     }
 }
 
-void node_exporter::before_fold(std::span<const transfer_record> transfers,
-                                const label_table& labels) {
-    if (disabled()) {
-        return;
-    }
-    record_spans(transfers, labels);
-    if (spans_) {
-        model_->attach_traces(spans_->traces());  // the pipeline's fold, next, takes them
-    }
-}
-
-void node_exporter::record_spans(std::span<const transfer_record> transfers,
-                                 const label_table& labels) {
-    if (!spans_) {
-        return;
-    }
-    spans_->record(transfers, labels, clock::now_us());
-    const trace::span_counts& c = spans_->counts();
-    using trace::span_reason;
-    model_->apply_spans({.failed = c.kept[static_cast<std::size_t>(span_reason::failed)],
-                         .slow = c.kept[static_cast<std::size_t>(span_reason::slow)],
-                         .sampled = c.kept[static_cast<std::size_t>(span_reason::sampled)],
-                         .dropped_budget = c.dropped_budget,
-                         .dropped_ring = c.dropped_ring});
+bool node_exporter::export_spans(std::span<const span_stage::span_type> spans) {
+    return spans_ && spans_->write(spans);
 }
 
 void node_exporter::on_flush_end() {
