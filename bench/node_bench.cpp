@@ -167,7 +167,7 @@ std::size_t series_of(std::span<const std::shared_ptr<const xtel::metrics::snaps
     return n;
 }
 
-/// What one scrape of xtel-exporter costs (tools/xtel_exporter: node_metrics::render, less its
+/// What one scrape of xtel-exporter costs (tools/xtel_exporter: node_metrics::answer, less its
 /// own few health series): list the directory, read and decode every file that changed, render
 /// the text format, gzip it at the exporter's level (1) when range(1) says so. range(0) 1: every
 /// agent published since the last scrape (the timer paused while they do), as with agents that

@@ -7,7 +7,7 @@ below it, never one above:
 
     core < metrics < http, node < push, exporters < agent; core < trace < node, push,
     exporters, agent;
-    plugin (the plug-in API) < exporters
+    plugin (the plug-in API) < exporters; core, metrics, exporters < nixl (NIXL's plug-in)
 
 (http serves metrics: negotiation and the /metrics body; metrics names no transport; node
 knows no http; push sits beside exporters). The plug-in API
@@ -30,6 +30,7 @@ ALLOWED = {
     'exporters': {'core', 'metrics', 'http', 'node', 'trace', 'plugin'},
     'agent': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin'},
     'plugin': {'core'},
+    'nixl': {'core', 'metrics', 'exporters'},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 DETAIL = re.compile(r'\bdetail::')

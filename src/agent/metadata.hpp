@@ -18,7 +18,7 @@
 ///                  4 packed remote key length K (1..65535), then K bytes
 ///        .    8  FNV-1a 64 of every byte before it
 ///
-/// decode() checks every field before anything reaches UCX, which trusts what it is given:
+/// decode_metadata() checks every field before anything reaches UCX, which trusts what it is given:
 /// a truncated, corrupted or foreign blob is a bad_metadata status, never a crash.
 
 #include <array>

@@ -1,6 +1,7 @@
 #include "xtel/agent/registry.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <string_view>
@@ -61,8 +62,8 @@ bool names_collect_only(const config& cfg) {
     }
     detail::log(log_level::warning,
                 "{}='{}': xtel has no collect-only exporter (no getXferTelemetry reads events in "
-                "process), so telemetry is off; name buffer, prometheus or node to export",
-                env::exporter, cfg.exporters_string());
+                "process), so telemetry is off; name one of {} to export",
+                env::exporter, cfg.exporters_string(), fmt::join(builtin_exporter_names, ", "));
     return true;
 }
 

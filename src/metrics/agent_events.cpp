@@ -132,7 +132,7 @@ bool agent_metrics::apply_known(const event& e) {
             const auto code = static_cast<status_code>(c);
             if (same_name(names::agent_error(code), e)) {
                 if (e.kind == value_kind::gauge) {
-                    ignore();
+                    count_unmapped();
                     return true;
                 }
                 store.add(errors_[c], e.value);
@@ -148,7 +148,7 @@ bool agent_metrics::apply_known(const event& e) {
     }
     const auto counter = [&](metrics::series_ref s) {
         if (e.kind == value_kind::gauge) {
-            ignore();
+            count_unmapped();
         } else {
             store.add(s, e.value);
         }
@@ -206,7 +206,7 @@ void agent_metrics::apply_one(const event& e) {
     }
     const std::uint32_t index = find_or_add(e);
     if (index == rejected) {
-        ignore();
+        count_unmapped();
         return;
     }
     const event_family& f = events_[index];
@@ -233,11 +233,11 @@ void agent_metrics::apply_one(const event& e) {
         case metric_type::histogram:
             break;
     }
-    ignore();
+    count_unmapped();
 }
 
-void agent_metrics::ignore() {
-    processor_->store().add(ignored_, 1);
+void agent_metrics::count_unmapped() {
+    processor_->store().add(unmapped_, 1);
 }
 
 std::uint32_t agent_metrics::find_or_add(const event& e) {

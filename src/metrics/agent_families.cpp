@@ -39,10 +39,10 @@ struct agent_metrics::family_row {
 
 namespace {
 
-constexpr std::string_view ignored_help =
-    "Events the Prometheus exporter did not fold into a family: a value kind the family's type "
-    "does not take, a name that collides with another family, or a name past the limit of "
-    "distinct names.";
+constexpr std::string_view unmapped_help =
+    "Events the agent's metric model mapped to no family: a value kind the family's type does "
+    "not take, a name that collides with another family, or a name past the limit of distinct "
+    "names.";
 
 }  // namespace
 
@@ -209,11 +209,11 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .help = "Exporter calls that threw; the exporter goes on with the next batch.",
      .series = &agent_metrics::export_errors_,
      .health = true},
-    {.name = "xtel_prometheus_ignored_events_total",
-     .help = ignored_help,
-     .series = &agent_metrics::ignored_,
+    {.name = "xtel_telemetry_events_unmapped_total",
+     .help = unmapped_help,
+     .series = &agent_metrics::unmapped_,
      .health = true},
-    {.name = "xtel_exporter_up",
+    {.name = "xtel_telemetry_exporter_up",
      .help = "1 while the agent's exporter works, 0 once it turned itself off (a port it "
              "could not bind, a plugin that failed).",
      .type = gauge,
@@ -221,7 +221,7 @@ const agent_metrics::family_row agent_metrics::xtel_rows_[] = {
      .fixed_labels = true,
      .family = &agent_metrics::exporter_up_,
      .health = true},
-    {.name = "xtel_exporter_events_lost_total",
+    {.name = "xtel_telemetry_exporter_events_lost_total",
      .help = "Events an exporter was handed and could not keep.",
      .labels = {"exporter"},
      .fixed_labels = true,

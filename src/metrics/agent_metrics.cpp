@@ -11,6 +11,7 @@
 
 #include "core/log.hpp"
 #include "xtel/metrics/exposition_rules.hpp"
+#include "xtel/metrics/renamed_families.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 
 namespace xtel::metrics {
@@ -61,7 +62,8 @@ agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_setting
       rank_(settings.rank),
       labels_(agent_labels(agent_name_, settings.rank)),
       sets_(settings.sets),
-      enabled_(settings.enabled_metrics) {
+      enabled_(settings.enabled_metrics),
+      compat_names_(settings.compat_names) {
     metrics::processor_options opts;
     opts.max_series = settings.max_series;
     for (const metrics::label& l : labels_) {
@@ -234,37 +236,54 @@ std::span<const transfer_record> agent_metrics::count_notified(
     return own_transfers_;
 }
 
+const agent_metrics::peer_latency& agent_metrics::latency_series(const transfer_record& r,
+                                                                 const label_table& labels) {
+    const label_id id = r.attrs.remote_agent;
+    if (id >= peer_latency_.size()) {
+        peer_latency_.resize(static_cast<std::size_t>(id) + 1);
+    }
+    peer_latency& p = peer_latency_[id][r.attrs.op == transfer_op::read ? 0 : 1];
+    if (!p.found) {
+        auto& store = processor_->store();
+        const std::string_view op = to_string(r.attrs.op);
+        const std::string_view peer = peer_name(id, labels);
+        p.duration = store.series_of(duration_, {op, peer});
+        p.post = store.series_of(post_duration_, {op, peer});
+        p.found = true;
+    }
+    return p;
+}
+
 void agent_metrics::observe_completed(std::span<const transfer_record> transfers,
                                       const label_table& labels,
                                       std::span<const transfer_trace> traces) {
     auto& store = processor_->store();
     // The histograms need each value, which the processor's groups sum away: one observation
     // per completed transfer whose times were measured (config::timing_sample). By index into
-    // `transfers`, which `traces` refer to.
+    // `transfers`, which `traces` refer to. The totals and last values are set once for the
+    // round, as its last transfer leaves them.
     auto trace = traces.begin();
+    std::optional<std::uint64_t> last_bytes[2];  // by direction: tx, rx
+    const transfer_record* last_timed = nullptr;
+    std::uint64_t xfer_sum = 0, post_sum = 0;
     for (std::size_t i = 0; i < transfers.size(); ++i) {
         const transfer_record& r = transfers[i];
         if (r.notified || r.attrs.status != transfer_status::success) {
             continue;
         }
         if (r.requests > 0) {
-            store.set(r.dir == direction::tx ? tx_last_bytes_ : rx_last_bytes_,
-                      r.bytes / r.requests);
+            last_bytes[r.dir == direction::tx ? 0 : 1] = r.bytes / r.requests;
         }
         if (!r.timed) {
             continue;
         }
-        store.add(xfer_time_total_, r.xfer_us);
-        store.add(post_time_total_, r.post_us);
-        store.set(xfer_time_last_, r.xfer_us);
-        store.set(post_time_last_, r.post_us);
-        const std::string_view op = to_string(r.attrs.op);
-        const std::string_view peer = peer_name(r.attrs.remote_agent, labels);
-        const auto duration = store.series_of(duration_, {op, peer});
-        const auto post = store.series_of(post_duration_, {op, peer});
+        last_timed = &r;
+        xfer_sum += r.xfer_us;
+        post_sum += r.post_us;
+        const peer_latency& series = latency_series(r, labels);
         if (r.request_id.empty()) {
             store.observe(xfer_time_us_, r.xfer_us);
-            store.observe(duration, r.xfer_us);
+            store.observe(series.duration, r.xfer_us);
         } else {
             // Views: the buckets' exemplars copy them into memory they keep, so a tagged
             // transfer allocates nothing here.
@@ -277,10 +296,22 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
                 ex.span_id = trace->span_id;
             }
             store.observe(xfer_time_us_, r.xfer_us, ex);
-            store.observe(duration, r.xfer_us, ex);
+            store.observe(series.duration, r.xfer_us, ex);
         }
         store.observe(post_time_us_, r.post_us);
-        store.observe(post, r.post_us);
+        store.observe(series.post, r.post_us);
+    }
+    if (last_bytes[0]) {
+        store.set(tx_last_bytes_, *last_bytes[0]);
+    }
+    if (last_bytes[1]) {
+        store.set(rx_last_bytes_, *last_bytes[1]);
+    }
+    if (last_timed != nullptr) {
+        store.add(xfer_time_total_, xfer_sum);
+        store.add(post_time_total_, post_sum);
+        store.set(xfer_time_last_, last_timed->xfer_us);
+        store.set(post_time_last_, last_timed->post_us);
     }
 }
 
@@ -292,11 +323,11 @@ void agent_metrics::apply_health(std::span<const exporter_health> rows) {
         // Set only on a change, so that an idle agent publishes nothing new.
         const auto up = store.series_of(exporter_up_, {name});
         const std::uint64_t want = row.disabled ? 0 : 1;
-        if (store.value("xtel_exporter_up", {name}) != want) {
+        if (store.value("xtel_telemetry_exporter_up", {name}) != want) {
             store.set(up, want);
         }
         const auto lost = store.series_of(exporter_lost_, {name});
-        if (store.value("xtel_exporter_events_lost_total", {name}) != row.events_lost) {
+        if (store.value("xtel_telemetry_exporter_events_lost_total", {name}) != row.events_lost) {
             store.set(lost, row.events_lost);
         }
     }
@@ -364,8 +395,12 @@ void agent_metrics::publish() {
     for (std::size_t id = served_.size(); id < families.size(); ++id) {
         served_.push_back(serves(families[id].spec().name));
     }
+    auto taken = metrics::take_snapshot(store, labels_, &served_);
+    if (compat_names_) {
+        add_old_names(taken);
+    }
     std::shared_ptr<const metrics::snapshot> next =
-        std::make_shared<const metrics::snapshot>(metrics::take_snapshot(store, labels_, &served_));
+        std::make_shared<const metrics::snapshot>(std::move(taken));
     {
         const std::lock_guard published_lock(published_mutex_);
         published_.swap(next);

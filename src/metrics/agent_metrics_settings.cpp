@@ -229,6 +229,9 @@ agent_metrics_settings agent_metrics_settings::from_env(const env_lookup& lookup
     if (const auto v = lookup(env::prometheus_max_series)) {
         s.max_series = parse::unsigned_integer(env::prometheus_max_series, *v, 1, max_max_series);
     }
+    if (const auto v = lookup(env::compat_names)) {
+        s.compat_names = parse::boolean(env::compat_names, *v);
+    }
     s.rank = process_rank::from_env(lookup);
     return s;
 }

@@ -2,6 +2,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -13,6 +15,21 @@
 namespace xtel::metrics {
 
 namespace {
+
+/// The bit width of each value where a family's bucket search starts: 0 for 0, else 1 to 64.
+constexpr std::size_t widths = 65;
+
+/// For each bit width w, the first of `bounds` not below the smallest value of that width
+/// (2^(w-1); 0 for w = 0).
+std::array<std::uint32_t, widths> bucket_starts(const std::vector<double>& bounds) {
+    std::array<std::uint32_t, widths> out{};
+    for (std::size_t w = 0; w < widths; ++w) {
+        const double smallest = w == 0 ? 0.0 : std::ldexp(1.0, static_cast<int>(w) - 1);
+        out[w] = static_cast<std::uint32_t>(
+            std::lower_bound(bounds.begin(), bounds.end(), smallest) - bounds.begin());
+    }
+    return out;
+}
 
 /// Length-prefixed, so no label value can make two label sets encode alike.
 void encode(std::string& out, std::span<const std::string_view> values) {
@@ -247,6 +264,7 @@ family_id metric_store::add_family(family_spec spec) {
     }
     family f;
     f.spec_ = std::move(spec);
+    f.bucket_start_ = bucket_starts(f.spec_.bounds);
     const bool can_fold = !f.spec_.label_names.empty() && !f.spec_.fixed_labels;
     const std::string name = f.spec_.name;
     families_.push_back(std::move(f));
@@ -301,12 +319,24 @@ series_ref metric_store::series_of(family_id id, std::span<const std::string_vie
     return {id, index};
 }
 
-series& metric_store::at(series_ref s) {
-    if (s.family >= families_.size() || s.index >= families_[s.family].series_.size()) {
-        throw metrics_error(
-            fmt::format("series {} of metric family id {} does not exist", s.index, s.family));
+std::size_t metric_store::bucket_of(const family& f, std::uint64_t value) noexcept {
+    // Where lower_bound over every bound would end, from the first bound of the value's bit
+    // width on: the bounds before it are below the value, and with bounds spread over
+    // magnitudes (the default's 10 us to 10 s) one or two are left to compare. A fold observes
+    // each timed transfer four times, and lower_bound's binary search over 18 bounds was a
+    // third of the fold's time, mostly its mispredicted branches.
+    const std::vector<double>& bounds = f.spec_.bounds;
+    std::size_t i = f.bucket_start_[static_cast<std::size_t>(std::bit_width(value))];
+    const auto v = static_cast<double>(value);
+    while (i < bounds.size() && bounds[i] < v) {
+        ++i;
     }
-    return families_[s.family].series_[s.index];
+    return i;
+}
+
+void metric_store::throw_no_series(series_ref s) {
+    throw metrics_error(
+        fmt::format("series {} of metric family id {} does not exist", s.index, s.family));
 }
 
 series& metric_store::value_series(series_ref s, std::string_view call) {
@@ -337,10 +367,9 @@ void metric_store::observe(series_ref s, std::uint64_t value) {
             fmt::format("metric family '{}' is a {}: expected add() or set(), not observe()",
                         spec.name, to_string(spec.type)));
     }
-    const auto& bounds = spec.bounds;
-    const auto it = std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(value));
-    if (it != bounds.end()) {
-        ++x.buckets[static_cast<std::size_t>(it - bounds.begin())];
+    const std::size_t bucket = bucket_of(families_[s.family], value);
+    if (bucket < spec.bounds.size()) {
+        ++x.buckets[bucket];
     }
     if (spec.native) {
         observe_native(x, value, spec.decimals);
@@ -364,12 +393,10 @@ void metric_store::observe(series_ref s, std::uint64_t value, const exemplar_vie
         return;
     }
     series& x = at(s);
-    const auto& bounds = spec.bounds;
-    const auto it = std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(value));
     if (x.exemplars.empty()) {
-        x.exemplars.resize(bounds.size() + 1);
+        x.exemplars.resize(spec.bounds.size() + 1);
     }
-    exemplar& kept = x.exemplars[static_cast<std::size_t>(it - bounds.begin())];
+    exemplar& kept = x.exemplars[bucket_of(families_[s.family], value)];
     kept.label_name.assign(ex.label_name);
     kept.label_value.assign(ex.label_value);
     kept.value = value;

@@ -111,8 +111,10 @@ std::uint64_t collector::read_errors(refusal r) const noexcept {
 
 std::uint64_t collector::read_errors_total() const noexcept {
     std::uint64_t total = 0;
-    for (const refusal r : node_file_reasons) {
-        total += read_errors(r);
+    for (const file_kind k : {file_kind::node_file, file_kind::notice}) {
+        for (const refusal r : reasons_of(k)) {
+            total += files_.refused(k, r);
+        }
     }
     return total;
 }

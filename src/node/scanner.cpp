@@ -105,6 +105,30 @@ std::string_view to_string(refusal r) noexcept {
     return "unknown";
 }
 
+std::string_view to_string(file_kind k) noexcept {
+    switch (k) {
+        case file_kind::node_file:
+            return "node_file";
+        case file_kind::notice:
+            return "notice";
+        case file_kind::span_ring:
+            return "span_ring";
+    }
+    return "unknown";
+}
+
+std::span<const refusal> reasons_of(file_kind k) noexcept {
+    switch (k) {
+        case file_kind::node_file:
+            return node_file_reasons;
+        case file_kind::notice:
+            return notice_reasons;
+        case file_kind::span_ring:
+            return span_ring_reasons;
+    }
+    return {};
+}
+
 listing::~listing() {
     if (dir_fd_ >= 0) {
         ::close(dir_fd_);

@@ -116,7 +116,7 @@ check() { # check DESCRIPTION COMMAND...: runs COMMAND, reports DESCRIPTION when
 check "xtel_exporter_agents is $want_agents" grep -qx "xtel_exporter_agents $want_agents" <<<"$metrics"
 for reason in foreign_owner unreadable writer_mismatch writer_unverified not_regular; do
     check "no file refused as $reason" \
-        grep -qx "xtel_exporter_snapshot_read_errors_total{reason=\"$reason\"} 0" <<<"$metrics"
+        grep -qx "xtel_exporter_files_refused_total{kind=\"node_file\",reason=\"$reason\"} 0" <<<"$metrics"
 done
 for uid in "${agent_uids[@]}"; do
     check "deploy-$uid-initiator's 1 MiB written is served with its pid" grep -qxF "$(written "$uid")" <<<"$metrics"

@@ -271,9 +271,9 @@ TEST_CASE(
     INFO(body);
     CHECK(value_of(body, "xtel_exporter_agents_unpublished ") == "0");
     CHECK(body.find("xtel_exporter_agent_unpublished{") == std::string::npos);
-    CHECK(exporter_it::read_errors(body, "not_regular") == "1");
-    CHECK(exporter_it::read_errors(body, "foreign_owner") == "1");
-    CHECK(exporter_it::read_errors(body, "too_large") == "1");
+    CHECK(exporter_it::refused(body, "notice", "not_regular") == "1");
+    CHECK(exporter_it::refused(body, "notice", "foreign_owner") == "1");
+    CHECK(exporter_it::refused(body, "notice", "too_large") == "1");
     CHECK(exporter_it::read_errors(body) == 3);
     for (const int fd : fds) {
         ::close(fd);

@@ -202,13 +202,13 @@ TEST_CASE(
     // The text format, as a plain GET gets it: the real agent once, with its own bytes.
     const auto body = scrape_until(port, [&](const std::string& b) {
         return value_of(b, tx_line) == expected &&
-               total_of(b, "xtel_exporter_snapshot_read_errors_total") >= cases.size();
+               total_of(b, "xtel_exporter_files_refused_total") >= cases.size();
     });
     INFO(body);
     CHECK(value_of(body, tx_line) == expected);
     CHECK(lines_with(body, fmt::format(R"(agent_tx_bytes_total{{agent_name="{}",)", real_agent)) ==
           1);
-    CHECK(total_of(body, "xtel_exporter_snapshot_read_errors_total") == cases.size());
+    CHECK(total_of(body, "xtel_exporter_files_refused_total") == cases.size());
     CHECK(lines_with(body, "crafted") == 0);
 
     // OpenMetrics, as Prometheus asks for it: scraped every second, the target stays up.

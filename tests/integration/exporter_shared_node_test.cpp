@@ -800,8 +800,8 @@ TEST_CASE("an agent's family of a name xtel-exporter serves itself is left out a
     nf::writer forger(dir.path(), "exp-forger");
     // xtel-exporter's own counter as a gauge of 5 series: rendered before the exporter's own,
     // it stood in for it; of the same type, its series joined the exporter's family.
-    auto fake = snapshot_of("exp-forger", "xtel_exporter_snapshot_read_errors_total",
-                            metric_type::gauge, 5);
+    auto fake =
+        snapshot_of("exp-forger", "xtel_exporter_files_refused_total", metric_type::gauge, 5);
     REQUIRE(forger.publish(encoded(fake)));
     auto exporter = start_exporter(dir);
     const int port = served_port(exporter);
@@ -813,17 +813,16 @@ TEST_CASE("an agent's family of a name xtel-exporter serves itself is left out a
         body = scrape(port);
     }
     INFO(body);
-    CHECK(count_of(body, "# TYPE xtel_exporter_snapshot_read_errors_total counter") == 1);
-    CHECK(count_of(body, "# TYPE xtel_exporter_snapshot_read_errors_total gauge") == 0);
-    CHECK(count_of(body, R"(xtel_exporter_snapshot_read_errors_total{agent_name="exp-forger")") ==
-          0);
+    CHECK(count_of(body, "# TYPE xtel_exporter_files_refused_total counter") == 1);
+    CHECK(count_of(body, "# TYPE xtel_exporter_files_refused_total gauge") == 0);
+    CHECK(count_of(body, R"(xtel_exporter_files_refused_total{agent_name="exp-forger")") == 0);
     CHECK(value_of(body, R"(xtel_exporter_families_left_out_total{reason="reserved_name"} )") ==
           "1");
     CHECK(value_of(body, "xtel_exporter_agents ") == "1");
     const auto said = output_of(exporter);
     INFO(said);
     CHECK(count_of(said,
-                   "exp-forger.metrics: family xtel_exporter_snapshot_read_errors_total is left "
+                   "exp-forger.metrics: family xtel_exporter_files_refused_total is left "
                    "out: xtel-exporter serves a family of that name itself") == 1);
 }
 

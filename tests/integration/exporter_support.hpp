@@ -99,15 +99,31 @@ inline std::string tx_bytes(std::string_view name, pid_t pid) {
     return fmt::format(R"(agent_tx_bytes_total{{agent_name="{}",pid="{}",hostname=")", name, pid);
 }
 
-/// Files refused so far in `body`, every reason together.
-inline double read_errors(const std::string& body) {
-    return prom_it::sum_of(body, "xtel_exporter_snapshot_read_errors_total{");
+/// Files of `kind` (node_file, notice, span_ring) refused so far for `reason` in `body`;
+/// nullopt when the pair has no series.
+inline std::optional<std::string> refused(const std::string& body,
+                                          std::string_view kind,
+                                          std::string_view reason) {
+    return prom_it::value_of(
+        body, fmt::format(R"(xtel_exporter_files_refused_total{{kind="{}",reason="{}"}} )", kind,
+                          reason));
 }
 
-/// Files refused so far for `reason` in `body`; nullopt when the reason has no series.
+/// Node files and notices refused so far in `body`, every reason together.
+inline double read_errors(const std::string& body) {
+    return prom_it::sum_of(body, R"(xtel_exporter_files_refused_total{kind="node_file",)") +
+           prom_it::sum_of(body, R"(xtel_exporter_files_refused_total{kind="notice",)");
+}
+
+/// Node files and notices refused so far for `reason` in `body`, both kinds together; nullopt
+/// when neither kind has a series of that reason.
 inline std::optional<std::string> read_errors(const std::string& body, std::string_view reason) {
-    return prom_it::value_of(
-        body, fmt::format(R"(xtel_exporter_snapshot_read_errors_total{{reason="{}"}})", reason));
+    const auto file = refused(body, "node_file", reason);
+    const auto notice = refused(body, "notice", reason);
+    if (!file && !notice) {
+        return std::nullopt;
+    }
+    return std::to_string(std::stoull(file.value_or("0")) + std::stoull(notice.value_or("0")));
 }
 
 /// Every refusal reason, as the exporter's counter labels them.

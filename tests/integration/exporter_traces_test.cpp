@@ -37,6 +37,7 @@ using prom_it::spawn_options;
 using xtel_test::count_of;
 using xtel_test::temp_dir;
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 namespace ring = xtel::trace::span_ring;
 
 namespace {
@@ -339,16 +340,21 @@ TEST_CASE("a span file of another owner is refused, counted, and none of its spa
     REQUIRE(port > 0);
     REQUIRE(eventually([&] { return receiver.span_ids().size() >= mine.size(); }));
     REQUIRE(eventually([&] {
-        return health(port, R"(xtel_exporter_span_files_refused_total{reason="foreign_owner"})") ==
+        return health(
+                   port,
+                   R"(xtel_exporter_files_refused_total{kind="span_ring",reason="foreign_owner"})") ==
                1;
     }));
     // Polls go on; the refusal is counted once, not once a poll.
     std::this_thread::sleep_for(1500ms);
-    CHECK(health(port, R"(xtel_exporter_span_files_refused_total{reason="foreign_owner"})") == 1);
+    CHECK(health(port,
+                 R"(xtel_exporter_files_refused_total{kind="span_ring",reason="foreign_owner"})") ==
+          1);
     // The directory's one scanner refused it, counted as a span file's refusal only.
     CHECK(prom_it::value_of(
               prom_it::scrape(port),
-              R"(xtel_exporter_snapshot_read_errors_total{reason="foreign_owner"} )") == "0");
+              R"(xtel_exporter_files_refused_total{kind="node_file",reason="foreign_owner"} )") ==
+          "0");
     CHECK(receiver.span_ids() == ids_of(mine));
     CHECK(health(port, "xtel_exporter_span_files") == 1);
 }
@@ -793,13 +799,69 @@ TEST_CASE("a file named like a span ring that is not one is refused in one line 
     const int port = prom_it::served_port(exporter);
     REQUIRE(port > 0);
     REQUIRE(eventually([&] {
-        return health(port, R"(xtel_exporter_span_files_refused_total{reason="not_span_file"})") ==
+        return health(
+                   port,
+                   R"(xtel_exporter_files_refused_total{kind="span_ring",reason="not_span_file"})") ==
                1;
     }));
     exporter.read_line("no such line", 300ms);
     INFO(exporter.output());
     CHECK(count_of(exporter.output(), garbage.string()) == 1);
     CHECK(count_of(exporter.output(), "span file " + garbage.string() + ": ") == 1);
+}
+
+namespace {
+
+/// The first ```sh block of docs/otlp.md after `heading`, as the doc shows it.
+std::string doc_block_after(std::string_view heading) {
+    const std::string doc = xtel_test::read_file(fs::path(XTEL_SOURCE_DIR) / "docs/otlp.md");
+    const std::size_t at = doc.find(heading);
+    REQUIRE(at != std::string::npos);
+    const std::size_t open = doc.find("```sh\n", at);
+    REQUIRE(open != std::string::npos);
+    const std::size_t body = open + 6;
+    return doc.substr(body, doc.find("```", body) - body);
+}
+
+/// `text` with every `from` replaced by `to`; at least one must be there.
+std::string replaced(std::string text, std::string_view from, std::string_view to) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size()) {
+        text.replace(at, from.size(), to);
+        ++n;
+    }
+    REQUIRE(n > 0);
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("docs/otlp.md's command that produces spans, run as written, sends its trace's spans",
+          "[exporter_traces]") {
+    // Only the doc's placeholders change: the collector's address and the build directory.
+    temp_dir received;
+    otlp_receiver receiver(received.path());
+    std::string script = doc_block_after("### Which transfers become spans");
+    script = replaced(script, "http://127.0.0.1:4318", receiver.endpoint());
+    script = replaced(script, "build/release/", std::string(XTEL_BINARY_DIR) + "/");
+    temp_dir scratch;
+    const auto shell =
+        xtel_test::run({"env", "TMPDIR=" + scratch.path().string(), "UCX_MEM_MALLOC_HOOKS=no",
+                        "UCX_MEM_EVENTS=no", "bash", "-euc", script});
+    INFO("the block:\n" << script << "\nits output:\n" << shell.out << shell.err);
+    REQUIRE(shell.exit_code == 0);
+    // What the doc says under it: 32 transfers of 64 KiB, each a span of the traceparent's
+    // trace, under its span, sent before the exporter is stopped.
+    const auto got = receiver.spans();
+    CHECK(got.size() == 32);
+    for (const span_line& s : got) {
+        INFO(s.text());
+        CHECK(s.field("traceId") == "0af7651916cd43dd8448eb211c80319c");
+        CHECK(s.field("parentSpanId") == "b7ad6b7169203331");
+        CHECK(s.attribute("xtel.transfer.bytes") == "65536");
+    }
+    CHECK(count_of(shell.out + shell.err,
+                   "is in the head sample (NIXL_TELEMETRY_TRACE_SAMPLE=1)") == 1);
 }
 
 }  // namespace exporter_traces_test

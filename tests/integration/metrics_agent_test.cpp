@@ -363,8 +363,9 @@ TEST_CASE("every family of both sets shows exactly what the agent did") {
     CHECK(std::stod(started) >= before_start - 1e-6);
     CHECK(std::stod(started) <= wall_seconds());
     CHECK(started.size() == started.find('.') + 7);
-    CHECK(value_of(text, "xtel_exporter_up" + xtel_with(R"(exporter="prometheus")")) == "1");
-    CHECK(value_of(text, "xtel_exporter_events_lost_total" +
+    CHECK(value_of(text, "xtel_telemetry_exporter_up" + xtel_with(R"(exporter="prometheus")")) ==
+          "1");
+    CHECK(value_of(text, "xtel_telemetry_exporter_events_lost_total" +
                              xtel_with(R"(exporter="prometheus")")) == "0");
     CHECK(value_of(text, "xtel_telemetry_events_dropped_total" + xtel_with("")) == "0");
     CHECK(value_of(text, "xtel_telemetry_export_errors_total" + xtel_with("")) == "0");

@@ -130,7 +130,7 @@ TEST_CASE("an agent's node file holds its metric state after every flush, and af
         // The exporter adds the writer's pid to every series: the file's xtel_agent_info has
         // no pid label of its own, which would make a series carry it twice.
         CHECK(value_of(s, "xtel_agent_info", {"ucx"}) == 1u);
-        CHECK(value_of(s, "xtel_exporter_up", {"node"}) == 1u);
+        CHECK(value_of(s, "xtel_telemetry_exporter_up", {"node"}) == 1u);
         CHECK(value_of(s, "xtel_errors_total", {"not_found"}) == 0u);
         // The exemplar of the request id travels in the file too.
         const auto& f = *std::find_if(s.families.begin(), s.families.end(), [](const auto& f) {
@@ -166,7 +166,7 @@ TEST_CASE("a second agent of the same name in the same directory leaves the firs
     CHECK(r.writer_pid() == static_cast<std::uint32_t>(::getpid()));
     CHECK(r.writer_alive());
     const auto s = latest(dir.path() / "twin.metrics");
-    CHECK(value_of(s, "xtel_exporter_up", {"node"}) == 1u);
+    CHECK(value_of(s, "xtel_telemetry_exporter_up", {"node"}) == 1u);
 }
 
 TEST_CASE("xfer_demo with the node exporter leaves node files holding exactly the bytes it moved") {

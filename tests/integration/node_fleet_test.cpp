@@ -86,7 +86,8 @@ std::unique_ptr<prometheus_server> receiver_if_pushed(const std::filesystem::pat
 
 /// Files the exporter refused so far in `body`, every reason of its counter together.
 double read_errors(const std::string& body) {
-    return prom_it::sum_of(body, "xtel_exporter_snapshot_read_errors_total{");
+    return prom_it::sum_of(body, R"(xtel_exporter_files_refused_total{kind="node_file",)") +
+           prom_it::sum_of(body, R"(xtel_exporter_files_refused_total{kind="notice",)");
 }
 
 /// One xfer_demo: agents NAME-initiator and NAME-target, the initiator writing `bytes`.

@@ -70,6 +70,43 @@ const std::string throttled_link =
     "ip link set lo mtu 1500 up && "
     "tc qdisc add dev lo root tbf rate 100mbit burst 16kb latency 100ms && exec \"$0\" \"$@\"";
 
+/// monitoring/rules' files, copied into `dir` with their ranges and `for:` divided by `factor`
+/// (1: as written).
+std::vector<fs::path> rule_files(const fs::path& dir, int factor) {
+    std::vector<fs::path> rules;
+    for (const auto& entry :
+         fs::directory_iterator(fs::path(XTEL_SOURCE_DIR) / "monitoring/rules")) {
+        if (entry.path().string().ends_with(".rules.yaml")) {
+            rules.push_back(dir / entry.path().filename());
+            const std::string text = prom_it::read_file(entry.path());
+            prom_it::write_file(rules.back(), factor == 1 ? text : faster(text, factor));
+        }
+    }
+    return rules;
+}
+
+/// xfer_demo pair `i` (one process, --role both): a 64 KiB write 100 times a second for
+/// `seconds`, every transfer timed, publishing into `node`; its log in `work`. `prefix` runs
+/// it inside another command (a throttled namespace).
+std::unique_ptr<child_process> start_pair(int i,
+                                          const temp_dir& node,
+                                          const temp_dir& work,
+                                          int seconds,
+                                          std::vector<std::string> prefix = {}) {
+    spawn_options o;
+    o.argv = std::move(prefix);
+    o.argv.insert(o.argv.end(), {XTEL_XFER_DEMO, "--name", fmt::format("pair{}", i), "--op",
+                                 "write", "--total", "1M", "--block", "64K", "--depth", "1",
+                                 "--rate", "100", "--duration", std::to_string(seconds)});
+    o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
+             {"NIXL_TELEMETRY_EXPORTER", "node"},
+             {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", node.path().string()},
+             {"NIXL_TELEMETRY_TIMING_SAMPLE", "1"}};
+    o.unset = exporter_it::rank_variables;
+    o.output_path = work.path() / fmt::format("pair{}.log", i);
+    return std::make_unique<child_process>(o);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -83,37 +120,16 @@ TEST_CASE(
 
     temp_dir node;
     temp_dir work;
-    std::vector<fs::path> rules;
-    for (const auto& entry :
-         fs::directory_iterator(fs::path(XTEL_SOURCE_DIR) / "monitoring/rules")) {
-        if (entry.path().string().ends_with(".rules.yaml")) {
-            rules.push_back(work.path() / entry.path().filename());
-            prom_it::write_file(rules.back(), faster(prom_it::read_file(entry.path()), 30));
-        }
-    }
+    const std::vector<fs::path> rules = rule_files(work.path(), 30);
     REQUIRE(rules.size() == 2);
 
-    // Four pairs, each one process (--role both), a 64 KiB write 100 times a second, every
-    // transfer timed. pair3 is the slow one.
+    // Four pairs; pair3 is the slow one.
     std::vector<std::unique_ptr<child_process>> pairs;
     for (int i = 0; i < 4; ++i) {
-        spawn_options o;
-        if (i == 3) {
-            o.argv = {"unshare", "-n", "sh", "-c", throttled_link};
-        }
-        o.argv.insert(o.argv.end(), {XTEL_XFER_DEMO, "--name", fmt::format("pair{}", i), "--op",
-                                     "write", "--total", "1M", "--block", "64K", "--depth", "1",
-                                     "--rate", "100", "--duration", "240"});
-        o.env = {{"NIXL_TELEMETRY_ENABLE", "y"},
-                 {"NIXL_TELEMETRY_EXPORTER", "node"},
-                 {"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", node.path().string()},
-                 {"NIXL_TELEMETRY_TIMING_SAMPLE", "1"}};
-        if (i == 3) {
-            o.env.emplace_back("UCX_TLS", "tcp");
-        }
-        o.unset = exporter_it::rank_variables;
-        o.output_path = work.path() / fmt::format("pair{}.log", i);
-        pairs.push_back(std::make_unique<child_process>(o));
+        pairs.push_back(
+            i == 3 ? start_pair(i, node, work, 240,
+                                {"env", "UCX_TLS=tcp", "unshare", "-n", "sh", "-c", throttled_link})
+                   : start_pair(i, node, work, 240));
     }
     auto exporter = exporter_it::start_exporter(node, {"--stale-ttl", "1"});
     const int port = prom_it::served_port(exporter, 10s);
@@ -173,6 +189,65 @@ TEST_CASE(
     const std::string late = query(
         "max_over_time(" + firing + "[5m])", [](const std::string&) { return true; }, 5s);
     CHECK(peers_of(late) == std::set<std::string>{"pair3-target"});
+}
+
+TEST_CASE(
+    "four identical shared-memory pairs flag no straggler from the first scrape for three minutes",
+    "[monitoring][straggler]") {
+    // The rules as written (5m windows, for: 5m), from a Prometheus that starts with the pairs:
+    // its first windows hold a few seconds of transfers, where a p99 rests on the fewest.
+    REQUIRE(std::string(XTEL_PROMETHEUS) != "");
+    temp_dir node;
+    temp_dir work;
+    const std::vector<fs::path> rules = rule_files(work.path(), 1);
+    REQUIRE(rules.size() == 2);
+    std::vector<std::unique_ptr<child_process>> pairs;
+    for (int i = 0; i < 4; ++i) {
+        pairs.push_back(start_pair(i, node, work, 200));
+    }
+    auto exporter = exporter_it::start_exporter(node, {});
+    const int port = prom_it::served_port(exporter, 10s);
+    REQUIRE(port > 0);
+    prometheus_server prom(
+        work.path() / "prometheus",
+        prometheus_options{
+            .jobs = {{.name = "xtel-exporter", .targets = {fmt::format("127.0.0.1:{}", port)}}},
+            .rule_files = rules});
+    auto query = [&](const std::string& promql, auto done, std::chrono::milliseconds timeout) {
+        return prom.poll("/api/v1/query?query=" + percent_encode(promql), done, timeout);
+    };
+    const std::set<std::string> all = {"pair0-target", "pair1-target", "pair2-target",
+                                       "pair3-target"};
+    // Every peer takes part within seconds (100 timed transfers), so the rule is judging them.
+    const std::string eligible = query(
+        "peer_operation:xtel_transfer_duration_p99:straggler_ratio",
+        [&](const std::string& b) { return peers_of(b) == all; }, 60s);
+    REQUIRE(peers_of(eligible) == all);
+    const auto started = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(180s);
+    const auto watched =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+            .count() +
+        30;
+    // Over the whole run: never a flag, never a pending alert, and every peer still judged.
+    const std::string flagged = query(
+        fmt::format("max_over_time(peer_operation:xtel_transfer:straggler[{}s])", watched),
+        [](const std::string&) { return true; }, 5s);
+    INFO("flagged: " << flagged);
+    CHECK(peers_of(flagged).empty());
+    const std::string alerts = query(
+        fmt::format(R"(max_over_time(ALERTS{{alertname="XtelStragglerPeer"}}[{}s]))", watched),
+        [](const std::string&) { return true; }, 5s);
+    INFO("alerts: " << alerts);
+    CHECK(peers_of(alerts).empty());
+    const std::string ratios = query(
+        "peer_operation:xtel_transfer_duration_p99:straggler_ratio",
+        [](const std::string&) { return true; }, 5s);
+    INFO("ratios now: " << ratios);
+    CHECK(peers_of(ratios) == all);
+    for (int i = 0; i < 4; ++i) {
+        CHECK_FALSE(pairs[static_cast<std::size_t>(i)]->exited());
+    }
 }
 
 }  // namespace straggler_test

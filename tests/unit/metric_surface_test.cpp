@@ -168,7 +168,8 @@ TEST_CASE("NIXL_TELEMETRY_METRIC_SET=nixl serves the NIXL set and the telemetry'
     CHECK(contains(names, "agent_errors_total"));
     CHECK(contains(names, "agent_telemetry_events_dropped_total"));
     CHECK(contains(names, "xtel_build_info"));
-    CHECK(contains(names, "xtel_exporter_events_lost_total") == false);  // none before a flush
+    CHECK(contains(names, "xtel_telemetry_exporter_events_lost_total") ==
+          false);  // none before a flush
     CHECK_FALSE(contains(names, "xtel_errors_total"));
     CHECK_FALSE(contains(names, "xtel_memory_registered_bytes"));
     CHECK_FALSE(contains(names, "xtel_telemetry_events_dropped_total"));

@@ -205,7 +205,7 @@ TEST_CASE("legacy counters come from transfer records only, so totals are exact,
     CHECK(lines_starting(text, "agent_rx_bytes_total{")[0].ends_with("} 25000"));
     CHECK(lines_starting(text, "agent_rx_requests_num_total{")[0].ends_with("} 250"));
     CHECK(lines_starting(text, "xtel_transfer_bytes_total{")[0].ends_with("} 1024000"));
-    CHECK(lines_starting(text, "xtel_prometheus_ignored_events_total{")[0].ends_with("} 0"));
+    CHECK(lines_starting(text, "xtel_telemetry_events_unmapped_total{")[0].ends_with("} 0"));
     // The histograms come from the same records: one observation per completed, timed transfer.
     CHECK(lines_starting(text, "agent_xfer_time_us_count{")[0].ends_with("} 500"));
 }
@@ -296,7 +296,7 @@ TEST_CASE("a run-time builder may not take a name or a label the exporter uses")
     t.metrics->apply(std::vector{prom_test::make(
         xtel::category::custom, "xtel_transfer_bytes_total", 1, xtel::value_kind::counter)});
     t.metrics->publish();
-    CHECK(lines_starting(t.exporter.scrape(), "xtel_prometheus_ignored_events_total{")[0].ends_with(
+    CHECK(lines_starting(t.exporter.scrape(), "xtel_telemetry_events_unmapped_total{")[0].ends_with(
         "} 1"));
 }
 

@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,6 +162,55 @@ TEST_CASE("a histogram counts each observation in the first bucket whose bound h
     CHECK(r->sum == 5124);
     CHECK(r->count == 5);
     CHECK(s.value("latency", {"read"}) == std::nullopt);  // a histogram has no single value
+}
+
+TEST_CASE("a histogram's bucket is the first bound not below the value, at every magnitude") {
+    // Bounds dense and sparse, fractional and huge: several in one power of two (16, 20, 24,
+    // 31.5), none for many (1e3 to 1e15), one just under a power of two and one at it.
+    const std::vector<double> bounds = {0.5, 1, 16, 20, 24, 31.5, 32, 1000, 1e15, 0x1p63};
+    metric_store s;
+    const auto h =
+        s.add_family({"spread", "Values in us.", metric_type::histogram, {"v"}, 0, bounds});
+    std::set<std::uint64_t> values = {0,
+                                      1,
+                                      2,
+                                      15,
+                                      16,
+                                      17,
+                                      19,
+                                      20,
+                                      21,
+                                      24,
+                                      25,
+                                      31,
+                                      32,
+                                      33,
+                                      999,
+                                      1000,
+                                      1001,
+                                      1'000'000'000'000'000,
+                                      1'000'000'000'000'001,
+                                      UINT64_MAX};
+    for (std::uint64_t w = 1; w < 64; ++w) {
+        values.insert((std::uint64_t{1} << w) - 1);  // each value once: a series each
+        values.insert(std::uint64_t{1} << w);
+    }
+    for (const std::uint64_t v : values) {
+        const std::string name = std::to_string(v);
+        s.observe(h, {name}, v);
+        const series* got = s.find_series("spread", {name});
+        REQUIRE(got != nullptr);
+        // Where lower_bound over the bounds puts it (past the last: +Inf, no classic bucket).
+        const auto want = static_cast<std::size_t>(
+            std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(v)) -
+            bounds.begin());
+        std::vector<std::uint64_t> expected(bounds.size(), 0);
+        if (want < bounds.size()) {
+            expected[want] = 1;
+        }
+        INFO("value " << v);
+        CHECK(got->buckets == expected);
+    }
 }
 
 TEST_CASE("a histogram keeps the latest exemplar of each bucket beside its counts") {

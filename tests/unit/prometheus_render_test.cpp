@@ -160,12 +160,12 @@ xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_duration_
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_transfer_post_duration_seconds"} 0
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_notified_transfers_total"} 0
 xtel_metrics_series_folded_total{agent_name="a1",family="xtel_notified_bytes_total"} 0
-# HELP xtel_prometheus_ignored_events_total Events the Prometheus exporter did not fold into a family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
-# TYPE xtel_prometheus_ignored_events_total counter
-xtel_prometheus_ignored_events_total{agent_name="a1"} 0
 # HELP xtel_telemetry_events_dropped_total Records dropped because a per-thread staging ring was full.
 # TYPE xtel_telemetry_events_dropped_total counter
 xtel_telemetry_events_dropped_total{agent_name="a1"} 0
+# HELP xtel_telemetry_events_unmapped_total Events the agent's metric model mapped to no family: a value kind the family's type does not take, a name that collides with another family, or a name past the limit of distinct names.
+# TYPE xtel_telemetry_events_unmapped_total counter
+xtel_telemetry_events_unmapped_total{agent_name="a1"} 0
 # HELP xtel_telemetry_export_errors_total Exporter calls that threw; the exporter goes on with the next batch.
 # TYPE xtel_telemetry_export_errors_total counter
 xtel_telemetry_export_errors_total{agent_name="a1"} 0
@@ -325,7 +325,7 @@ TEST_CASE("connections, transports and what the agent is go to their own familie
     CHECK(text.find("\nagent_start") == std::string::npos);
     CHECK(text.find("ucx_version ") == std::string::npos);
     CHECK(text.find("ucx_tl_") == std::string::npos);
-    CHECK(has_line(text, R"(xtel_prometheus_ignored_events_total{agent_name="a1"} 0)"));
+    CHECK(has_line(text, R"(xtel_telemetry_events_unmapped_total{agent_name="a1"} 0)"));
 }
 
 TEST_CASE("xtel_build_info has no series until the backend records its UCX version") {
@@ -391,7 +391,7 @@ TEST_CASE("an event whose kind its family does not take is ignored and counted")
     const auto text = t.exporter.scrape();
     CHECK(has_line(text, R"(ucx_retries_total{agent_name="a1"} 2)"));
     CHECK(has_line(text, R"(xtel_telemetry_events_dropped_total{agent_name="a1"} 0)"));
-    CHECK(has_line(text, R"(xtel_prometheus_ignored_events_total{agent_name="a1"} 2)"));
+    CHECK(has_line(text, R"(xtel_telemetry_events_unmapped_total{agent_name="a1"} 2)"));
 }
 
 TEST_CASE("a name that would collide with another family's lines is ignored and counted") {
@@ -402,7 +402,7 @@ TEST_CASE("a name that would collide with another family's lines is ignored and 
     CHECK(text.find("# TYPE agent_xfer_time_us_count") == std::string::npos);
     CHECK(has_line(text, R"(agent_xfer_time_us_count{agent_name="a1",hostname="h"} 0)"));
     CHECK(has_line(text, R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
-    CHECK(has_line(text, R"(xtel_prometheus_ignored_events_total{agent_name="a1"} 2)"));
+    CHECK(has_line(text, R"(xtel_telemetry_events_unmapped_total{agent_name="a1"} 2)"));
 }
 
 TEST_CASE("event names outside the metric name alphabet are mapped onto it") {

@@ -270,8 +270,8 @@ TEST_CASE("NIXL_TELEMETRY_EXPORTER=NOP is telemetry off, and that is said once")
     REQUIRE(warnings.size() == 1);
     CHECK(warnings[0] ==
           "NIXL_TELEMETRY_EXPORTER='NOP': xtel has no collect-only exporter (no getXferTelemetry "
-          "reads events in process), so telemetry is off; name buffer, prometheus or node to "
-          "export");
+          "reads events in process), so telemetry is off; name one of buffer, prometheus, node "
+          "to export");
 }
 
 TEST_CASE("NOP beside other exporters is refused") {

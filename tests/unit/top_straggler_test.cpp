@@ -1,6 +1,6 @@
 // xtel top's straggler peers: the rule of monitoring/rules over the node's per-peer transfer
-// times (k = 3 times the median p99, 0.1 timed transfers a second, 3 peers), and the window of
-// readings it is applied over.
+// times (k = 3 times the median p99 and 0.5 ms above it, 100 timed transfers, 3 peers), and the
+// window of readings it is applied over.
 
 #include <catch2/catch.hpp>
 
@@ -87,22 +87,47 @@ TEST_CASE("xtel top flags no straggler among peers alike, nor per operation acro
     CHECK(find_stragglers(delta, 10s).empty());
 }
 
-TEST_CASE("xtel top leaves out peers under 0.1 timed transfers a second, and needs 3 peers",
+TEST_CASE("xtel top leaves out peers with under 100 timed transfers, and needs 3 peers",
           "[top][straggler]") {
-    // t3 is slow but timed 0.09 a second over 100 s; without it two peers are left.
+    // t3 is slow but timed 99 times in the window: its p99 would be its slowest transfer but
+    // one. Without it two peers are left.
     const peer_histograms delta = {{{"write", "t0"}, in_bucket(0, 100)},
                                    {{"write", "t1"}, in_bucket(0, 100)},
-                                   {{"write", "t3"}, in_bucket(1, 9)}};
+                                   {{"write", "t3"}, in_bucket(1, 99)}};
     CHECK(find_stragglers(delta, 100s).empty());
-    // At 10 transfers in 100 s it qualifies: of three peers the median is the middle one, fast.
+    // At 100 it qualifies: of three peers the median is the middle one, fast.
     const peer_histograms enough = {{{"write", "t0"}, in_bucket(0, 100)},
                                     {{"write", "t1"}, in_bucket(0, 100)},
-                                    {{"write", "t3"}, in_bucket(1, 10)}};
+                                    {{"write", "t3"}, in_bucket(1, 100)}};
     CHECK(peers(find_stragglers(enough, 100s)) == std::vector<std::string>{"write t3"});
     // Two peers: never.
     const peer_histograms two = {{{"write", "t0"}, in_bucket(0, 100)},
                                  {{"write", "t3"}, in_bucket(2, 100)}};
     CHECK(find_stragglers(two, 10s).empty());
+}
+
+TEST_CASE("xtel top flags no peer whose p99 is within 0.5 ms of the median, whatever the ratio",
+          "[top][straggler]") {
+    // Bounds 100 us, 500 us, 1 ms: t3's p99 is 496 us, 5 times the median 99 us but 397 us
+    // above it; the same peer at 995 us (896 us above) is flagged.
+    const std::vector<double> fine = {0.0001, 0.0005, 0.001};
+    const auto at = [&](std::size_t bucket) {
+        latency_histogram h{fine, {0, 0, 0}, 100};
+        h.buckets[bucket] = 100;
+        return h;
+    };
+    const peer_histograms near = {{{"write", "t0"}, at(0)},
+                                  {{"write", "t1"}, at(0)},
+                                  {{"write", "t2"}, at(0)},
+                                  {{"write", "t3"}, at(1)}};
+    CHECK(find_stragglers(near, 10s).empty());
+    const peer_histograms far = {{{"write", "t0"}, at(0)},
+                                 {{"write", "t1"}, at(0)},
+                                 {{"write", "t2"}, at(0)},
+                                 {{"write", "t3"}, at(2)}};
+    const auto s = find_stragglers(far, 10s);
+    REQUIRE(peers(s) == std::vector<std::string>{"write t3"});
+    CHECK(s[0].p99 == Approx(0.000995));
 }
 
 TEST_CASE(

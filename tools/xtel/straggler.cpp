@@ -65,7 +65,7 @@ std::vector<straggler> find_stragglers(const peer_histograms& delta,
     // The qualifying peers of each operation, with their p99.
     std::map<std::string, std::vector<straggler>> by_operation;
     for (const auto& [key, h] : delta) {
-        if (static_cast<double>(h.count) / window.count() < rule.min_rate) {
+        if (h.count < rule.min_timed) {
             continue;
         }
         const auto p99 = quantile(0.99, h);
@@ -88,7 +88,7 @@ std::vector<straggler> find_stragglers(const peer_histograms& delta,
         const std::size_t n = p99s.size();
         const double median = n % 2 == 1 ? p99s[n / 2] : (p99s[n / 2 - 1] + p99s[n / 2]) / 2;
         for (auto& p : peers) {
-            if (median > 0 && p.p99 > rule.k * median) {
+            if (median > 0 && p.p99 > rule.k * median && p.p99 - median > rule.margin) {
                 p.median = median;
                 p.ratio = p.p99 / median;
                 out.push_back(p);

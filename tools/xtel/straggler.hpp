@@ -1,9 +1,10 @@
 #pragma once
 // Straggler peers in `xtel top`, by the rule of monitoring/rules (docs/monitoring.md): a peer
 // whose p99 transfer time for an operation is more than k = 3 times the median p99 of the node's
-// peers for that operation, counting only peers with at least 0.1 timed transfers a second over
-// the window, and only when at least 3 such peers share the operation. The window is up to five
-// minutes of this xtel top's readings, as the rules' [5m]. Nothing here reads a file.
+// peers for that operation and more than 0.5 ms above it, counting only peers with at least 100
+// timed transfers in the window, and only when at least 3 such peers share the operation. The
+// window is up to five minutes of this xtel top's readings, as the rules' [5m]. Nothing here reads
+// a file.
 
 #include <chrono>
 #include <cstdint>
@@ -28,9 +29,11 @@ void add_peer_histograms(const metrics::snapshot& s, peer_histograms& into);
 
 /// The rule's numbers.
 struct straggler_rule {
-    double k = 3.0;             ///< how many times the median p99 makes a straggler
-    double min_rate = 0.1;      ///< timed transfers a second a peer needs over the window
-    std::size_t min_peers = 3;  ///< peers of an operation that must qualify
+    double k = 3.0;  ///< how many times the median p99 makes a straggler
+    /// How far above the median, in seconds, a p99 must also be: closer is host noise.
+    double margin = 0.0005;
+    std::uint64_t min_timed = 100;  ///< timed transfers behind a peer's p99 in the window
+    std::size_t min_peers = 3;      ///< peers of an operation that must qualify
 };
 
 /// A peer flagged for one operation.

@@ -1,4 +1,4 @@
-// xtel-exporter: one per node, serving on one /metrics the metric state every agent of the node
+// xtel-exporter: one per node, serving on one /metrics the metric model every agent of the node
 // publishes into `<dir>/<agent name>.metrics` (the node exporter; docs/node-format.md), and its
 // own health; with --remote-write, pushing the same series to a Prometheus remote-write
 // receiver. docs/deployment.md has the options, the labels and the stale rule.
@@ -114,7 +114,7 @@ int serve(const options& o,
     node::scanner files(node::collector::scanner_settings(collecting, traces.has_value()));
     // Declared before the server, whose thread reads the writer's counters: it goes after.
     pushers push(o, files, std::move(otlp), std::move(traces));
-    node_metrics node(collecting, files, push.health(), push.span_health());
+    node_metrics node(collecting, files, push.health(), push.span_health(), o.compat_names);
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
         [&node](const http::request_head& head) { return node.answer(http::negotiate(head)); }, {},

@@ -124,8 +124,10 @@ std::shared_ptr<const metrics::snapshot> unpublished_snapshot(const node::notice
 node_metrics::node_metrics(node::collector::settings collector,
                            node::scanner& files,
                            std::vector<push_health> pushers,
-                           std::function<metrics::snapshot()> extra)
-    : collector_(std::move(collector), files),
+                           std::function<metrics::snapshot()> extra,
+                           bool old_names)
+    : files_(files),
+      collector_(std::move(collector), files),
       agents_(store_.add_family(
           spec("xtel_exporter_agents", "Agents whose metrics are served now", gauge))),
       unpublished_(store_.add_family(
@@ -135,11 +137,14 @@ node_metrics::node_metrics(node::collector::settings collector,
       seen_(store_.add_family(spec("xtel_exporter_agents_seen_total",
                                    "Agents (node files and their writers) seen so far",
                                    counter))),
-      errors_(store_.add_family(labelled(
-          spec("xtel_exporter_snapshot_read_errors_total",
-               "Node files not served, by reason: foreign, not a node file, too large, damaged, "
-               "undecodable, an unverified writer, past the series cap; once per change",
-               counter),
+      refused_(store_.add_family(labelled(
+          labelled(spec("xtel_exporter_files_refused_total",
+                        "Files of the agents' directory not served, by kind (node_file, notice, "
+                        "span_ring) and reason: foreign, not a regular file, too large, not of "
+                        "its format, damaged, undecodable, an unverified writer, past the series "
+                        "cap; once per change of the file",
+                        counter),
+                   "kind"),
           "reason"))),
       families_left_out_(store_.add_family(labelled(
           spec("xtel_exporter_families_left_out_total",
@@ -155,6 +160,22 @@ node_metrics::node_metrics(node::collector::settings collector,
           static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count())) {
+    if (old_names) {
+        old_read_errors_ = store_.add_family(labelled(
+            spec("xtel_exporter_snapshot_read_errors_total",
+                 "Renamed xtel_exporter_files_refused_total{kind=~\"node_file|notice\"} (served "
+                 "under this name while NIXL_TELEMETRY_COMPAT_NAMES is set)",
+                 counter),
+            "reason"));
+        if (files.config().span_rings) {
+            old_span_refused_ = store_.add_family(labelled(
+                spec("xtel_exporter_span_files_refused_total",
+                     "Renamed xtel_exporter_files_refused_total{kind=\"span_ring\"} (served "
+                     "under this name while NIXL_TELEMETRY_COMPAT_NAMES is set)",
+                     counter),
+                "reason"));
+        }
+    }
     for (push_health& h : pushers) {
         pushers_.push_back(add_push_families(std::move(h)));
     }
@@ -197,9 +218,7 @@ void node_metrics::make_series_at_zero() {
     for (std::size_t r = 0; r < node::collector::left_out_count; ++r) {
         left_out_series(static_cast<node::collector::left_out>(r));
     }
-    for (const node::refusal r : node::node_file_reasons) {
-        reason_series(r);
-    }
+    set_refusals();
     for (const push_families& p : pushers_) {
         for (const auto f : {p.sent, p.failed_attempts, p.dropped, p.rejected, p.queued}) {
             series(f);
@@ -251,9 +270,7 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         store_.set(series(agents_), collector_.served());
         store_.set(series(unpublished_), collector_.unpublished().size());
         store_.set(series(seen_), collector_.seen_total());
-        for (const node::refusal r : node::node_file_reasons) {
-            store_.set(reason_series(r), collector_.read_errors(r));
-        }
+        set_refusals();
         for (std::size_t r = 0; r < node::collector::left_out_count; ++r) {
             const auto reason = static_cast<node::collector::left_out>(r);
             store_.set(left_out_series(reason), collector_.families_left_out(reason));
@@ -313,8 +330,31 @@ metrics::series_ref node_metrics::series(metrics::family_id f) {
     return store_.series_of(f, std::span<const std::string_view>{});
 }
 
-metrics::series_ref node_metrics::reason_series(node::refusal r) {
-    return store_.series_of(errors_, {node::to_string(r)});
+void node_metrics::set_refusals() {
+    using node::file_kind;
+    std::vector<file_kind> kinds = {file_kind::node_file, file_kind::notice};
+    if (files_.config().span_rings) {
+        kinds.push_back(file_kind::span_ring);
+    }
+    for (const file_kind k : kinds) {
+        for (const node::refusal r : node::reasons_of(k)) {
+            store_.set(refused_, {node::to_string(k), node::to_string(r)}, files_.refused(k, r));
+        }
+    }
+    if (old_read_errors_) {
+        // The old family's reasons in its order: a node file's, then a notice's own.
+        for (const node::refusal r : node::node_file_reasons) {
+            store_.set(*old_read_errors_, {node::to_string(r)}, collector_.read_errors(r));
+        }
+        const auto notice = node::refusal::bad_notice;
+        store_.set(*old_read_errors_, {node::to_string(notice)}, collector_.read_errors(notice));
+    }
+    if (old_span_refused_) {
+        for (const node::refusal r : node::span_ring_reasons) {
+            store_.set(*old_span_refused_, {node::to_string(r)},
+                       files_.refused(file_kind::span_ring, r));
+        }
+    }
 }
 
 metrics::series_ref node_metrics::left_out_series(node::collector::left_out r) {
@@ -332,7 +372,7 @@ void node_metrics::refresh_locked(bool force) {
     collector_.scan();
     const auto agents = collector_.refresh_agents(now);
     // The agents' snapshots, then their states and the notices: made again only when one of
-    // them changed, so that render() shares its body while nothing did.
+    // them changed, so that answer() shares its body while nothing did.
     std::vector<std::pair<std::shared_ptr<const metrics::snapshot>, node::collector::writer_state>>
         states;
     states.reserve(agents.size());

@@ -53,11 +53,16 @@ class node_metrics {
     /// families and every refusal reason at 0.
     /// `extra`, when set, gives families of the exporter's own served after its health (the
     /// span export's).
-    /// `files` lists the directory for the collector (node::collector's second constructor).
+    /// `files` lists the directory for the collector (node::collector's second constructor);
+    /// its refusals are xtel_exporter_files_refused_total{kind, reason}.
+    /// `old_names` (NIXL_TELEMETRY_COMPAT_NAMES) also serves them, for one release, as the
+    /// families before it: xtel_exporter_snapshot_read_errors_total{reason} (node files and
+    /// notices) and xtel_exporter_span_files_refused_total{reason} (span rings, when listed).
     node_metrics(node::collector::settings collector,
                  node::scanner& files,
                  std::vector<push_health> pushers = {},
-                 std::function<metrics::snapshot()> extra = {});
+                 std::function<metrics::snapshot()> extra = {},
+                 bool old_names = false);
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
     /// them.
@@ -79,7 +84,7 @@ class node_metrics {
     /// took a shared body show in the next rendering.
     http::entity answer(http::representation r);
 
-    /// Where render() reads the /metrics endpoint's counters (until set: zeros).
+    /// Where answer() reads the /metrics endpoint's counters (until set: zeros).
     void count_endpoint(std::function<http::server_stats()> probe);
 
   private:
@@ -99,13 +104,15 @@ class node_metrics {
     std::vector<std::string> own_family_names();
     /// The one series of a family without labels.
     metrics::series_ref series(metrics::family_id f);
-    /// The series of xtel_exporter_snapshot_read_errors_total for `r`.
-    metrics::series_ref reason_series(node::refusal r);
+    /// Sets every series of xtel_exporter_files_refused_total, and of the old families when
+    /// they are served, from the scanner's counts (made at 0 by the first call).
+    void set_refusals();
     /// The series of xtel_exporter_families_left_out_total for reason `r`.
     metrics::series_ref left_out_series(node::collector::left_out r);
     void refresh_locked(bool force);
 
     std::mutex mutex_;
+    node::scanner& files_;
     node::collector collector_;
     bool started_ = false;
     /// The agents' snapshots, then xtel_exporter_agent_state's and
@@ -121,7 +128,9 @@ class node_metrics {
     metrics::family_id agents_;
     metrics::family_id unpublished_;
     metrics::family_id seen_;
-    metrics::family_id errors_;
+    metrics::family_id refused_;
+    /// The families before xtel_exporter_files_refused_total, served when old names are.
+    std::optional<metrics::family_id> old_read_errors_, old_span_refused_;
     metrics::family_id families_left_out_;
     metrics::family_id duration_;
     std::vector<push_families> pushers_;
@@ -129,7 +138,7 @@ class node_metrics {
     /// When the exporter started: its own cumulative values' start.
     std::uint64_t start_time_us_;
 
-    // The bodies render() shares, behind their own mutex, taken before mutex_: the main
+    // The bodies answer() shares, behind their own mutex, taken before mutex_: the main
     // thread's refreshes do not wait for a rendering.
     /// The agents' snapshots as refresh() left them (mutex_ held while read).
     std::vector<std::shared_ptr<const metrics::snapshot>> served_agents();

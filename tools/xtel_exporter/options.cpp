@@ -32,7 +32,7 @@ constexpr std::string_view usage_text =
     "OMPI_COMM_WORLD_LOCAL_RANK; else SLURM_PROCID, SLURM_LOCALID). DIR is watched (inotify)\n"
     "and listed again every few seconds. A file is served only when the uid it runs as (or\n"
     "--allow-uid) owns it and its live writer is the process its header names; the others\n"
-    "are logged once and counted in xtel_exporter_snapshot_read_errors_total by reason.\n"
+    "are logged once and counted in xtel_exporter_files_refused_total by kind and reason.\n"
     "\n"
     "  --dir DIR             the agents' NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH (default /dev/shm)\n"
     "  --listen HOST:PORT    where to serve /metrics (default 127.0.0.1:9465; port 0 picks one)\n"
@@ -87,7 +87,11 @@ constexpr std::string_view usage_text =
     "  --user NAME           started as root: run as NAME once the port is bound. NAME must\n"
     "                        be able to read the agents' files (mode 0600: the agents' user)\n"
     "  --help                this text\n"
-    "  --version             the version of xtel\n";
+    "  --version             the version of xtel\n"
+    "\n"
+    "  NIXL_TELEMETRY_COMPAT_NAMES=1 (the agents' variable) also serves, for this release,\n"
+    "  the refusal families renamed in it under their old names\n"
+    "  (xtel_exporter_snapshot_read_errors_total, xtel_exporter_span_files_refused_total)\n";
 
 constexpr std::string_view option_names[] = {"--dir",
                                              "--listen",
@@ -242,8 +246,15 @@ std::string_view usage() noexcept {
     return usage_text;
 }
 
-options parse_options(int argc, char** argv) {
+options parse_options(int argc, char** argv, const env_lookup& lookup) {
     options o;
+    if (const auto v = lookup(env::compat_names)) {
+        try {
+            o.compat_names = parse::boolean(env::compat_names, *v);
+        } catch (const config_error& e) {
+            throw usage_error(e.what());
+        }
+    }
     bool interval_given = false;
     for (int i = 1; i < argc; ++i) {
         std::string_view arg = argv[i];

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "xtel/core/config.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/host_port.hpp"
 #include "xtel/node/collector.hpp"
@@ -50,13 +51,16 @@ struct options {
     std::uint64_t max_series = node::collector::default_max_series;
     /// --metrics: globs of the agents' families served; empty: all of them.
     std::vector<std::string> metrics;
+    /// NIXL_TELEMETRY_COMPAT_NAMES, the agents' variable: also serve the refusal families
+    /// renamed in this release under their old names (node_metrics), for one release.
+    bool compat_names = false;
     bool help = false;
 };
 
 /// The text --help prints.
 std::string_view usage() noexcept;
 
-/// Throws usage_error.
-options parse_options(int argc, char** argv);
+/// Reads the command line, and NIXL_TELEMETRY_COMPAT_NAMES from `lookup`; throws usage_error.
+options parse_options(int argc, char** argv, const env_lookup& lookup = process_env);
 
 }  // namespace xtel::xtel_exporter

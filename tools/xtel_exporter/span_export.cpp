@@ -232,21 +232,6 @@ metrics::snapshot span_export::health() const {
     files.series.push_back({});
     files.series.back().value = files_open_.load();
     out.families.push_back(std::move(files));
-    metrics::family_snapshot refused;
-    refused.spec.name = "xtel_exporter_span_files_refused_total";
-    refused.spec.help =
-        "Span files not read, by reason: foreign owner, not a regular file, too large, "
-        "unreadable, not a span file, damaged; once per file";
-    refused.spec.type = metrics::metric_type::counter;
-    refused.spec.label_names = {"reason"};
-    refused.spec.fixed_labels = true;
-    for (const node::refusal r : node::span_ring_reasons) {
-        metrics::series s;
-        s.label_values = {std::string(node::to_string(r))};
-        s.value = scanner_.refused(node::file_kind::span_ring, r);
-        refused.series.push_back(std::move(s));
-    }
-    out.families.push_back(std::move(refused));
     return out;
 }
 

@@ -2,7 +2,7 @@
 /// The slot codec of the recording front end: the 32-byte slot a staging ring holds
 /// (ring.hpp), and for every kind of record, the transfer's included, how it is written into
 /// its slots and read back out of them. The recording thread writes; the back end
-/// (flusher.hpp) reads. Both sides of a layout are here, side by side, so that a change to one
+/// (back_end.hpp) reads. Both sides of a layout are here, side by side, so that a change to one
 /// is a change to the other.
 
 #include <bit>

@@ -1,8 +1,8 @@
 #pragma once
-/// The Prometheus exporter: an agent's metric state (xtel/metrics/agent_metrics.hpp) served at
+/// The Prometheus exporter: an agent's metric model (xtel/metrics/agent_metrics.hpp) served at
 /// GET /metrics over HTTP.
 ///
-/// It serves the pipeline's one metric state (`metric_state`, xtel/core/exporter.hpp), which the
+/// It serves the pipeline's one metric model (`metric_state`, xtel/core/exporter.hpp), which the
 /// pipeline folds each batch into on the flusher thread and publishes after every flush round,
 /// once for every exporter that serves it (the node exporter too). The HTTP endpoint renders
 /// published snapshots on its own threads. Recording threads never reach any of this, so a scrape

@@ -11,7 +11,7 @@
 ///     once that one has waited request_grace, and after reading what it sent meanwhile, so
 ///     the crowd cannot close a scraper's connection before its request is read either;
 ///   - a request head must arrive whole within request_timeout and fit in
-///     http::max_head_bytes (http_request.hpp), and bodies are never read;
+///     http::max_head_bytes (request.hpp), and bodies are never read;
 ///   - a connection holds one answer at a time: the requests a client pipelines behind the one
 ///     being answered stay in the kernel, beyond the max_head_bytes read with it;
 ///   - an answer must be taken by the client within write_timeout;

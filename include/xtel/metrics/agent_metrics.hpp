@@ -158,7 +158,8 @@ class agent_metrics {
     series_ref add_own_series(family_spec spec, std::initializer_list<std::string_view> values);
     /// The store's check on each new family: refuses a name this agent's own families use.
     void reserve_name(const family_spec& spec) const;
-    void ignore();
+    /// Counts an event mapped to no family (xtel_telemetry_events_unmapped_total).
+    void count_unmapped();
     const std::string& peer_name(label_id id, const label_table& labels);
     /// apply_transfers' notified records, counted in their families; the others, returned
     /// (`transfers` itself when there are none).
@@ -169,6 +170,13 @@ class agent_metrics {
     void observe_completed(std::span<const transfer_record> transfers,
                            const label_table& labels,
                            std::span<const transfer_trace> traces);
+    /// A peer's {op, peer} latency series (by label id, then op), found by their label strings
+    /// once: every timed transfer is observed in two of them.
+    struct peer_latency {
+        series_ref duration, post;
+        bool found = false;
+    };
+    const peer_latency& latency_series(const transfer_record& r, const label_table& labels);
 
     const std::string agent_name_;
     const std::string hostname_;
@@ -193,7 +201,7 @@ class agent_metrics {
     family_id errors_family_ = 0;
     std::vector<series_ref> errors_;  // by status_code
     series_ref mem_bytes_, registrations_, deregistrations_;
-    series_ref dropped_, export_errors_, ignored_;
+    series_ref dropped_, export_errors_, unmapped_;
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
     family_id build_family_ = 0, info_family_ = 0;
@@ -209,12 +217,16 @@ class agent_metrics {
     std::uint64_t registered_now_ = 0;
     std::uint64_t deregistered_sum_ = 0;
     std::vector<std::string> peers_;  // label id -> name, filled as ids are met
+    std::vector<std::array<peer_latency, 2>> peer_latency_;
     std::vector<event_family> events_;
     std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index
     /// Every line name (name, name_sum...) of this agent's own families.
     std::set<std::string, std::less<>> own_lines_;
     const family_sets sets_;
     const std::vector<std::string> enabled_;
+    /// Whether each snapshot also carries the renamed families under their old names
+    /// (agent_metrics_settings::compat_names).
+    const bool compat_names_;
     std::map<std::string, family_origin, std::less<>> origins_;  ///< of the model's own families
     std::vector<bool> served_;  ///< by family id, filled as families appear
     std::uint64_t published_changes_ = 0;

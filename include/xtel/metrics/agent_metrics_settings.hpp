@@ -1,8 +1,8 @@
 #pragma once
 /// What an agent's metric model (xtel/metrics/agent_metrics.hpp) is configured with: the
 /// latency histograms' bounds, the builders that make transfer series, the series limit, the
-/// hostname and the rank. Every exporter that serves the model (prometheus, node) reads the
-/// same variables; their names are NIXL's.
+/// hostname and the rank. The pipeline builds one model from them, whichever exporters (prometheus,
+/// node) serve it; the variables' names are NIXL's.
 
 #include <cstddef>
 #include <cstdint>
@@ -38,13 +38,17 @@ inline constexpr const char* metric_set = "NIXL_TELEMETRY_METRIC_SET";
 /// Upstream NIXL's allowlist: comma-separated globs of the metrics served; unset or empty
 /// serves every family of the sets chosen.
 inline constexpr const char* enabled_metrics = "NIXL_TELEMETRY_ENABLED_METRICS";
+/// 1 (or true, yes, on): for one release, the agent also serves each family renamed in this
+/// release under its old name (xtel/metrics/renamed_families.hpp), and xtel-exporter, which
+/// reads the same variable, its own old refusal families. Unset or 0: the new names only.
+inline constexpr const char* compat_names = "NIXL_TELEMETRY_COMPAT_NAMES";
 }  // namespace env
 
 namespace metrics {
 
 /// The family sets an agent can serve (docs/metrics.md): upstream NIXL's names, xtel's, or both.
 /// Either set comes with the families that describe the telemetry itself (xtel_build_info,
-/// xtel_exporter_up...).
+/// xtel_telemetry_exporter_up...).
 enum class family_sets : std::uint8_t { xtel = 1, nixl = 2, both = 3 };
 std::string_view to_string(family_sets s) noexcept;
 constexpr bool has(family_sets s, family_sets one) noexcept {
@@ -135,6 +139,9 @@ struct agent_metrics_settings {
     /// The process's rank (RANK, LOCAL_RANK and the like): the rank and local_rank labels of
     /// every series of the agent, when the environment names them.
     process_rank rank;
+    /// Whether the families renamed in this release are served under their old names too
+    /// (NIXL_TELEMETRY_COMPAT_NAMES, xtel/metrics/renamed_families.hpp); off by default.
+    bool compat_names = false;
 
     /// The shape of the latency histograms these settings make.
     latency_shape latency() const;
@@ -142,7 +149,8 @@ struct agent_metrics_settings {
     /// Reads NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US (else NIXL_TELEMETRY_PROMETHEUS_BUCKETS),
     /// NIXL_TELEMETRY_HISTOGRAM_KIND, NIXL_TELEMETRY_HISTOGRAM_SCHEMA,
     /// NIXL_TELEMETRY_PROMETHEUS_BUILDERS, NIXL_TELEMETRY_PROMETHEUS_MAX_SERIES,
-    /// NIXL_TELEMETRY_METRIC_SET and NIXL_TELEMETRY_ENABLED_METRICS, each once. Unset
+    /// NIXL_TELEMETRY_METRIC_SET, NIXL_TELEMETRY_ENABLED_METRICS and
+    /// NIXL_TELEMETRY_COMPAT_NAMES, each once. Unset
     /// NIXL_TELEMETRY_METRIC_SET is xtel, unless the allowlist names a metric of the NIXL set
     /// (a NIXL deployment's setting): then both sets, which the allowlist picks from;
     /// this machine's name; the rank variables (process_rank::from_env, which never throws).

@@ -1,8 +1,9 @@
 #pragma once
-/// xtel's one metric model: families of counters, gauges, histograms and summaries, each series
-/// told apart by its label values, with a limit on the series of each family. Every producer
-/// fills a store (the processor's builders, the Prometheus exporter's event folding and its
-/// time histograms); renderers read the snapshot a publisher copies out of it (snapshot.hpp).
+/// xtel's metric store: families of counters, gauges, histograms and summaries, each series
+/// told apart by its label values, with a limit on the series of each family. The agent's
+/// metric model (agent_metrics.hpp) keeps its families in one, filled by the processor's
+/// builders and the model's own event families and time histograms; xtel-exporter keeps its
+/// health in another. Renderers read the snapshot a publisher copies out of it (snapshot.hpp).
 ///
 /// A label value such as a peer's name is unbounded, so the number of series is bounded
 /// instead: past `max_series` series in a family, an update for a new label set goes to the
@@ -170,6 +171,9 @@ class family {
     std::uint32_t overflow_ = none;
     std::uint32_t folded_series_ = none;  // this family's series in the folded-updates family
     std::uint64_t folded_ = 0;
+    /// By a value's bit width (std::bit_width), the first bound not below 2^(width - 1):
+    /// where the search for the value's bucket starts (metric_store::bucket_of).
+    std::array<std::uint32_t, 65> bucket_start_{};
 };
 
 struct store_options {
@@ -274,7 +278,18 @@ class metric_store {
     static std::vector<std::string> line_names(std::string_view name, metric_type type);
 
   private:
-    series& at(series_ref s);
+    /// The series `s` names; throws metrics_error when there is none. Inline: every update
+    /// starts here.
+    series& at(series_ref s) {
+        if (s.family >= families_.size() || s.index >= families_[s.family].series_.size())
+            [[unlikely]] {
+            throw_no_series(s);
+        }
+        return families_[s.family].series_[s.index];
+    }
+    [[noreturn]] static void throw_no_series(series_ref s);
+    /// The bucket `value` falls in: the first bound not below it (bounds.size(): +Inf's).
+    static std::size_t bucket_of(const family& f, std::uint64_t value) noexcept;
     /// at(s), for add() and set(): throws metrics_error naming `call` when the family takes
     /// observations instead of values.
     series& value_series(series_ref s, std::string_view call);

@@ -9,7 +9,7 @@
 /// resolution. OTLP numbers its buckets one lower (bucket i holds (base^i, base^(i+1)]) and
 /// calls the schema `scale`.
 ///
-/// Zero and values up to zero_threshold go in the zero bucket. The model's values are whole
+/// Zero and values up to zero_threshold go in the zero bucket. The metric store's values are whole
 /// units of 10^-decimals, so the least positive value shown is 10^-18, far above the
 /// threshold: only a value of 0 is in the zero bucket.
 ///

@@ -165,7 +165,7 @@ class processor {
 
     const metric_store& store() const noexcept { return core_.store(); }
     /// The store the builders fill, for producers that add families of their own beside them
-    /// (the Prometheus exporter's event families). Not concurrently with process().
+    /// (the metric model's event families). Not concurrently with process().
     metric_store& store() noexcept { return core_.store(); }
     const attribute_registry& attributes() const noexcept { return core_.attributes(); }
     const metrics::context& ctx() const noexcept { return core_.ctx(); }

@@ -1,9 +1,9 @@
 #pragma once
-/// The snapshot form of the metric model: what a publisher copies out of a metric_store after
-/// a flush and every renderer reads (the Prometheus text today; the node snapshot, OpenMetrics
-/// and OTLP next), without touching the store. Plain values, no pointers into the store:
-/// published behind a std::shared_ptr<const snapshot>, it never changes again, so any number
-/// of readers on any thread read it without a lock. docs/metrics-processor.md describes each
+/// The snapshot form of a metric store: what a publisher copies out of a metric_store after
+/// a flush and every reader takes (the text, OpenMetrics and protobuf renderers, the node
+/// file's codec, remote-write and OTLP), without touching the store. Plain values, no pointers into
+/// the store: published behind a std::shared_ptr<const snapshot>, it never changes again, so any
+/// number of readers on any thread read it without a lock. docs/metrics-processor.md describes each
 /// field.
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 /// The node files of one directory, found and read for xtel-exporter and `xtel top` (private to
-/// src/): every agent of the node publishes its metric state into `<dir>/<agent name>.metrics`
+/// src/): every agent of the node publishes its metric model into `<dir>/<agent name>.metrics`
 /// (docs/node-format.md), and the collector turns the files into snapshots to render.
 ///
 /// The directory may be writable by other users (/dev/shm is), so a file is served only when

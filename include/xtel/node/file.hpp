@@ -1,5 +1,5 @@
 #pragma once
-/// The node file: where an agent publishes its whole metric state at every flush, for readers in
+/// The node file: where an agent publishes its whole metric model at every flush, for readers in
 /// other processes (xtel-exporter, one per node). A 256-byte header and payload areas; the writer
 /// publishes each payload whole, and a reader copies the latest one without ever seeing it torn
 /// and without a lock the writer waits on. The payload is opaque bytes here.

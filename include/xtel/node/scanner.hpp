@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,16 +59,24 @@ enum class file_kind : std::uint8_t {
 };
 inline constexpr std::size_t file_kind_count = 3;
 
-/// The reasons of xtel_exporter_snapshot_read_errors_total (node files and notices), and those
-/// of xtel_exporter_span_files_refused_total (span rings), in the order they are shown.
+/// The name of `k` as the kind label shows it ("node_file").
+std::string_view to_string(file_kind k) noexcept;
+
+/// The reasons a file of each kind can be refused for, in the order
+/// xtel_exporter_files_refused_total{kind, reason} shows them.
 inline constexpr std::array node_file_reasons = {
     refusal::foreign_owner, refusal::not_regular,     refusal::too_large,
     refusal::unreadable,    refusal::not_node_file,   refusal::damaged,
     refusal::bad_snapshot,  refusal::writer_mismatch, refusal::writer_unverified,
-    refusal::name_mismatch, refusal::series_limit,    refusal::bad_notice};
+    refusal::name_mismatch, refusal::series_limit};
+inline constexpr std::array notice_reasons = {refusal::foreign_owner, refusal::not_regular,
+                                              refusal::too_large,     refusal::unreadable,
+                                              refusal::name_mismatch, refusal::bad_notice};
 inline constexpr std::array span_ring_reasons = {refusal::foreign_owner, refusal::not_regular,
                                                  refusal::too_large,     refusal::unreadable,
                                                  refusal::not_span_file, refusal::damaged};
+/// The reasons of kind `k`, as above.
+std::span<const refusal> reasons_of(file_kind k) noexcept;
 
 /// A file as listed (fstatat without following links): a file refused once is tried again
 /// only when this changes.

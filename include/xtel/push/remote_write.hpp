@@ -2,8 +2,8 @@
 /// The Prometheus remote-write 1.0 client of xtel-exporter: the node's merged
 /// metric snapshots encoded as one WriteRequest (protobuf, snappy block format), and a sender
 /// that POSTs such bodies from a thread of its own, in order, retrying while the receiver is
-/// down. The series are those a scrape of the same snapshots shows (prometheus_text.hpp), so a
-/// node may be scraped or push without its series changing names.
+/// down. The series are those a scrape of the same snapshots shows (xtel/metrics/exposition.hpp),
+/// so a node may be scraped or push without its series changing names.
 
 #include <chrono>
 #include <cstddef>

@@ -108,7 +108,7 @@ void add_exemplars(Point& p,
 
 /// The positive buckets of an exponential point: `s`'s native buckets less the baseline's, both
 /// at the lower of their schemas, which is the point's scale. OTLP numbers a bucket one lower
-/// than Prometheus and the model do (its bucket i ends at base^(i+1)), so the offset is the
+/// than Prometheus and the metric store do (its bucket i ends at base^(i+1)), so the offset is the
 /// model's first index less 1. Leading and trailing empty buckets are left out.
 void add_exponential_buckets(pb::ExponentialHistogramDataPoint& p,
                              const metrics::series& s,

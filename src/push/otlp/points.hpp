@@ -1,6 +1,6 @@
 #pragma once
-/// The conversion of each kind of point, the model's series to OTLP's (private to src/push/):
-/// a counter to a monotonic sum, a gauge to a gauge, a histogram to an explicit-bucket
+/// The conversion of each kind of point, the metric store's series to OTLP's (private to
+/// src/push/): a counter to a monotonic sum, a gauge to a gauge, a histogram to an explicit-bucket
 /// histogram with its exemplars (an exponential one when it has native buckets), a summary to a
 /// summary without quantiles.
 

@@ -160,7 +160,7 @@ native_counts at_schema(const native_counts& c, int schema, std::vector<std::uin
         out.schema = static_cast<std::int8_t>(std::min<int>(c.schema, schema));
         return out;
     }
-    // Merged as the model merges a series' buckets, so a baseline and a point brought to one
+    // Merged as the metric store merges a series' buckets, so a baseline and a point brought to one
     // schema number their buckets alike.
     const std::int32_t first =
         metrics::native::downscale_into(c.first, c.buckets, c.schema - schema, storage);

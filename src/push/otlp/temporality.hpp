@@ -23,7 +23,7 @@ struct series_id {
     std::span<const std::string> label_values;
 };
 
-/// A histogram's native buckets as the model keeps them (metrics::series): `buckets[k]` is
+/// A histogram's native buckets as the metric store keeps them (metrics::series): `buckets[k]` is
 /// bucket `first + k` (Prometheus's numbering) at `schema`; the observations of 0 apart.
 struct native_counts {
     std::int8_t schema = 0;
@@ -32,12 +32,12 @@ struct native_counts {
     std::uint64_t zero_count = 0;
 };
 
-/// `c` at the lower `schema` (each step down merges pairs of buckets, as the model does when
+/// `c` at the lower `schema` (each step down merges pairs of buckets, as the metric store does when
 /// its buckets grow too wide); the buckets in `storage`, which the result's span shows. `c`
 /// itself when its schema is not above `schema`.
 native_counts at_schema(const native_counts& c, int schema, std::vector<std::uint64_t>& storage);
 
-/// A counter's or histogram's cumulative values now, as the model keeps them.
+/// A counter's or histogram's cumulative values now, as the metric store keeps them.
 struct cumulative_values {
     std::uint64_t start_ns = 0;  ///< the producer's start: another one means a restart
     std::uint64_t value = 0;     ///< counter; histogram: count

@@ -1,0 +1,119 @@
+#include "nixl/xtel_exporter.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/log.hpp"
+#include "xtel/core/clock.hpp"
+#include "xtel/core/telemetry_options.hpp"
+
+namespace xtel::nixl {
+
+namespace {
+
+/// Events the batch buffer holds before it grows: NIXL's own limit, capped so that a large
+/// NIXL_TELEMETRY_BUFFER_SIZE costs memory only when the events come.
+constexpr std::size_t max_reserved = 1 << 16;
+
+/// The pipeline's rings stay empty (NIXL's events come through submit): the smallest staging.
+constexpr std::size_t unused_staging = 64;
+
+std::unique_ptr<xtel_exporter::pipeline> make_pipeline(const abi_v2::init_params& params,
+                                                       const env_lookup& lookup) {
+    const config cfg = config::from_env([&lookup](std::string_view name) {
+        if (name == env::enable) {
+            return std::optional<std::string>("y");
+        }
+        if (name == env::exporter) {
+            return std::optional<std::string>(node_exporter::name);
+        }
+        return lookup(name);
+    });
+    return std::make_unique<xtel_exporter::pipeline>(
+        cfg, params.agent_name,
+        telemetry_options{.staging_capacity = unused_staging, .start_flusher = false});
+}
+
+}  // namespace
+
+xtel_exporter::xtel_exporter(const abi_v2::init_params& params, const env_lookup& lookup) noexcept
+    : abi_v2::exporter(params) {
+    try {
+        pending_.reserve(std::min(params.max_events_buffered, max_reserved));
+        telemetry_ = make_pipeline(params, lookup);
+    } catch (const std::exception& e) {
+        detail::log(log_level::error,
+                    "NIXL telemetry exporter xtel, agent '{}': {}; its events are counted and "
+                    "dropped, and its transfers go on",
+                    params.agent_name, e.what());
+    } catch (...) {
+        detail::log(log_level::error,
+                    "NIXL telemetry exporter xtel, agent '{}': set-up failed; its events are "
+                    "counted and dropped, and its transfers go on",
+                    params.agent_name);
+    }
+}
+
+xtel_exporter::~xtel_exporter() {
+    const std::lock_guard lock(mutex_);
+    if (in_batch_) {
+        submit(pending_);  // a batch NIXL never ended is not lost
+    }
+    telemetry_.reset();  // its last round, and the node file marked closed
+}
+
+abi_v2::status xtel_exporter::export_event(const abi_v2::event& e) noexcept {
+    const std::lock_guard lock(mutex_);
+    if (!in_batch_) {
+        submit(std::span<const abi_v2::event>(&e, 1));
+        return abi_v2::status::success;
+    }
+    try {
+        pending_.push_back(e);
+    } catch (...) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return abi_v2::status::success;
+}
+
+void xtel_exporter::on_batch_begin() noexcept {
+    const std::lock_guard lock(mutex_);
+    if (in_batch_) {
+        submit(pending_);  // two begins in a row: the first batch ended unseen
+    }
+    pending_.clear();
+    in_batch_ = true;
+}
+
+void xtel_exporter::on_batch_end() noexcept {
+    const std::lock_guard lock(mutex_);
+    submit(pending_);
+    pending_.clear();
+    in_batch_ = false;
+}
+
+void xtel_exporter::submit(std::span<const abi_v2::event> events) noexcept {
+    if (!telemetry_) {
+        dropped_.fetch_add(events.size(), std::memory_order_relaxed);
+        return;
+    }
+    try {
+        mapped_.clear();
+        map_flush(events, clock::now_us(), mapped_);
+        unmapped_.fetch_add(mapped_.unmapped, std::memory_order_relaxed);
+        if (!mapped_.transfers.empty()) {
+            telemetry_->submit(std::span<const transfer_record>(mapped_.transfers));
+        }
+        if (!mapped_.events.empty() || mapped_.transfers.empty()) {
+            // An empty flush is a round too, as the pipeline's own flusher would run.
+            telemetry_->submit(std::span<const event>(mapped_.events));
+        }
+    } catch (...) {
+        dropped_.fetch_add(events.size(), std::memory_order_relaxed);
+    }
+}
+
+}  // namespace xtel::nixl

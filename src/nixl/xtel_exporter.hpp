@@ -1,0 +1,71 @@
+#pragma once
+/// The exporter NIXL builds for NIXL_TELEMETRY_EXPORTER=xtel: a NIXL agent becomes an xtel agent
+/// on the node, through the back end of an xtel pipeline whose one sink is the node exporter
+/// (`<agent name>.metrics` in NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH, else /dev/shm, as
+/// xtel/exporters/node.hpp says), which xtel-exporter serves with every other agent of the node.
+///
+/// NIXL's flush thread drives it: the events between on_batch_begin and on_batch_end are one
+/// flush, mapped (nixl/event_mapping.hpp) and submitted to the pipeline at its end, on that
+/// thread; an event outside a batch is submitted alone. The pipeline runs no thread of its own.
+/// Nothing leaves it as an exception: NIXL would take the engine down with it. A set-up failure
+/// (a bad xtel variable, an output directory that is not there) is one log line and an exporter
+/// that counts and drops; one the node exporter meets (a directory it cannot write, a live
+/// agent of the same name) is its own log line and its disabled state, served as such.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "nixl/event_mapping.hpp"
+#include "xtel/core/config.hpp"
+#include "xtel/core/telemetry.hpp"
+#include "xtel/exporters/node.hpp"
+#include "xtel/nixl/abi_v2.hpp"
+
+namespace xtel::nixl {
+
+class xtel_exporter final : public abi_v2::exporter {
+  public:
+    using pipeline = xtel::telemetry<node_exporter>;
+
+    /// The pipeline is configured as xtel's agents are, from `lookup` (the process environment)
+    /// read as if NIXL_TELEMETRY_ENABLE=y and NIXL_TELEMETRY_EXPORTER=node: NIXL loading this
+    /// exporter says both. The node exporter reads its own variables from the process
+    /// environment.
+    explicit xtel_exporter(const abi_v2::init_params& params,
+                           const env_lookup& lookup = process_env) noexcept;
+    ~xtel_exporter() override;
+
+    abi_v2::status export_event(const abi_v2::event& e) noexcept override;
+
+    /// NIXL's events it could not hand on: no pipeline, no memory, or a round that threw.
+    std::uint64_t events_dropped() const noexcept {
+        return dropped_.load(std::memory_order_relaxed);
+    }
+    /// NIXL's events of a kind xtel has no name for (mapped_flush::unmapped).
+    std::uint64_t events_unmapped() const noexcept {
+        return unmapped_.load(std::memory_order_relaxed);
+    }
+    /// The pipeline; null when it could not be set up.
+    const pipeline* pipeline_or_null() const noexcept { return telemetry_.get(); }
+
+  private:
+    void on_batch_begin() noexcept override;
+    void on_batch_end() noexcept override;
+    /// Maps and submits `events` as one flush. Holds mutex_.
+    void submit(std::span<const abi_v2::event> events) noexcept;
+
+    std::mutex mutex_;
+    bool in_batch_ = false;
+    /// The current batch's events, as NIXL handed them.
+    std::vector<abi_v2::event> pending_;
+    mapped_flush mapped_;
+    std::unique_ptr<pipeline> telemetry_;
+    std::atomic<std::uint64_t> dropped_{0};
+    std::atomic<std::uint64_t> unmapped_{0};
+};
+
+}  // namespace xtel::nixl

@@ -1,0 +1,28 @@
+# xtel's NIXL plug-in under the real NIXL of its published wheel (tests/nixl/plugin_test.py),
+# which the test installs into a virtual environment of the build (scripts/deps, once: a rerun
+# finds it there), then drives two NIXL agents whose telemetry xtel-exporter serves. Not under
+# the sanitizers: NIXL's Python does not load a sanitized library.
+set(XTEL_NIXL_VENV ${PROJECT_BINARY_DIR}/nixl-venv CACHE PATH
+    "The virtual environment the NIXL plug-in's test installs NIXL's wheel into")
+if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
+    set(test_name "nixl: xtel-exporter serves exactly what two real NIXL agents moved and failed through xtel's plug-in, and a bad output path, variable or agent name costs a log line, not a transfer")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/plugin_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
+    # pip may need the time of a download the first time.
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+endif()
+# The unit tests drive the plug-in's exporter without NIXL (tests/unit/nixl_exporter_test.cpp).
+if(TARGET xtel_unit_tests)
+    target_link_libraries(xtel_unit_tests PRIVATE xtel_nixl)
+endif()
+# The plug-in links no UCX library: inside NIXL's process, Debian's UCX would meet the one NIXL
+# bundles (tests/link_test.py, as for the programs that only read files).
+find_program(XTEL_READELF readelf)
+if(XTEL_READELF AND TARGET xtel_nixl_plugin)
+    add_test(NAME "link: libtelemetry_exporter_xtel.so links and needs no UCX library"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/link_test.py
+            ${PROJECT_BINARY_DIR} ${XTEL_READELF}
+            xtel_nixl_plugin=$<TARGET_FILE:xtel_nixl_plugin>)
+endif()

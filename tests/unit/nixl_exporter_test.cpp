@@ -1,0 +1,154 @@
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "nixl/event_mapping.hpp"
+#include "nixl/xtel_exporter.hpp"
+#include "test_util.hpp"
+#include "xtel/core/version.hpp"
+#include "xtel/nixl/abi_v2.hpp"
+
+extern "C" xtel::nixl::abi_v2::plugin* nixl_telemetry_plugin_init();
+
+// xtel's NIXL plug-in without NIXL: NIXL's events mapped onto xtel's, and the exporter driven
+// through the ABI's base class as NIXL's flush drives it (tests/nixl/plugin_test.py runs the
+// real NIXL).
+namespace nixl_exporter_test {
+
+namespace abi = xtel::nixl::abi_v2;
+using abi::event_type;
+using xtel::direction;
+
+namespace {
+
+abi::event ev(event_type t, std::uint64_t v) {
+    return abi::event{t, v};
+}
+
+xtel::nixl::mapped_flush mapped(const std::vector<abi::event>& in) {
+    xtel::nixl::mapped_flush out;
+    xtel::nixl::map_flush(in, 777, out);
+    return out;
+}
+
+/// One flush as NIXL 1.5.1 makes it, through the base class NIXL holds.
+void flush(abi::exporter& e, const std::vector<abi::event>& events) {
+    abi::exporter_access::begin(e);
+    for (const abi::event& x : events) {
+        CHECK(e.export_event(x) == abi::status::success);
+    }
+    abi::exporter_access::end(e);
+}
+
+const std::vector<abi::event> one_write = {
+    ev(event_type::xfer_post_time, 3), ev(event_type::xfer_time, 40),
+    ev(event_type::tx_bytes, 4096), ev(event_type::tx_requests_num, 1)};
+
+}  // namespace
+
+TEST_CASE("NIXL's four events of a transfer in NIXL 1.5.1's order are one timed transfer") {
+    const auto out = mapped(one_write);
+    REQUIRE(out.transfers.size() == 1);
+    const xtel::transfer_record& r = out.transfers[0];
+    CHECK(r.bytes == 4096);
+    CHECK(r.requests == 1);
+    CHECK(r.xfer_us == 40);
+    CHECK(r.post_us == 3);
+    CHECK(r.dir == direction::tx);
+    CHECK(r.attrs.op == xtel::transfer_op::write);
+    CHECK(r.timed);
+    CHECK(r.timestamp_us == 777);
+    CHECK(out.events.empty());
+}
+
+TEST_CASE("adjacent transfers part where a role repeats and a lone byte event is untimed") {
+    const auto out = mapped({ev(event_type::xfer_post_time, 2), ev(event_type::xfer_time, 10),
+                             ev(event_type::rx_bytes, 512), ev(event_type::rx_requests_num, 1),
+                             ev(event_type::xfer_post_time, 4), ev(event_type::xfer_time, 20),
+                             ev(event_type::rx_bytes, 1024), ev(event_type::rx_requests_num, 1),
+                             ev(event_type::tx_bytes, 64), ev(event_type::rx_bytes, 8)});
+    REQUIRE(out.transfers.size() == 4);
+    CHECK(out.transfers[0].bytes == 512);
+    CHECK(out.transfers[0].xfer_us == 10);
+    CHECK(out.transfers[1].bytes == 1024);
+    CHECK(out.transfers[1].post_us == 4);
+    CHECK(out.transfers[1].dir == direction::rx);
+    CHECK(out.transfers[1].attrs.op == xtel::transfer_op::read);
+    // NIXL_TELEMETRY_ENABLED_METRICS left the rest out: one transfer each, not timed.
+    CHECK(out.transfers[2].bytes == 64);
+    CHECK(out.transfers[2].dir == direction::tx);
+    CHECK(out.transfers[2].requests == 0);  // NIXL's requests events, exactly
+    CHECK_FALSE(out.transfers[2].timed);
+    CHECK(out.transfers[3].dir == direction::rx);  // another direction: another transfer
+}
+
+TEST_CASE("memory error and dropped events keep their values and kinds xtel cannot name count") {
+    const auto out =
+        mapped({ev(event_type::memory_registered, 8192), ev(event_type::memory_deregistered, 4096),
+                ev(event_type::err_backend, 1), ev(event_type::err_canceled, 2),
+                ev(event_type::err_mismatch, 1), ev(event_type::telemetry_events_dropped, 5),
+                ev(static_cast<event_type>(99), 1)});
+    REQUIRE(out.events.size() == 5);
+    CHECK(out.events[0].name.view() == "agent_memory_registered");
+    CHECK(out.events[0].cat == xtel::category::memory);
+    CHECK(out.events[0].kind == xtel::value_kind::counter);
+    CHECK(out.events[0].value == 8192);
+    CHECK(out.events[1].name.view() == "agent_memory_deregistered");
+    CHECK(out.events[2].name.view() == "agent_error_backend_error");
+    CHECK(out.events[2].cat == xtel::category::error);
+    CHECK(out.events[3].name.view() == "agent_error_timed_out");  // NIXL_ERR_CANCELED
+    CHECK(out.events[3].value == 2);
+    CHECK(out.events[4].name.view() == "telemetry_events_dropped");
+    CHECK(out.events[4].value == 5);
+    CHECK(out.unmapped == 2);  // NIXL_ERR_MISMATCH, and a type NIXL does not define
+    CHECK(out.transfers.empty());
+}
+
+TEST_CASE("an exporter whose output directory is not there counts and drops and never throws") {
+    const abi::init_params params{"nixl-no-dir", 4096};
+    xtel::nixl::xtel_exporter x(
+        params, xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", "/nonexistent"}}));
+    CHECK(x.pipeline_or_null() == nullptr);
+    CHECK(x.max_events_buffered() == 4096);
+    flush(x, one_write);
+    CHECK(x.export_event(ev(event_type::memory_registered, 1)) == abi::status::success);
+    CHECK(x.events_dropped() == 5);
+}
+
+TEST_CASE("an exporter submits each NIXL flush and each event outside one as a round") {
+    xtel_test::temp_dir dir;
+    const abi::init_params params{"nixl-rounds", 16};
+    xtel::nixl::xtel_exporter x(
+        params,
+        xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}));
+    REQUIRE(x.pipeline_or_null() != nullptr);
+    CHECK(std::filesystem::exists(dir.path() / "nixl-rounds.metrics"));
+    flush(x, one_write);  // transfers only: one round
+    CHECK(x.pipeline_or_null()->flushes() == 1);
+    flush(x, {});  // an empty flush is a round, as the pipeline's own flusher would run
+    CHECK(x.pipeline_or_null()->flushes() == 2);
+    // NIXL 1.4 calls no batch hooks: each event is its own round.
+    CHECK(x.export_event(ev(event_type::memory_registered, 4096)) == abi::status::success);
+    CHECK(x.pipeline_or_null()->flushes() == 3);
+    CHECK(x.events_dropped() == 0);
+    CHECK(x.events_unmapped() == 0);
+}
+
+TEST_CASE("the plug-in's entry point is NIXL's API version 2 named xtel and always creates") {
+    const abi::plugin* p = nixl_telemetry_plugin_init();
+    REQUIRE(p != nullptr);
+    CHECK(p->api == abi::api_version::v2);
+    CHECK(p->name == "xtel");
+    CHECK(p->version == xtel::version());
+    CHECK(nixl_telemetry_plugin_init() == p);  // static: NIXL keeps the pointer
+    ::setenv("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", "/nonexistent", 1);
+    const std::unique_ptr<abi::exporter> e = p->create_exporter(abi::init_params{"nixl-entry", 8});
+    ::unsetenv("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH");
+    REQUIRE(e != nullptr);  // set-up failed, yet NIXL gets an exporter: it throws on null
+    CHECK(e->export_event(ev(event_type::tx_bytes, 1)) == abi::status::success);
+}
+
+}  // namespace nixl_exporter_test
