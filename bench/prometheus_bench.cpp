@@ -55,7 +55,9 @@ void BM_prometheus_render(benchmark::State& state) {
     xtel::config cfg;
     xtel::prometheus_settings s;
     s.address = {"127.0.0.1", 0};
-    xtel::prometheus_exporter e({cfg, "bench_agent"}, s, xtel::metrics::agent_metrics_settings{});
+    const auto m = std::make_shared<xtel::metrics::agent_metrics>(
+        "bench_agent", xtel::metrics::agent_metrics_settings{});
+    xtel::prometheus_exporter e({{cfg, "bench_agent"}, m}, s);
     const xtel::label_table labels;
     std::vector<xtel::transfer_record> transfers(1000);
     for (std::uint64_t i = 0; i < transfers.size(); ++i) {
@@ -63,8 +65,8 @@ void BM_prometheus_render(benchmark::State& state) {
         transfers[i].requests = 1;
         transfers[i].xfer_us = i * 37 % 100000;
     }
-    e.export_transfers(transfers, labels);
-    e.on_flush_end();
+    m->apply_transfers(transfers, labels);
+    m->publish();
     std::vector<xtel::event> batch;
     const std::size_t builtin = sample_lines(e.scrape());
     batch.clear();
@@ -72,8 +74,8 @@ void BM_prometheus_render(benchmark::State& state) {
         batch.push_back(make(xtel::category::backend, fmt::format("backend_op_{:06}", i), i,
                              xtel::value_kind::counter));
     }
-    e.export_batch(batch);
-    e.on_flush_end();
+    m->apply(batch);
+    m->publish();
 
     const pin_scope pin(state.thread_index());
     std::size_t bytes = 0;

@@ -200,14 +200,6 @@ void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
                                     const label_table& labels,
                                     std::span<const transfer_trace> traces) {
     const std::lock_guard lock(state_mutex_);
-    if (traces.empty()) {
-        traces = attached_traces_;
-    }
-    // Kept for the call only: a later round's records have other indices.
-    const struct forget {
-        std::vector<transfer_trace>& v;
-        ~forget() { v.clear(); }
-    } forget_attached{attached_traces_};
     if (transfers.empty()) {
         return;
     }
@@ -320,15 +312,6 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
         store.add(post_time_total_, post_sum);
         store.set(xfer_time_last_, last_timed->xfer_us);
         store.set(post_time_last_, last_timed->post_us);
-    }
-}
-
-void agent_metrics::attach_traces(std::span<const transfer_trace> traces) {
-    const std::lock_guard lock(state_mutex_);
-    try {
-        attached_traces_.assign(traces.begin(), traces.end());
-    } catch (...) {
-        attached_traces_.clear();  // no memory: the exemplars go without ids this round
     }
 }
 

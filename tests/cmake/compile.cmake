@@ -15,7 +15,9 @@ set(XTEL_WRONG_HOOKS
     "EVENTS_LOST|events_lost must be `std::uint64_t events_lost\\(\\) const noexcept`"
     "EXPORT_TRANSFERS|export_transfers must be callable as `void export_transfers"
     "NAME|name must be `static constexpr std::string_view name`"
-    "METRIC_STATE|must be constructible from `const metric_state_context<M>&`")
+    "METRIC_STATE|must be constructible from `const metric_state_context<M>&` and not from"
+    "SNAPSHOT_EXPORT_BATCH|must declare neither export_batch nor export_transfers"
+    "EXPORT_SPANS|must have `bool export_spans\\(std::span<const S::span_type>\\)`")
 foreach(entry IN LISTS XTEL_WRONG_HOOKS)
     string(FIND "${entry}" "|" bar)
     string(SUBSTRING "${entry}" 0 ${bar} hook)

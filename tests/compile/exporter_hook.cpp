@@ -10,11 +10,12 @@
 
 #include "xtel/core/exporter.hpp"
 
-/// The metric state the exporter serves (metrics::agent_metrics in the real ones).
+/// The metric state the snapshot sink serves (metrics::agent_metrics in the real ones).
 struct checked_state {
     explicit checked_state(const xtel::exporter_context&) {}
 };
 
+/// An event sink, every optional hook in its documented form unless a macro spoils one.
 struct checked_exporter {
     explicit checked_exporter(const xtel::exporter_context&) {}
     void export_batch(std::span<const xtel::event>) {}
@@ -37,8 +38,6 @@ struct checked_exporter {
     void export_transfers(std::span<const xtel::transfer_record>) {}
 #elif defined(XTEL_WRONG_NAME)
     static constexpr const char* name = "checked";
-#elif defined(XTEL_WRONG_METRIC_STATE)
-    using metric_state = checked_state;  // but no constructor from metric_state_context
 #else
     static constexpr std::string_view name = "checked";
     void export_transfers(std::span<const xtel::transfer_record>, const xtel::label_table&) {}
@@ -50,17 +49,57 @@ struct checked_exporter {
     std::uint64_t events_lost() const noexcept {
         return 0;
     }
-    using metric_state = checked_state;
-    explicit checked_exporter(const xtel::metric_state_context<checked_state>&) {}
 #endif
 };
 
+/// The span stage the snapshot sink takes spans from (trace::span_stage in the node exporter).
+struct checked_stage {
+    using span_type = int;
+    explicit checked_stage(const xtel::exporter_context&) {}
+    bool on() const noexcept { return true; }
+};
+
+/// A snapshot sink that takes spans, in its documented form unless a macro spoils it.
+struct checked_snapshot_sink {
+    using metric_state = checked_state;
+#if defined(XTEL_WRONG_METRIC_STATE)
+    // no constructor from metric_state_context
+    explicit checked_snapshot_sink(const xtel::exporter_context&) {}
+#else
+    explicit checked_snapshot_sink(const xtel::metric_state_context<checked_state>&) {}
+#endif
+#if defined(XTEL_WRONG_SNAPSHOT_EXPORT_BATCH)
+    void export_batch(std::span<const xtel::event>) {}  // the pipeline folds for it
+#endif
+#if defined(XTEL_WRONG_EXPORT_SPANS)
+    void export_spans(std::span<const int>) {}  // says nothing of whether it wrote them
+#else
+    bool export_spans(std::span<const int>) {
+        return true;
+    }
+#endif
+    using span_stage = checked_stage;
+    bool takes_spans() const noexcept {
+        return true;
+    }
+    void on_flush_end() {}
+};
+
 template struct xtel::exporter_traits<checked_exporter>;
+template struct xtel::exporter_traits<checked_snapshot_sink>;
 
 #if !defined(XTEL_WRONG_HOOK)
+static_assert(xtel::exporter_traits<checked_exporter>::wants_events);
 static_assert(xtel::exporter_traits<checked_exporter>::wants_transfers);
 static_assert(xtel::exporter_traits<checked_exporter>::name == "checked");
-static_assert(xtel::exporter_traits<checked_exporter>::wants_metric_state);
+static_assert(!xtel::exporter_traits<checked_exporter>::wants_metric_state);
+static_assert(!xtel::exporter_traits<checked_snapshot_sink>::wants_events);
+static_assert(!xtel::exporter_traits<checked_snapshot_sink>::wants_transfers);
+static_assert(xtel::exporter_traits<checked_snapshot_sink>::wants_metric_state);
+static_assert(xtel::exporter_traits<checked_snapshot_sink>::wants_spans);
+static_assert(!xtel::exporter_traits<checked_exporter>::wants_spans);
 static_assert(
-    std::is_same_v<xtel::exporter_traits<checked_exporter>::metric_state_t, checked_state>);
+    std::is_same_v<xtel::exporter_traits<checked_snapshot_sink>::span_stage_t, checked_stage>);
+static_assert(
+    std::is_same_v<xtel::exporter_traits<checked_snapshot_sink>::metric_state_t, checked_state>);
 #endif

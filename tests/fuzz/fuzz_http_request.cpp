@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,13 +43,13 @@ constexpr std::string_view expected_series =
 }
 
 struct endpoint {
-    endpoint() : exporter(context(), settings(), model()) {
+    endpoint() : exporter({context(), metrics}, settings()) {
         // The legacy transfer counters come from transfer records (the metrics processor).
         xtel::transfer_record t;
         t.bytes = 4096;
         t.requests = 1;
-        exporter.export_transfers({&t, 1}, labels);
-        exporter.on_flush_end();
+        metrics->apply_transfers({&t, 1}, labels);
+        metrics->publish();  // as the back end does: the exporter serves what was published
         if (!exporter.active()) {
             finding("the endpoint does not listen");
         }
@@ -70,6 +71,8 @@ struct endpoint {
         return s;
     }
     xtel::label_table labels;
+    std::shared_ptr<xtel::metrics::agent_metrics> metrics =
+        std::make_shared<xtel::metrics::agent_metrics>("fuzz", model());
     xtel::prometheus_exporter exporter;
 };
 

@@ -118,8 +118,8 @@ namespace {
 /// label values that need escaping.
 struct busy_endpoint {
     busy_endpoint()
-        : a({cfg, "agent \"one\"\\"}, settings(), model()),
-          b({cfg, "agent_two"}, settings(), model()) {
+        : a({{cfg, "agent \"one\"\\"}, model_a}, settings()),
+          b({{cfg, "agent_two"}, model_b}, settings()) {
         REQUIRE(a.active());
         REQUIRE(b.active());
         using xtel::category;
@@ -154,10 +154,11 @@ struct busy_endpoint {
         transfers.back().dir = xtel::direction::rx;
         transfers.back().attrs.op = xtel::transfer_op::read;
         transfers.back().attrs.status = xtel::transfer_status::error;
-        for (auto* e : {&a, &b}) {
-            e->export_transfers(transfers, labels);
-            e->export_batch(batch);
-            e->on_flush_end();
+        // Folded and published as the back end does (the exporters serve what was published).
+        for (auto* m : {model_a.get(), model_b.get()}) {
+            m->apply_transfers(transfers, labels);
+            m->apply(batch);
+            m->publish();
         }
     }
 
@@ -188,6 +189,10 @@ struct busy_endpoint {
     }
 
     xtel::config cfg;
+    std::shared_ptr<xtel::metrics::agent_metrics> model_a =
+        std::make_shared<xtel::metrics::agent_metrics>("agent \"one\"\\", model());
+    std::shared_ptr<xtel::metrics::agent_metrics> model_b =
+        std::make_shared<xtel::metrics::agent_metrics>("agent_two", model());
     xtel::prometheus_exporter a;
     xtel::prometheus_exporter b;
 };

@@ -262,7 +262,9 @@ TEST_CASE("the node file carries only the families the agent's allowlist serves"
     auto model = settings_of(
         {{"NIXL_TELEMETRY_ENABLED_METRICS", "agent_err_*,xtel_memory_registered_bytes"}});
     {
-        xtel::node_exporter e({cfg, "chosen"}, ns, model);
+        const auto m = std::make_shared<xtel::metrics::agent_metrics>("chosen", model);
+        xtel::node_exporter e({{cfg, "chosen"}, m}, ns);
+        m->publish();
         e.on_flush_end();
     }
     xtel::node::file::reader r(dir.path() / "chosen.metrics");

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,9 +45,9 @@ std::vector<std::string> lines_starting(const std::string& text, std::string_vie
 /// An exporter configured with `builders` and `max_series`.
 struct configured {
     configured(std::vector<std::string> builders, std::size_t max_series = 1000)
-        : exporter({cfg, "a1"},
-                   exporter_under_test::settings("127.0.0.1:0"),
-                   model(std::move(builders), max_series)) {}
+        : metrics(std::make_shared<xtel::metrics::agent_metrics>(
+              "a1", model(std::move(builders), max_series))),
+          exporter({{cfg, "a1"}, metrics}, exporter_under_test::settings("127.0.0.1:0")) {}
 
     static xtel::metrics::agent_metrics_settings model(std::vector<std::string> builders,
                                                        std::size_t max_series) {
@@ -75,16 +76,18 @@ struct configured {
         return r;
     }
 
+    /// Folds the rounds and publishes them, as the back end does.
     void flush(const std::vector<transfer_round>& rounds) {
         for (const auto& r : rounds) {
-            exporter.export_transfers(r.transfers, labels);
-            exporter.export_batch(r.events);
+            metrics->apply_transfers(r.transfers, labels);
+            metrics->apply(r.events);
         }
-        exporter.on_flush_end();
+        metrics->publish();
     }
 
     xtel::config cfg;
     xtel::label_table labels;
+    std::shared_ptr<xtel::metrics::agent_metrics> metrics;
     xtel::prometheus_exporter exporter;
 };
 
@@ -290,9 +293,9 @@ TEST_CASE("a run-time builder may not take a name or a label the exporter uses")
         Catch::Contains("label 'agent_name' of metric family 'mine_total' is reserved"));
     // An event family cannot take a processor family's name afterwards either.
     t.flush({});
-    t.exporter.export_batch(std::vector{prom_test::make(
+    t.metrics->apply(std::vector{prom_test::make(
         xtel::category::custom, "xtel_transfer_bytes_total", 1, xtel::value_kind::counter)});
-    t.exporter.on_flush_end();
+    t.metrics->publish();
     CHECK(lines_starting(t.exporter.scrape(), "xtel_telemetry_events_unmapped_total{")[0].ends_with(
         "} 1"));
 }

@@ -15,10 +15,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "test_util.hpp"
+#include "xtel/core/back_end.hpp"
 #include "xtel/exporters/node.hpp"
 #include "xtel/node/collector.hpp"
 #include "xtel/node/file.hpp"
@@ -178,13 +180,14 @@ TEST_CASE("a second node exporter of a live agent's name leaves a name_taken not
     const xtel::config cfg;
     const xtel::exporter_context ctx{cfg, "twin"};
     const xtel::node_settings s{dir.path()};
-    const auto model = xtel::metrics::agent_metrics_settings{};
-    xtel::node_exporter first(ctx, s, model);
+    const auto model = std::make_shared<xtel::metrics::agent_metrics>(
+        "twin", xtel::metrics::agent_metrics_settings{});
+    xtel::node_exporter first({ctx, model}, s);
     REQUIRE_FALSE(first.disabled());
     const auto notice_path =
         dir.path() / xtel::node::notice_file_name("twin", static_cast<std::uint32_t>(::getpid()));
     {
-        xtel::node_exporter second(ctx, s, model);
+        xtel::node_exporter second({ctx, model}, s);
         CHECK(second.disabled());
         REQUIRE(std::filesystem::exists(notice_path));
         const auto n = parse_notice(xtel_test::read_file(notice_path));
@@ -200,6 +203,47 @@ TEST_CASE("a second node exporter of a live agent's name leaves a name_taken not
         CHECK_FALSE(std::filesystem::exists(notice_path));
     }
     first.on_stop();
+}
+
+TEST_CASE("the back end counts every event a disabled node exporter would have been handed",
+          "[node_file][notice]") {
+    const xtel_test::temp_dir dir;
+    const xtel_test::log_capture logs;
+    const xtel::config plain;
+    const xtel::node_exporter first({{plain, "twin"},
+                                     std::make_shared<xtel::metrics::agent_metrics>(
+                                         "twin", xtel::metrics::agent_metrics_settings{})},
+                                    xtel::node_settings{dir.path()});
+    REQUIRE_FALSE(first.disabled());
+
+    // A second agent of the name, as a pipeline builds it: its node file is taken.
+    const auto cfg = xtel_test::enabled_config({"node"}, dir.path().string());
+    const xtel::label_table labels;
+    xtel::back_end<xtel::node_exporter> be({cfg, "twin"}, labels, 64);
+    REQUIRE(be.get<xtel::node_exporter>().disabled());
+    xtel::transfer_record timed;  // 4 events: bytes, requests, xfer and post time
+    timed.bytes = 4096;
+    timed.requests = 1;
+    xtel::transfer_record untimed = timed;  // 2 events
+    untimed.timed = false;
+    xtel::transfer_record failed = timed;  // none
+    failed.attrs.status = xtel::transfer_status::error;
+    xtel::transfer_record notified = timed;  // none: another agent's transfer
+    notified.notified = true;
+    const std::vector records{timed, untimed, failed, notified};
+    be.take(std::span<const xtel::transfer_record>(records));
+    xtel::event custom;
+    custom.name = "depth";
+    custom.cat = xtel::category::custom;
+    const std::vector events{custom, custom, custom};
+    be.take(std::span<const xtel::event>(events));
+    be.end_round(0);
+    CHECK(be.events_lost(0) == 4 + 2 + 3);
+    CHECK(be.stats().events_lost == 9);
+    CHECK(be.stats().exporters_disabled == 1);
+    be.take(std::span<const xtel::transfer_record>(records));
+    be.end_round(0);
+    CHECK(be.events_lost(0) == 15);
 }
 
 TEST_CASE("the collector lists a live notice, logs it once, and ignores it once its agent is gone",

@@ -17,11 +17,11 @@
 #include <string_view>
 #include <vector>
 
+#include "span_recorder.hpp"
 #include "test_util.hpp"
 #include "xtel/core/telemetry.hpp"
 #include "xtel/exporters/prometheus.hpp"
 #include "xtel/metrics/builder.hpp"
-#include "xtel/trace/recorder.hpp"
 
 namespace notified_transfer_test {
 
@@ -247,7 +247,7 @@ TEST_CASE(
     s.slow_us = 0;
     s.sample = 1.0;
     s.budget = 1000;
-    tr::span_recorder rec(dir.path(), "decode-1", {}, s, now, 16);
+    xtel_test::span_recorder rec(dir.path(), "decode-1", {}, s, now, 16);
     xtel::transfer_record r;
     r.timestamp_us = now;
     r.bytes = 4096;
@@ -283,7 +283,7 @@ TEST_CASE("a notified transfer is never a slow span: unsampled, it writes none",
     s.slow_us = 0;  // every timed transfer would be slow
     s.sample = 0.0;
     s.budget = 1000;
-    tr::span_recorder rec(dir.path(), "decode-1", {}, s, now, 16);
+    xtel_test::span_recorder rec(dir.path(), "decode-1", {}, s, now, 16);
     xtel::transfer_record r;
     r.timestamp_us = now;
     r.bytes = 4096;

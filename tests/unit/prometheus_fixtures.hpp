@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the Prometheus exporter's unit tests.
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -23,12 +24,14 @@ struct transfer_round {
 };
 
 /// An exporter on a free loopback port with fixed labels and two buckets, built the way the
-/// pipeline builds it.
+/// pipeline builds it (from the model it serves), and the model, which the test folds and
+/// publishes as the back end does (xtel/core/back_end.hpp): the exporter never folds.
 struct exporter_under_test {
     explicit exporter_under_test(std::string agent = "a1",
                                  std::vector<double> buckets = {10, 100},
                                  std::string address = "127.0.0.1:0")
-        : exporter({cfg, std::move(agent)}, settings(address), model(std::move(buckets))) {}
+        : metrics(std::make_shared<xtel::metrics::agent_metrics>(agent, model(std::move(buckets)))),
+          exporter({{cfg, std::move(agent)}, metrics}, settings(address)) {}
 
     static xtel::prometheus_settings settings(std::string_view address) {
         xtel::prometheus_settings s;
@@ -46,26 +49,30 @@ struct exporter_under_test {
         return s;
     }
 
-    /// Exports `events` as one flush round.
+    /// Folds `events` as one flush round.
     void flush(const std::vector<xtel::event>& events) {
-        exporter.export_batch(events);
-        exporter.on_flush_end();
+        metrics->apply(events);
+        end_round();
     }
 
-    /// Exports transfers as the pipeline does, in one flush round.
+    /// Folds transfers as the back end does, in one flush round.
     void flush(const transfer_round& round) {
         send(round);
-        exporter.on_flush_end();
+        end_round();
     }
 
-    /// Hands transfers over without ending the flush round.
+    /// Folds transfers without ending the flush round: the records, then the other events.
     void send(const transfer_round& round) {
-        exporter.export_transfers(round.transfers, labels);
-        exporter.export_batch(round.events);
+        metrics->apply_transfers(round.transfers, labels);
+        metrics->apply(round.events);
     }
+
+    /// Ends the flush round: what it folded is published, for scrapes to see.
+    void end_round() { metrics->publish(); }
 
     xtel::config cfg;
     xtel::label_table labels;
+    std::shared_ptr<xtel::metrics::agent_metrics> metrics;
     xtel::prometheus_exporter exporter;
 };
 

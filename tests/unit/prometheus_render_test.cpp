@@ -4,10 +4,13 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "prometheus_fixtures.hpp"
+#include "test_util.hpp"
+#include "xtel/core/back_end.hpp"
 #include "xtel/metrics/exposition.hpp"
 #include "xtel/metrics/metric_store.hpp"
 #include "xtel/metrics/snapshot.hpp"
@@ -434,8 +437,10 @@ TEST_CASE("label values are escaped and invalid UTF-8 is replaced") {
     xtel::config cfg;
     auto model = exporter_under_test::model({10});
     model.hostname = "host\"q";
-    const xtel::prometheus_exporter e({cfg, "a\\b\nc\xff"},
-                                      exporter_under_test::settings("127.0.0.1:0"), model);
+    const std::string agent = "a\\b\nc\xff";
+    const xtel::prometheus_exporter e(
+        {{cfg, agent}, std::make_shared<xtel::metrics::agent_metrics>(agent, model)},
+        exporter_under_test::settings("127.0.0.1:0"));
     CHECK(e.scrape().find("{agent_name=\"a\\\\b\\nc\xEF\xBF\xBD\",hostname=\"host\\\"q\"} 0\n") !=
           std::string::npos);
 }
@@ -444,7 +449,7 @@ TEST_CASE("a scrape shows a flush round only once it has ended") {
     exporter_under_test t;
     t.send(tx_transfer(64, 1, 1));
     CHECK(has_line(t.exporter.scrape(), R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 0)"));
-    t.exporter.on_flush_end();
+    t.end_round();
     CHECK(
         has_line(t.exporter.scrape(), R"(agent_tx_bytes_total{agent_name="a1",hostname="h"} 64)"));
 }
@@ -485,8 +490,15 @@ TEST_CASE("a second agent of the same name on one endpoint is refused and logged
     CHECK(first.exporter.active());
     CHECK_FALSE(second.exporter.active());
     CHECK_FALSE(logs.find(xtel::log_level::error, "agent 'twin'").empty());
-    second.flush(tx_transfer(10, 1, 1));
-    CHECK(second.exporter.events_ignored() == 4);
+    // The back end counts what a refused sink loses: a timed transfer's four events.
+    const auto cfg = xtel_test::enabled_config({"prometheus"}, first.exporter.address());
+    const xtel::label_table labels;
+    xtel::back_end<xtel::prometheus_exporter> refused({cfg, "twin"}, labels, 64);
+    CHECK(refused.get<xtel::prometheus_exporter>().disabled());
+    refused.take(std::span<const xtel::transfer_record>(tx_transfer(10, 1, 1).transfers));
+    refused.end_round(0);
+    CHECK(refused.events_lost(0) == 4);
+    CHECK(refused.stats().events_lost == 4);
 }
 
 TEST_CASE("an agent whose family of a shared name has another type is left out of that family") {

@@ -14,12 +14,15 @@
 #include <vector>
 
 #include "test_util.hpp"
+#include "xtel/core/back_end.hpp"
 #include "xtel/core/telemetry.hpp"
 #include "xtel/exporters/node.hpp"
 #include "xtel/exporters/prometheus.hpp"
 #include "xtel/metrics/builder.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
+#include "xtel/trace/sampler.hpp"
+#include "xtel/trace/span_ring.hpp"
 
 namespace shared_metric_state_test {
 
@@ -48,9 +51,7 @@ template <int I>
 class serving {
   public:
     using metric_state = counting_state;
-    explicit serving(const xtel::exporter_context&) : state_(nullptr) {}
     explicit serving(const xtel::metric_state_context<counting_state>& m) : state_(m.state) {}
-    void export_batch(std::span<const xtel::event>) {}
     const counting_state* state() const noexcept { return state_.get(); }
 
   private:
@@ -156,6 +157,48 @@ TEST_CASE("with prometheus and node named, /metrics and the node file serve one 
     // Its readers add the writer's pid: the node file leaves xtel_agent_info's out.
     CHECK(family(node, "xtel_agent_info").spec.label_names == std::vector<std::string>{"backend"});
     CHECK(family(node, "agent_tx_bytes_total").series[0].value == 70);
+}
+
+TEST_CASE(
+    "with prometheus and node named, the back end's span stage writes each slow transfer's "
+    "span once into the node's ring and /metrics counts it",
+    "[node_file][spans]") {
+    const xtel_test::temp_dir dir;
+    const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env slow(xtel::trace::env::trace_slow_us, "0");  // every one slow
+    STATIC_REQUIRE(xtel::back_end<xtel::prometheus_exporter, xtel::node_exporter>::owns_span_stage);
+    const auto cfg = xtel_test::enabled_config({"prometheus", "node"}, dir.path().string());
+    xtel::telemetry<xtel::prometheus_exporter, xtel::node_exporter> t(cfg, "spans", manual);
+    for (int i = 0; i < 7; ++i) {
+        t.record_transfer(xtel::direction::tx, 1, 10, 1, 5, 50);
+    }
+    t.flush();
+    xtel::trace::span_ring::reader ring(dir.path() / "spans.spans");
+    std::vector<xtel::trace::span_ring::span_record> spans;
+    ring.read(spans);
+    CHECK(spans.size() == 7);
+    const auto text = t.get<xtel::prometheus_exporter>().scrape();
+    CHECK(text.find("\nxtel_trace_spans_total{agent_name=\"spans\",reason=\"slow\"} 7\n") !=
+          std::string::npos);
+    CHECK(text.find("\nxtel_trace_spans_dropped_total{agent_name=\"spans\",reason=\"ring\"} 0\n") !=
+          std::string::npos);
+}
+
+TEST_CASE(
+    "a pipeline of prometheus alone has no span stage: it samples nothing and serves no "
+    "span family",
+    "[spans]") {
+    const xtel_test::scoped_env address(xtel::env::prometheus_address, "127.0.0.1:0");
+    const xtel_test::scoped_env slow(xtel::trace::env::trace_slow_us, "0");
+    const xtel_test::scoped_env sets(xtel::env::metric_set, "both");
+    STATIC_REQUIRE_FALSE(xtel::back_end<xtel::prometheus_exporter>::owns_span_stage);
+    const auto cfg = xtel_test::enabled_config({"prometheus"});
+    xtel::telemetry<xtel::prometheus_exporter> t(cfg, "no_spans", manual);
+    t.record_transfer(xtel::direction::tx, 1, 10, 1, 5, 50);
+    t.flush();
+    const auto text = t.get<xtel::prometheus_exporter>().scrape();
+    CHECK(text.find("agent_tx_bytes_total{agent_name=\"no_spans\"") != std::string::npos);
+    CHECK(text.find("xtel_trace_spans") == std::string::npos);
 }
 
 }  // namespace shared_metric_state_test

@@ -1,7 +1,7 @@
-// The span recorder: which of a flush round's transfer records become spans in the agent's
-// span ring, what each span says (trace, parent, times, bytes, peer, reason), and what it
-// counts when the budget or the ring leaves spans out. The ring is a real file, read back
-// with the real reader.
+// The span stage, run with a ring as the back end runs it for the node exporter: which of a
+// flush round's transfer records become spans in the agent's span ring, what each span says
+// (trace, parent, times, bytes, peer, reason), and what it counts when the budget or the ring
+// leaves spans out. The ring is a real file, read back with the real reader.
 
 #include <catch2/catch.hpp>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "span_recorder.hpp"
 #include "test_util.hpp"
 #include "xtel/core/label_table.hpp"
 #include "xtel/core/transfer_record.hpp"
-#include "xtel/trace/recorder.hpp"
 
 namespace trace_recorder_test {
 
@@ -66,7 +66,7 @@ TEST_CASE(
     xtel::process_rank rank;
     rank.rank = 12;
     rank.local_rank = 4;
-    tr::span_recorder rec(dir.path(), "prefill-0", rank, settings(100, 0.0, 1000), now, 16);
+    xtel_test::span_recorder rec(dir.path(), "prefill-0", rank, settings(100, 0.0, 1000), now, 16);
     const std::vector<xtel::transfer_record> round = {timed(250, parent_tp, peer),
                                                       timed(99, parent_tp, peer)};
     rec.record(round, labels, now);
@@ -99,7 +99,7 @@ TEST_CASE("a transfer tagged with a plain request id gets the trace id derived f
           "[trace_recorder]") {
     const xtel_test::temp_dir dir;
     xtel::label_table labels;
-    tr::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
+    xtel_test::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
     const std::vector<xtel::transfer_record> round = {timed(5, "req-42", 0)};
     rec.record(round, labels, now);
     const auto spans = read_all(dir.path() / "a.spans");
@@ -118,7 +118,7 @@ TEST_CASE(
     "[trace_recorder]") {
     const xtel_test::temp_dir dir;
     xtel::label_table labels;
-    tr::span_recorder rec(dir.path(), "a", {}, settings(0, 1.0, 1000), now, 16);
+    xtel_test::span_recorder rec(dir.path(), "a", {}, settings(0, 1.0, 1000), now, 16);
     auto failed = timed(0, "req-1", 0);
     failed.timed = false;
     failed.xfer_us = 0;
@@ -151,7 +151,7 @@ TEST_CASE("a timed record that carries earlier untimed completions spans one tra
           "[trace_recorder]") {
     const xtel_test::temp_dir dir;
     xtel::label_table labels;
-    tr::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
+    xtel_test::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
     auto r = timed(40, "req-7", 0);
     r.requests = 256;
     r.bytes = 256 * 65536;
@@ -166,7 +166,7 @@ TEST_CASE("spans over the budget are dropped and counted, each span id is new",
           "[trace_recorder]") {
     const xtel_test::temp_dir dir;
     xtel::label_table labels;
-    tr::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 5), now, 64);
+    xtel_test::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 5), now, 64);
     const std::vector<xtel::transfer_record> round(12, timed(10, "req-1", 0));
     rec.record(round, labels, now);  // the bucket holds 5 at the start
     const auto spans = read_all(dir.path() / "a.spans");
@@ -184,7 +184,7 @@ TEST_CASE("spans kept after the ring's file was lost are counted as dropped, not
           "[trace_recorder]") {
     const xtel_test::temp_dir dir;
     xtel::label_table labels;
-    tr::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
+    xtel_test::span_recorder rec(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
     const std::vector<xtel::transfer_record> round(3, timed(10, "req-1", 0));
     rec.record(round, labels, now);
     std::filesystem::remove(dir.path() / "a.spans");
@@ -199,9 +199,10 @@ TEST_CASE("spans kept after the ring's file was lost are counted as dropped, not
 TEST_CASE("a second recorder of the same agent name in the directory is refused",
           "[trace_recorder]") {
     const xtel_test::temp_dir dir;
-    const tr::span_recorder first(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
-    CHECK_THROWS_WITH(tr::span_recorder(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16),
-                      Catch::Contains("a.spans"));
+    const xtel_test::span_recorder first(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16);
+    CHECK_THROWS_WITH(
+        xtel_test::span_recorder(dir.path(), "a", {}, settings(0, 0.0, 1000), now, 16),
+        Catch::Contains("a.spans"));
 }
 
 }  // namespace trace_recorder_test

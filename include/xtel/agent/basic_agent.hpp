@@ -379,7 +379,7 @@ class basic_agent final : public agent {
     /// kind, so that a peer's failures say why; the bytes it was to move); it makes no
     /// agent_*_bytes event (telemetry.hpp).
     /// Its request id goes with it, timed or not: a failed transfer becomes a span in its
-    /// request's trace (xtel/trace/recorder.hpp).
+    /// request's trace (xtel/trace/span_stage.hpp).
     void record_failure(const detail::transfer_state& r,
                         status_code code,
                         std::uint64_t done,

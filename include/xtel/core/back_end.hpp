@@ -5,10 +5,18 @@
 ///   expand   each staged record into what the exporters consume, and only that: whole
 ///            transfer records for the model and the exporters that take them, events for the
 ///            exporters that take events only
-///   fold     the round's transfers, other events and exporter health into the one metric
-///            model, when some exporter serves it (exporter.hpp, `metric_state`)
+///   spans    the round's transfers through the span stage, when some sink takes spans
+///            (exporter.hpp, `span_stage`) and spans are configured: the sampling decision and
+///            the span ids, and the spans handed to the sinks that take them. Before the fold,
+///            because the latency exemplars carry the ids of the spans written
+///   fold     the round's transfers (with their traces), other events, the span counts and
+///            exporter health into the one metric model, when some exporter serves it
+///            (exporter.hpp, `metric_state`)
 ///   publish  the model's snapshot
-///   sinks    each exporter's hooks, in the list's order
+///   sinks    each exporter's hooks, in the list's order: an event sink is handed the
+///            round's events (export_batch, export_transfers); a snapshot sink serves what was
+///            published (on_flush_end), and the events it would lose while disabled are
+///            counted here, as that sink's events_lost
 ///
 /// A producer that has no ring (a host library with a flush thread of its own) feeds a round
 /// with take() instead of drain(): the stages after expand are the same. The back end is not
@@ -51,19 +59,19 @@ void report_export_failure(std::string_view agent,
                            std::string_view what,
                            std::uint64_t failures) noexcept;
 
-/// The first of `M...` that is not void (the metric state some exporter serves), else void.
+/// The first of `M...` that is not void (the metric state or span stage some exporter
+/// declares), else void.
 template <class... M>
-struct first_metric_state {
+struct first_declared {
     using type = void;
 };
 template <class M, class... Rest>
-struct first_metric_state<M, Rest...> {
-    using type =
-        std::conditional_t<std::is_void_v<M>, typename first_metric_state<Rest...>::type, M>;
+struct first_declared<M, Rest...> {
+    using type = std::conditional_t<std::is_void_v<M>, typename first_declared<Rest...>::type, M>;
 };
 
-/// What a back end without metric state holds in its place.
-struct no_metric_state {};
+/// What a back end without metric state or span stage holds in its place.
+struct none_declared {};
 
 }  // namespace detail
 
@@ -72,23 +80,35 @@ class back_end {
   public:
     /// Whether any exporter takes whole transfer records; when none does, none are built, and
     /// the front end stages no request id.
-    static constexpr bool takes_transfers = (exporter_traits<Exporters>::wants_transfers || ...) ||
-                                            (exporter_traits<Exporters>::wants_metric_state || ...);
-    /// Whether any exporter takes events only; when none does, transfers are not expanded into
-    /// events at all.
-    static constexpr bool expands_transfers = (!exporter_traits<Exporters>::wants_transfers || ...);
+    static constexpr bool takes_transfers =
+        (exporter_traits<Exporters>::wants_transfers || ...) ||
+        (exporter_traits<Exporters>::wants_metric_state || ...) ||
+        (exporter_traits<Exporters>::wants_spans || ...);
+    /// Whether any exporter takes events only (an event sink without export_transfers); when
+    /// none does, transfers are not expanded into events at all.
+    static constexpr bool expands_transfers = ((exporter_traits<Exporters>::wants_events &&
+                                                !exporter_traits<Exporters>::wants_transfers) ||
+                                               ...);
     /// Both kinds: transfer takers get their events from a second batch, without the ones
     /// derived from transfers (they have the records).
     static constexpr bool splits_events = takes_transfers && expands_transfers;
     /// The metric state the exporters that declare `metric_state` serve (exporter.hpp), or
     /// void: the back end owns one and folds into it once for all of them.
-    using metric_state_type = typename detail::first_metric_state<
+    using metric_state_type = typename detail::first_declared<
         typename exporter_traits<Exporters>::metric_state_t...>::type;
     static constexpr bool owns_metric_state = !std::is_void_v<metric_state_type>;
     static_assert(((std::is_void_v<typename exporter_traits<Exporters>::metric_state_t> ||
                     std::is_same_v<typename exporter_traits<Exporters>::metric_state_t,
                                    metric_state_type>)&&...),
                   "every exporter that declares metric_state names the same type");
+    /// The span stage the sinks declaring `span_stage` take spans from (exporter.hpp), or void.
+    using span_stage_type =
+        typename detail::first_declared<typename exporter_traits<Exporters>::span_stage_t...>::type;
+    static constexpr bool owns_span_stage = !std::is_void_v<span_stage_type>;
+    static_assert(
+        ((std::is_void_v<typename exporter_traits<Exporters>::span_stage_t> ||
+          std::is_same_v<typename exporter_traits<Exporters>::span_stage_t, span_stage_type>)&&...),
+        "every exporter that declares span_stage names the same type");
 
     /// Builds the model and every exporter (their set-up errors propagate). `labels` are the
     /// strings transfer attributes refer to; they must outlive the back end. At most
@@ -98,7 +118,8 @@ class back_end {
           batch_size_(batch_size),
           labels_(labels),
           metric_state_(make_metric_state(ctx)),
-          exporters_(make_exporters(ctx, std::index_sequence_for<Exporters...>{})) {
+          exporters_(make_exporters(ctx, std::index_sequence_for<Exporters...>{})),
+          span_stage_(make_span_stage(ctx)) {
         if constexpr (sizeof...(Exporters) > 0) {
             round_.reserve(batch_size_ + 4);
         }
@@ -174,14 +195,16 @@ class back_end {
         }
         export_batch();
         if constexpr (owns_metric_state || (exporter_traits<Exporters>::wants_health || ...)) {
-            const std::array<exporter_health, sizeof...(Exporters)> health = std::apply(
+            std::array<exporter_health, sizeof...(Exporters)> health = std::apply(
                 [](const auto&... e) {
                     return std::array<exporter_health, sizeof...(Exporters)>{exporter_health{
                         exporter_traits<std::decay_t<decltype(e)>>::name,
-                        exporter_traits<std::decay_t<decltype(e)>>::disabled(e),
-                        exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)}...};
+                        exporter_traits<std::decay_t<decltype(e)>>::disabled(e), 0}...};
                 },
                 exporters_);
+            for (std::size_t i = 0; i < health.size(); ++i) {
+                health[i].events_lost = events_lost(i);
+            }
             fold_metric_state([&](auto& m) { m.apply_health(health); });
             std::apply(
                 [&health](auto&... e) {
@@ -216,11 +239,28 @@ class back_end {
                 ((s.exporters_disabled +=
                   exporter_traits<std::decay_t<decltype(e)>>::disabled(e) ? 1 : 0),
                  ...);
-                ((s.events_lost += exporter_traits<std::decay_t<decltype(e)>>::events_lost(e)),
+            },
+            exporters_);
+        for (std::size_t i = 0; i < sizeof...(Exporters); ++i) {
+            s.events_lost += events_lost(i);
+        }
+        return s;
+    }
+
+    /// The events exporter `index` (in the list's order) lost: what an event sink says it lost,
+    /// or what the back end folded while a snapshot sink was disabled (every event of those
+    /// batches, as an event sink would have been handed them). Safe from any thread.
+    std::uint64_t events_lost(std::size_t index) const noexcept {
+        std::uint64_t n = 0;
+        std::size_t i = 0;
+        std::apply(
+            [&](const auto&... e) {
+                ((n +=
+                  i++ == index ? exporter_traits<std::decay_t<decltype(e)>>::events_lost(e) : 0),
                  ...);
             },
             exporters_);
-        return s;
+        return n + sink_lost_[index].load(std::memory_order_relaxed);
     }
 
     /// The metric state the exporters declaring `metric_state` serve.
@@ -235,9 +275,32 @@ class back_end {
 
   private:
     using exporter_tuple = std::tuple<Exporters...>;
-    using metric_state_holder = std::conditional_t<owns_metric_state,
-                                                   std::shared_ptr<metric_state_type>,
-                                                   detail::no_metric_state>;
+    using metric_state_holder = std::
+        conditional_t<owns_metric_state, std::shared_ptr<metric_state_type>, detail::none_declared>;
+    using span_stage_holder = std::
+        conditional_t<owns_span_stage, std::unique_ptr<span_stage_type>, detail::none_declared>;
+
+    /// The stage, when spans are configured and some sink declares one and takes spans at
+    /// start (an agent whose span ring could not be made samples nothing).
+    span_stage_holder make_span_stage([[maybe_unused]] const exporter_context& ctx) const {
+        if constexpr (owns_span_stage) {
+            if (!some_sink_takes_spans()) {
+                return nullptr;
+            }
+            auto stage = std::make_unique<span_stage_type>(ctx);
+            return stage->on() ? std::move(stage) : nullptr;
+        } else {
+            return {};
+        }
+    }
+
+    bool some_sink_takes_spans() const noexcept {
+        return std::apply(
+            [](const auto&... e) {
+                return (exporter_traits<std::decay_t<decltype(e)>>::takes_spans(e) || ...);
+            },
+            exporters_);
+    }
 
     static metric_state_holder make_metric_state([[maybe_unused]] const exporter_context& ctx) {
         if constexpr (owns_metric_state) {
@@ -269,8 +332,14 @@ class back_end {
         if constexpr (takes_transfers) {
             const std::span<const transfer_record> t = round_.transfers();
             if (!t.empty()) {
-                before_fold_each(t, std::index_sequence_for<Exporters...>{});
-                fold_metric_state([&](auto& m) { m.apply_transfers(t, labels_); });
+                const std::span<const transfer_trace> traces = run_span_stage(t);
+                fold_metric_state([&](auto& m) {
+                    if constexpr (owns_span_stage) {
+                        m.apply_transfers(t, labels_, traces);
+                    } else {
+                        m.apply_transfers(t, labels_);
+                    }
+                });
                 export_transfers_each(t, std::index_sequence_for<Exporters...>{});
                 round_.clear_transfers();
             }
@@ -293,15 +362,45 @@ class back_end {
     template <std::size_t I>
     using exporter_at = std::tuple_element_t<I, exporter_tuple>;
 
+    /// The span stage on the round's transfers, when some sink takes spans now: the spans
+    /// sampled, handed to each sink that takes them, their counts folded; returns the traces
+    /// the fold's exemplars carry (none without the stage).
+    std::span<const transfer_trace> run_span_stage(
+        [[maybe_unused]] std::span<const transfer_record> t) noexcept {
+        if constexpr (owns_span_stage) {
+            if (!span_stage_ || !some_sink_takes_spans()) {
+                return {};
+            }
+            span_stage_->sample(t, labels_, clock::now_us());
+            if (!span_stage_->spans().empty()) {
+                span_stage_->taken(export_spans_each(std::index_sequence_for<Exporters...>{}));
+            }
+            fold_metric_state([&](auto& m) { m.apply_spans(span_stage_->totals()); });
+            return span_stage_->traces();
+        } else {
+            return {};
+        }
+    }
+
+    /// Whether some sink wrote the stage's spans.
     template <std::size_t... I>
-    void before_fold_each([[maybe_unused]] std::span<const transfer_record> t,
-                          std::index_sequence<I...>) {
-        (guarded<I>(exporter_traits<exporter_at<I>>::name,
-                    [&] {
-                        exporter_traits<exporter_at<I>>::before_fold(std::get<I>(exporters_), t,
-                                                                     labels_);
-                    }),
-         ...);
+    bool export_spans_each(std::index_sequence<I...>) noexcept {
+        bool written = false;
+        ((written = export_spans_one<I>() || written), ...);
+        return written;
+    }
+
+    template <std::size_t I>
+    bool export_spans_one() noexcept {
+        bool written = false;
+        if constexpr (exporter_traits<exporter_at<I>>::wants_spans) {
+            auto& e = std::get<I>(exporters_);
+            if (e.takes_spans()) {
+                guarded<I>(exporter_traits<exporter_at<I>>::name,
+                           [&] { written = e.export_spans(span_stage_->spans()); });
+            }
+        }
+        return written;
     }
 
     template <std::size_t... I>
@@ -323,13 +422,20 @@ class back_end {
         (export_one<I>(), ...);
     }
 
+    /// Hands an event sink its events; for a snapshot sink that is disabled, counts the
+    /// events of the batch as lost: the plain ones and those of the transfers (each one's
+    /// events_of_transfer, none for a notified one), which is what events_made() counts.
     template <std::size_t I>
     void export_one() noexcept {
-        const detail::event_batch& events =
-            exporter_traits<exporter_at<I>>::wants_transfers ? round_.plain() : round_.events();
-        if (!events.empty()) {
-            guarded<I>(exporter_traits<exporter_at<I>>::name,
-                       [&] { std::get<I>(exporters_).export_batch(events.view()); });
+        if constexpr (exporter_traits<exporter_at<I>>::wants_events) {
+            const detail::event_batch& events =
+                exporter_traits<exporter_at<I>>::wants_transfers ? round_.plain() : round_.events();
+            if (!events.empty()) {
+                guarded<I>(exporter_traits<exporter_at<I>>::name,
+                           [&] { std::get<I>(exporters_).export_batch(events.view()); });
+            }
+        } else if (exporter_traits<exporter_at<I>>::disabled(std::get<I>(exporters_))) {
+            sink_lost_[I].fetch_add(round_.events_made(), std::memory_order_relaxed);
         }
     }
 
@@ -367,11 +473,15 @@ class back_end {
     /// Before the exporters, which keep it: they go first.
     [[no_unique_address]] metric_state_holder metric_state_;
     exporter_tuple exporters_;
+    /// After the exporters: built once they say whether some takes spans.
+    [[no_unique_address]] span_stage_holder span_stage_;
 
     detail::round<takes_transfers, expands_transfers> round_;
     std::vector<std::shared_ptr<detail::staging_ring>> rings_;
     std::uint64_t dropped_reported_ = 0;
     std::uint64_t failures_[sizeof...(Exporters) + 1] = {};
+    /// Events lost by each snapshot sink while disabled (export_one).
+    std::atomic<std::uint64_t> sink_lost_[sizeof...(Exporters) + 1] = {};
     std::atomic<std::uint64_t> exported_{0};
     std::atomic<std::uint64_t> export_errors_{0};
     /// On a line of its own: recorders read it on every transfer, the flusher writes it once

@@ -99,8 +99,8 @@ struct transfer_record {
     std::string_view request_id{};
 };
 
-/// The trace of one of a round's tagged transfer records, as the agent's span recorder read it
-/// from the request id (xtel/trace/recorder.hpp), and the span it wrote for the record, if any:
+/// The trace of one of a round's tagged transfer records, as the back end's span stage read it
+/// from the request id (xtel/trace/span_stage.hpp), and the span it wrote for the record, if any:
 /// what the latency histograms' exemplars carry so that a bucket links to its span.
 struct transfer_trace {
     /// The record's index in the round.
@@ -108,6 +108,14 @@ struct transfer_trace {
     std::array<std::uint8_t, 16> trace_id{};
     /// All zero: no span was written for the record (not sampled, over the budget, lost).
     std::array<std::uint8_t, 8> span_id{};
+};
+
+/// What the back end's span stage has done so far (xtel/trace/span_stage.hpp), as the model
+/// serves it: xtel_trace_spans_total{reason} and xtel_trace_spans_dropped_total{reason}.
+struct span_totals {
+    std::uint64_t failed = 0, slow = 0, sampled = 0;  ///< spans written, by reason
+    std::uint64_t dropped_budget = 0;                 ///< left out by NIXL_TELEMETRY_TRACE_BUDGET
+    std::uint64_t dropped_ring = 0;                   ///< kept, but no sink could take them
 };
 
 }  // namespace xtel

@@ -8,14 +8,16 @@
 /// endpoint, writes each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp) without the
 /// labels its readers add (xtel_agent_info's pid), into the file with xtel/node/file.hpp's
 /// writer: readers in other processes never see a torn snapshot and never hold a lock the
-/// agent waits on. Beside it, the transfers that become spans go into `<agent name>.spans`
-/// (xtel/trace/recorder.hpp). Recording threads never reach any of this.
+/// agent waits on. Beside it, the spans the back end's span stage hands it
+/// (xtel/trace/span_stage.hpp) go into `<agent name>.spans` (xtel/trace/span_ring.hpp).
+/// Recording threads never reach any of this.
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,15 +29,13 @@
 #include "xtel/metrics/agent_metrics.hpp"
 #include "xtel/metrics/snapshot.hpp"
 #include "xtel/trace/sampler.hpp"
+#include "xtel/trace/span_stage.hpp"
 
 namespace xtel {
 
 namespace node::file {
 class writer;
 }  // namespace node::file
-namespace trace {
-class span_recorder;
-}  // namespace trace
 namespace node {
 class notice_writer;
 enum class unpublished_reason : std::uint8_t;
@@ -49,8 +49,9 @@ struct node_settings {
     static constexpr const char* default_directory = "/dev/shm";
     /// Where `<agent name>.metrics` is created.
     std::filesystem::path directory{default_directory};
-    /// Which transfers become spans in `<agent name>.spans` beside the node file
-    /// (NIXL_TELEMETRY_TRACE_*, docs/trace-format.md); a budget of 0: no span ring.
+    /// Whether the transfers' spans go into `<agent name>.spans` beside the node file
+    /// (NIXL_TELEMETRY_TRACE_*, docs/trace-format.md; the back end's span stage decides which
+    /// transfers become spans); a budget of 0: no span ring.
     trace::sampler_settings spans;
 
     /// The directory is NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH when set (it must exist), else
@@ -65,43 +66,35 @@ class node_exporter {
     using settings = node_settings;
     /// What it serves: the pipeline's one model of the agent's metrics.
     using metric_state = metrics::agent_metrics;
+    /// What it writes beside the node file: the spans of the pipeline's span stage.
+    using span_stage = trace::span_stage;
 
-    /// On its own, with a model of its own; both configured from the environment
-    /// (node_settings::from_env, metrics::agent_metrics_settings::from_env); throws
-    /// config_error.
-    explicit node_exporter(const exporter_context& ctx);
-    /// As the pipeline builds it: serving the pipeline's model, which the pipeline folds.
-    explicit node_exporter(const metric_state_context<metric_state>& m);
-    /// On its own, with a model of its own. A file that cannot be created (a live writer of
-    /// the same agent name, a directory it cannot write) is logged as an error, not thrown:
-    /// the exporter stays off (disabled()), leaves an unpublished notice in the directory for
-    /// the node to see, and the agent goes on transferring.
-    node_exporter(const exporter_context& ctx,
-                  const node_settings& settings,
-                  const metrics::agent_metrics_settings& model);
-    node_exporter(const metric_state_context<metric_state>& m, const node_settings& settings);
+    /// As the pipeline builds it: serving the pipeline's model, which the pipeline folds and
+    /// publishes; configured by `settings`, else from the environment (node_settings::from_env,
+    /// which throws config_error). A file that cannot be created (a live writer of the same
+    /// agent name, a directory it cannot write) is logged as an error, not thrown: the exporter
+    /// stays off (disabled()), leaves an unpublished notice in the directory for the node to
+    /// see, and the agent goes on transferring.
+    explicit node_exporter(const metric_state_context<metric_state>& m,
+                           const std::optional<node_settings>& settings = std::nullopt);
     ~node_exporter();
     node_exporter(const node_exporter&) = delete;
     node_exporter& operator=(const node_exporter&) = delete;
 
-    /// Flusher thread only, as the Prometheus exporter's hooks of the same names: they fold
-    /// into its own model only (the pipeline folds its model itself).
-    void export_batch(std::span<const event> batch);
-    void export_transfers(std::span<const transfer_record> transfers, const label_table& labels);
-    /// Writes the round's spans before the pipeline folds the records, handing the model the
-    /// traces and span ids its exemplars carry.
-    void before_fold(std::span<const transfer_record> transfers, const label_table& labels);
-    void on_health(std::span<const exporter_health> rows);
+    /// Flusher thread only: the round's spans into the span ring; false once the ring is lost
+    /// (the writer logged why), so that the stage counts them as dropped.
+    bool export_spans(std::span<const span_stage::span_type> spans);
+    /// Whether it has a span ring to write into and is on (spans configured, the ring made).
+    bool takes_spans() const noexcept { return spans_ != nullptr && !disabled(); }
     /// Flusher thread only: writes the snapshot when the metrics changed since the last one.
     void on_flush_end();
     /// Flusher thread only: the last snapshot, then the file is marked closed.
     void on_stop();
 
     // Safe from any thread.
-    /// True once the file could not be created or the writer gave up on it.
+    /// True once the file could not be created or the writer gave up on it (the pipeline
+    /// counts the events it loses from then on).
     bool disabled() const noexcept { return disabled_.load(std::memory_order_relaxed); }
-    /// Events handed to it while disabled (as the transfer records' events count).
-    std::uint64_t events_lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
     /// Snapshots written to the file so far.
     std::uint64_t snapshots_published() const noexcept {
         return published_.load(std::memory_order_relaxed);
@@ -112,33 +105,22 @@ class node_exporter {
     std::filesystem::path spans_path() const;
 
   private:
-    node_exporter(const exporter_context& ctx,
-                  const node_settings& settings,
-                  std::shared_ptr<metric_state> model,
-                  bool folds);
     void publish();
-    /// Writes the spans of `transfers` (when it keeps spans) and updates the span families.
-    void record_spans(std::span<const transfer_record> transfers, const label_table& labels);
     /// Leaves `<agent>.<pid>.unpublished` beside the node file, so that the node shows this
     /// agent and why its metrics are missing (xtel/node/notice.hpp); held until on_stop().
     void leave_notice(node::unpublished_reason reason, std::string_view why) noexcept;
 
     std::shared_ptr<metric_state> model_;
-    /// Whether the model is its own, which it folds and publishes itself.
-    bool folds_ = false;
     std::unique_ptr<node::file::writer> writer_;
     std::filesystem::path path_;
     std::filesystem::path directory_;
     std::string agent_name_;
     std::unique_ptr<node::notice_writer> notice_;
-    /// The transfers' spans, written after each round into `<agent>.spans` (null: none).
-    std::unique_ptr<trace::span_recorder> spans_;
-    /// Whether before_fold wrote this round's spans (export_transfers writes them otherwise).
-    bool spans_recorded_ = false;
+    /// The span ring, `<agent>.spans` (null: no spans configured, or it could not be made).
+    std::unique_ptr<trace::span_ring::writer> spans_;
     std::shared_ptr<const metrics::snapshot> last_;  // the snapshot written last
     std::vector<std::byte> encoded_;
     std::atomic<bool> disabled_{false};
-    std::atomic<std::uint64_t> lost_{0};
     std::atomic<std::uint64_t> published_{0};
 };
 

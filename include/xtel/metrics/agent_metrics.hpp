@@ -60,24 +60,17 @@ class agent_metrics {
     /// last-request gauges from the completed ones. Records marked notified (transfers other
     /// agents made into this one) go to xtel_notified_transfers_total and
     /// xtel_notified_bytes_total only. `traces` (by index into `transfers`, ascending) are the
-    /// traces and spans the agent's span recorder found for them: the latency exemplars carry
+    /// traces and spans the back end's span stage found for them: the latency exemplars carry
     /// their ids.
     void apply_transfers(std::span<const transfer_record> transfers,
                          const label_table& labels,
                          std::span<const transfer_trace> traces = {});
-    /// The traces the next apply_transfers takes when it is given none: for a pipeline that
-    /// folds the records itself, handed over by the exporter that wrote their spans.
-    void attach_traces(std::span<const transfer_trace> traces);
     /// The pipeline's exporters: up or disabled, and the events each lost.
     void apply_health(std::span<const exporter_health> rows);
-    /// What the agent's span recorder has done (xtel/trace/recorder.hpp), as totals: served as
-    /// xtel_trace_spans_total{reason} and xtel_trace_spans_dropped_total{reason}, families made
-    /// on the first call (an agent that writes no spans has none).
-    struct span_totals {
-        std::uint64_t failed = 0, slow = 0, sampled = 0;  ///< spans written, by reason
-        std::uint64_t dropped_budget = 0;  ///< left out by NIXL_TELEMETRY_TRACE_BUDGET
-        std::uint64_t dropped_ring = 0;    ///< kept, but the span ring could not take them
-    };
+    /// What the back end's span stage has done (xtel/trace/span_stage.hpp), as totals: served
+    /// as xtel_trace_spans_total{reason} and xtel_trace_spans_dropped_total{reason}, families
+    /// made on the first call (an agent that writes no spans has none).
+    using span_totals = xtel::span_totals;
     void apply_spans(const span_totals& totals);
     /// Adds a user's builder after the configured ones; its families are served beside the
     /// others. Throws metrics_error when one of its families is invalid, uses a reserved label
@@ -220,8 +213,6 @@ class agent_metrics {
     family_id notified_transfers_ = 0, notified_bytes_ = 0;  // {op, peer} counters
     /// apply_transfers' records less the notified ones, when a round has both.
     std::vector<transfer_record> own_transfers_;
-    /// attach_traces' traces, for the next apply_transfers.
-    std::vector<transfer_trace> attached_traces_;
     /// xtel_trace_spans_total's failed, slow, sampled; xtel_trace_spans_dropped_total's
     /// budget, ring: made by the first apply_spans.
     std::vector<series_ref> spans_;

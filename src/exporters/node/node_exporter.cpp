@@ -4,14 +4,13 @@
 
 #include "core/log.hpp"
 #include "core/owned_file.hpp"
-#include "xtel/core/clock.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/core/telemetry.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/node/notice.hpp"
-#include "xtel/trace/recorder.hpp"
+#include "xtel/trace/span_ring.hpp"
 
 namespace xtel {
 
@@ -42,27 +41,11 @@ node_settings node_settings::from_env(const config& cfg, const env_lookup& looku
     return s;
 }
 
-node_exporter::node_exporter(const exporter_context& ctx)
-    : node_exporter(
-          ctx, node_settings::from_env(ctx.cfg), metrics::agent_metrics_settings::from_env()) {}
-
-node_exporter::node_exporter(const metric_state_context<metric_state>& m)
-    : node_exporter(m, node_settings::from_env(m.ctx.cfg)) {}
-
-node_exporter::node_exporter(const exporter_context& ctx,
-                             const node_settings& settings,
-                             const metrics::agent_metrics_settings& model)
-    : node_exporter(ctx, settings, std::make_shared<metric_state>(ctx.agent_name, model), true) {}
-
 node_exporter::node_exporter(const metric_state_context<metric_state>& m,
-                             const node_settings& settings)
-    : node_exporter(m.ctx, settings, m.state, false) {}
-
-node_exporter::node_exporter(const exporter_context& ctx,
-                             const node_settings& settings,
-                             std::shared_ptr<metric_state> model,
-                             bool folds)
-    : model_(std::move(model)), folds_(folds) {
+                             const std::optional<node_settings>& given)
+    : model_(m.state) {
+    const exporter_context& ctx = m.ctx;
+    const node_settings settings = given ? *given : node_settings::from_env(ctx.cfg);
     model_->reserve_reader_labels();
     directory_ = settings.directory;
     agent_name_ = ctx.agent_name;
@@ -86,9 +69,7 @@ node_exporter::node_exporter(const exporter_context& ctx,
     }
     if (settings.spans.spans()) {
         try {
-            spans_ = std::make_unique<trace::span_recorder>(settings.directory, ctx.agent_name,
-                                                            model_->rank(), settings.spans,
-                                                            clock::now_us());
+            spans_ = std::make_unique<trace::span_ring::writer>(settings.directory, ctx.agent_name);
         } catch (const std::exception& e) {
             // The metrics are published all the same; only the spans are missing.
             detail::log(log_level::error,
@@ -123,70 +104,8 @@ void node_exporter::leave_notice(node::unpublished_reason reason, std::string_vi
     }
 }
 
-void node_exporter::export_batch(std::span<const event> batch) {
-    if (disabled()) {
-        lost_.fetch_add(batch.size(), std::memory_order_relaxed);
-        return;
-    }
-    if (folds_) {
-        model_->apply(batch);
-    }
-}
-
-void node_exporter::export_transfers(std::span<const transfer_record> transfers,
-                                     const label_table& labels) {
-    if (disabled()) {
-        std::uint64_t events = 0;
-        for (const transfer_record& r : transfers) {
-            // A notified record (another agent's transfer) makes no event.
-            events += r.notified ? 0 : detail::events_of_transfer(r.attrs.status, r.timed);
-        }
-        lost_.fetch_add(events, std::memory_order_relaxed);
-        return;
-    }
-    // The spans before the fold, so that the histograms' exemplars carry the ids of the spans
-    // written: done in before_fold already when in a pipeline.
-    if (!spans_recorded_) {
-        record_spans(transfers, labels);
-    }
-    spans_recorded_ = false;
-    if (folds_) {
-        model_->apply_transfers(transfers, labels,
-                                spans_ ? spans_->traces() : std::span<const transfer_trace>{});
-    }
-}
-
-void node_exporter::before_fold(std::span<const transfer_record> transfers,
-                                const label_table& labels) {
-    if (disabled()) {
-        return;
-    }
-    record_spans(transfers, labels);
-    spans_recorded_ = true;
-    if (spans_ && !folds_) {
-        model_->attach_traces(spans_->traces());  // the pipeline's fold, next, takes them
-    }
-}
-
-void node_exporter::record_spans(std::span<const transfer_record> transfers,
-                                 const label_table& labels) {
-    if (!spans_) {
-        return;
-    }
-    spans_->record(transfers, labels, clock::now_us());
-    const trace::span_counts& c = spans_->counts();
-    using trace::span_reason;
-    model_->apply_spans({.failed = c.kept[static_cast<std::size_t>(span_reason::failed)],
-                         .slow = c.kept[static_cast<std::size_t>(span_reason::slow)],
-                         .sampled = c.kept[static_cast<std::size_t>(span_reason::sampled)],
-                         .dropped_budget = c.dropped_budget,
-                         .dropped_ring = c.dropped_ring});
-}
-
-void node_exporter::on_health(std::span<const exporter_health> rows) {
-    if (!disabled() && folds_) {
-        model_->apply_health(rows);
-    }
+bool node_exporter::export_spans(std::span<const span_stage::span_type> spans) {
+    return spans_ && spans_->write(spans);
 }
 
 void node_exporter::on_flush_end() {
@@ -205,9 +124,6 @@ void node_exporter::on_stop() {
 }
 
 void node_exporter::publish() {
-    if (folds_) {
-        model_->publish();
-    }
     auto snap = model_->latest();
     if (!snap || snap == last_) {
         return;  // nothing changed since the last snapshot written

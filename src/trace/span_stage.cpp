@@ -1,8 +1,10 @@
-#include "xtel/trace/recorder.hpp"
+#include "xtel/trace/span_stage.hpp"
 
 #include <algorithm>
 #include <optional>
 #include <utility>
+
+#include "xtel/core/clock.hpp"
 
 namespace xtel::trace {
 
@@ -30,25 +32,28 @@ bool candidate(const transfer_record& r) noexcept {
 
 }  // namespace
 
-span_recorder::span_recorder(const std::filesystem::path& dir,
-                             std::string agent_name,
-                             const process_rank& rank,
-                             const sampler_settings& settings,
-                             std::uint64_t now_us,
-                             std::uint32_t slot_count)
-    : agent_name_(std::move(agent_name)),
+span_stage::span_stage(const exporter_context& ctx)
+    : span_stage(
+          ctx.agent_name, process_rank::from_env(), sampler_settings::from_env(), clock::now_us()) {
+}
+
+span_stage::span_stage(std::string agent_name,
+                       const process_rank& rank,
+                       const sampler_settings& settings,
+                       std::uint64_t now_us)
+    : on_(settings.spans()),
+      agent_name_(std::move(agent_name)),
       rank_(rank_field(rank.rank)),
       local_rank_(rank_field(rank.local_rank)),
-      sampler_(settings, now_us),
-      writer_(dir, agent_name_, slot_count) {
+      sampler_(settings, now_us) {
     last_id_.reserve(max_request_id);
 }
 
-span_record span_recorder::make_span(const transfer_record& r,
-                                     span_reason reason,
-                                     const trace_id& trace,
-                                     const std::optional<context>& ctx,
-                                     const label_table& labels) {
+span_record span_stage::make_span(const transfer_record& r,
+                                  span_reason reason,
+                                  const trace_id& trace,
+                                  const std::optional<context>& ctx,
+                                  const label_table& labels) {
     span_record s;
     s.trace = trace;
     if (ctx) {
@@ -79,7 +84,7 @@ span_record span_recorder::make_span(const transfer_record& r,
     return s;
 }
 
-const std::optional<context>& span_recorder::context_for(std::string_view request_id) {
+const std::optional<context>& span_stage::context_for(std::string_view request_id) {
     static const std::optional<context> none;
     if (request_id.empty()) {
         return none;
@@ -92,9 +97,9 @@ const std::optional<context>& span_recorder::context_for(std::string_view reques
     return last_context_;
 }
 
-void span_recorder::record(std::span<const transfer_record> transfers,
-                           const label_table& labels,
-                           std::uint64_t now_us) noexcept {
+void span_stage::sample(std::span<const transfer_record> transfers,
+                        const label_table& labels,
+                        std::uint64_t now_us) noexcept {
     batch_.clear();
     traces_.clear();
     batch_traces_.clear();
@@ -118,10 +123,6 @@ void span_recorder::record(std::span<const transfer_record> transfers,
             if (why == span_reason::none) {
                 continue;
             }
-            if (writer_.failed()) {
-                ++counts_.dropped_ring;  // kept, but the ring is gone: counted, not written
-                continue;
-            }
             batch_.push_back(make_span(r, why, trace, ctx, labels));
             batch_traces_.push_back(ctx ? traces_.size() - 1 : traces_.size());
         }
@@ -135,11 +136,11 @@ void span_recorder::record(std::span<const transfer_record> transfers,
         batch_.resize(std::min(batch_.size(), batch_traces_.size()));
     }
     counts_.dropped_budget = sampler_.dropped();
-    if (batch_.empty()) {
-        return;
-    }
-    if (!writer_.write(batch_)) {
-        counts_.dropped_ring += batch_.size();  // the writer logged why, once
+}
+
+void span_stage::taken(bool written) noexcept {
+    if (!written) {
+        counts_.dropped_ring += batch_.size();  // kept, but no sink could take them
         return;
     }
     for (std::size_t i = 0; i < batch_.size(); ++i) {
@@ -148,6 +149,15 @@ void span_recorder::record(std::span<const transfer_record> transfers,
             traces_[batch_traces_[i]].span_id = batch_[i].span;  // written: an exemplar may name it
         }
     }
+}
+
+span_totals span_stage::totals() const noexcept {
+    const auto kept = [this](span_reason r) { return counts_.kept[static_cast<std::size_t>(r)]; };
+    return {.failed = kept(span_reason::failed),
+            .slow = kept(span_reason::slow),
+            .sampled = kept(span_reason::sampled),
+            .dropped_budget = counts_.dropped_budget,
+            .dropped_ring = counts_.dropped_ring};
 }
 
 }  // namespace xtel::trace
