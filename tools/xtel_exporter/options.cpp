@@ -200,6 +200,13 @@ void set(options& o, std::string_view arg, std::string_view value) {
         o.remote_write_interval = std::chrono::seconds(parse::unsigned_integer(
             "--remote-write-interval", value, 1,
             static_cast<std::uint64_t>(options::max_remote_write_interval.count())));
+    } else if (!have_push && arg.starts_with("--otlp-")) {
+        // Refused whatever its value, as --remote-write is: accepted, a mistyped interval or
+        // header would pass unnoticed in a build that could never use it.
+        throw usage_error(
+            fmt::format("{} is not in this build of xtel-exporter: it was built with XTEL_PUSH=OFF "
+                        "(protobuf and libcurl are needed for OTLP)",
+                        arg));
     } else if (arg == "--otlp-endpoint") {
         o.otlp.endpoint = value;
     } else if (arg == "--otlp-protocol") {
