@@ -13,6 +13,11 @@ else()
     if(TARGET xtel_integration_tests)
         target_compile_definitions(xtel_integration_tests PRIVATE XTEL_HAVE_PUSH=0)
     endif()
+    # scripts/test's last stage builds xtel-exporter so, to run this.
+    if(TARGET xtel-exporter)
+        add_test(NAME "push off: xtel-exporter refuses every push flag in a build without the clients, naming the build"
+            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/push_off_test.sh $<TARGET_FILE:xtel-exporter>)
+    endif()
     foreach(target xtel_unit_tests xtel_integration_tests)
         if(TARGET ${target})
             get_target_property(sources ${target} SOURCES)
