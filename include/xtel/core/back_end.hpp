@@ -59,7 +59,7 @@ void report_export_failure(std::string_view agent,
                            std::string_view what,
                            std::uint64_t failures) noexcept;
 
-/// The first of `M...` that is not void (the metric state or span stage some exporter
+/// The first of `M...` that is not void (the metric model or span stage some exporter
 /// declares), else void.
 template <class... M>
 struct first_declared {
@@ -70,7 +70,7 @@ struct first_declared<M, Rest...> {
     using type = std::conditional_t<std::is_void_v<M>, typename first_declared<Rest...>::type, M>;
 };
 
-/// What a back end without metric state or span stage holds in its place.
+/// What a back end without a metric model or span stage holds in its place.
 struct none_declared {};
 
 }  // namespace detail
@@ -92,7 +92,7 @@ class back_end {
     /// Both kinds: transfer takers get their events from a second batch, without the ones
     /// derived from transfers (they have the records).
     static constexpr bool splits_events = takes_transfers && expands_transfers;
-    /// The metric state the exporters that declare `metric_state` serve (exporter.hpp), or
+    /// The metric model the exporters that declare `metric_state` serve (exporter.hpp), or
     /// void: the back end owns one and folds into it once for all of them.
     using metric_state_type = typename detail::first_declared<
         typename exporter_traits<Exporters>::metric_state_t...>::type;
@@ -263,7 +263,7 @@ class back_end {
         return n + sink_lost_[index].load(std::memory_order_relaxed);
     }
 
-    /// The metric state the exporters declaring `metric_state` serve.
+    /// The metric model the exporters declaring `metric_state` serve.
     template <class M = metric_state_type>
     requires(!std::is_void_v<M>) M& metric_state() noexcept { return *metric_state_; }
 
@@ -439,7 +439,7 @@ class back_end {
         }
     }
 
-    /// Runs `fold` on the metric state, when there is one (failures counted under the name
+    /// Runs `fold` on the metric model, when there is one (failures counted under the name
     /// "metrics").
     template <class Fold>
     void fold_metric_state([[maybe_unused]] Fold&& fold) noexcept {

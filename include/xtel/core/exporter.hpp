@@ -244,7 +244,7 @@ struct exporter_traits {
     static constexpr bool wants_events = !declares_metric_state;
     static constexpr bool wants_transfers = export_transfers_ok;
     static constexpr bool wants_health = on_health_ok;
-    /// Whether it serves the pipeline's metric state (metric_state_t its type).
+    /// Whether it serves the pipeline's metric model (metric_state_t its type).
     static constexpr bool wants_metric_state = metric_state_ok;
 
     static constexpr std::string_view name = [] {
@@ -258,7 +258,7 @@ struct exporter_traits {
     /// Whether it takes spans (span_stage_t the stage's type).
     static constexpr bool wants_spans = span_stage_ok;
 
-    /// E::metric_state when it serves metric state, else void.
+    /// E::metric_state when it serves the metric model, else void.
     using metric_state_t = typename detail::metric_state_of<E, metric_state_ok>::type;
     /// E::span_stage when it takes spans, else void.
     using span_stage_t = typename detail::span_stage_of<E, span_stage_ok>::type;

@@ -69,7 +69,7 @@ class basic_telemetry<exporter_list<Exporters...>>
     static constexpr bool enabled = sizeof...(Exporters) > 0;
     /// Whether any exporter takes whole transfer records (back_end.hpp).
     static constexpr bool takes_transfers = back_end_type::takes_transfers;
-    /// The metric state the exporters that declare `metric_state` serve, or void, and whether
+    /// The metric model the exporters that declare `metric_state` serve, or void, and whether
     /// the pipeline owns one.
     using metric_state_type = typename back_end_type::metric_state_type;
     static constexpr bool owns_metric_state = back_end_type::owns_metric_state;
@@ -141,7 +141,7 @@ class basic_telemetry<exporter_list<Exporters...>>
 
     const std::string& agent_name() const noexcept { return agent_name_; }
 
-    /// The agent's metric state that the exporters declaring `metric_state` serve: add a
+    /// The agent's metric model that the exporters declaring `metric_state` serve: add a
     /// user's metrics builder to it (metric_state().add_builder). PRECONDITION: its members
     /// called are safe from this thread while the flusher runs (agent_metrics says which).
     template <class M = metric_state_type>

@@ -1,9 +1,9 @@
 #pragma once
-/// The node exporter: the agent's whole metric state, published after every flush round into a
+/// The node exporter: the agent's whole metric model, published after every flush round into a
 /// shared-memory file, `<directory>/<agent name>.metrics`, for one process per node
 /// (xtel-exporter) to serve every agent of the node from (docs/node-format.md).
 ///
-/// It serves the same metric state as the Prometheus exporter (xtel/metrics/agent_metrics.hpp:
+/// It serves the same metric model as the Prometheus exporter (xtel/metrics/agent_metrics.hpp:
 /// in a pipeline, the pipeline's one model, folded once for both) and, instead of an HTTP
 /// endpoint, writes each new snapshot, encoded (xtel/metrics/snapshot_codec.hpp) without the
 /// labels its readers add (xtel_agent_info's pid), into the file with xtel/node/file.hpp's
