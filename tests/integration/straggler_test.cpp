@@ -196,6 +196,12 @@ TEST_CASE(
     "[monitoring][straggler]") {
     // The rules as written (5m windows, for: 5m), from a Prometheus that starts with the pairs:
     // its first windows hold a few seconds of transfers, where a p99 rests on the fewest.
+    if (exporter_it::address_sanitized) {
+        // It judges the rules over three minutes of real timings, not memory: the build without
+        // the sanitizer runs it, and this one's stage is the suite's longest.
+        WARN("run by the build without AddressSanitizer only");
+        return;
+    }
     REQUIRE(std::string(XTEL_PROMETHEUS) != "");
     temp_dir node;
     temp_dir work;
