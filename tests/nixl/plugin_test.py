@@ -236,7 +236,11 @@ def name_taken(python, driver, node_dir):
             end_agents(first)
 
 
-def main():
+def prepare():
+    """What every NIXL test starts with: its arguments (--source-dir, --venv, --plugin,
+    --exporter), NIXL's venv made or found with the plug-in linked into it, and when that
+    began (time.monotonic()).
+    """
     p = argparse.ArgumentParser()
     for a in ('--source-dir', '--venv', '--plugin', '--exporter'):
         p.add_argument(a, required=True)
@@ -244,6 +248,11 @@ def main():
     started = time.monotonic()
     python = install(args.source_dir, args.venv)
     link_plugin(python, args.plugin)
+    return args, python, started
+
+
+def main():
+    args, python, started = prepare()
     driver = os.path.join(args.source_dir, 'tests', 'nixl', 'nixl_agents.py')
     problems = []
     with tempfile.TemporaryDirectory(prefix='xtel-nixl-log-') as logs:

@@ -11,7 +11,6 @@ each equal what the agents moved: the table in docs/nixl.md, checked.
 
 Arguments as plugin_test.py's. Prints what failed and exits 1, or a summary and exits 0.
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -87,13 +86,7 @@ def run_once(python, driver, log, extra, serve):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    for a in ('--source-dir', '--venv', '--plugin', '--exporter'):
-        p.add_argument(a, required=True)
-    args = p.parse_args()
-    started = time.monotonic()
-    python = harness.install(args.source_dir, args.venv)
-    harness.link_plugin(python, args.plugin)
+    args, python, started = harness.prepare()
     driver = os.path.join(args.source_dir, 'tests', 'nixl', 'nixl_agents.py')
 
     def xtel_exporter(node_dir):

@@ -13,7 +13,6 @@ is taken and are served nowhere. NIXL's exporter needs a port a rank.
 
 Arguments as plugin_test.py's. Prints what failed and exits 1, or a summary and exits 0.
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -125,13 +124,7 @@ def one_port_for_nixl(python, driver, log_path):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    for a in ('--source-dir', '--venv', '--plugin', '--exporter'):
-        p.add_argument(a, required=True)
-    args = p.parse_args()
-    started = time.monotonic()
-    python = harness.install(args.source_dir, args.venv)
-    harness.link_plugin(python, args.plugin)
+    args, python, started = harness.prepare()
     driver = os.path.join(args.source_dir, 'tests', 'nixl', 'nixl_agents.py')
     with tempfile.TemporaryDirectory(prefix='xtel-nixl-log-') as logs:
         with open(os.path.join(logs, 'xtel.log'), 'w+') as log:
