@@ -443,9 +443,27 @@ void owned_writer::close() const noexcept {
     fd = -1;
 }
 
-const std::string& failure_or_none(bool failed, const std::string& failure) noexcept {
+owned_file_writer::owned_file_writer(const owned_file_kind& kind,
+                                     std::filesystem::path path) noexcept
+    : kind_(kind), path_(std::move(path)) {}
+
+owned_file_writer::~owned_file_writer() {
+    owned().close();
+}
+
+void owned_file_writer::create(std::string_view agent_name,
+                               std::uint64_t size,
+                               std::span<const std::byte> header) {
+    fd_ = create_owned_file(kind_, path_, agent_name, size, header);
+}
+
+owned_writer owned_file_writer::owned() noexcept {
+    return {kind_, path_, fd_, failure_, failed_};
+}
+
+const std::string& owned_file_writer::failure() const noexcept {
     static const std::string none;
-    return failed ? failure : none;
+    return failed() ? failure_ : none;
 }
 
 }  // namespace xtel::detail

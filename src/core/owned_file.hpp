@@ -18,6 +18,7 @@
 
 #include "xtel/core/clock.hpp"
 #include "xtel/core/error.hpp"
+#include "xtel/core/owned_file_holder.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -205,8 +206,8 @@ int create_owned_file(const owned_file_kind& kind,
                       std::uint64_t size,
                       std::span<const std::byte> header);
 
-/// A writer's hold on the file it created, made of the writer's own members (the writers are
-/// declared in public headers, which cannot hold a type of src/). Writing, checking and giving
+/// A writer's hold on the file it created, made of owned_file_writer's members (which is public,
+/// as the writers built on it are, and cannot hold a type of src/). Writing, checking and giving
 /// up are the same for every owned file: the first failure is the last, logged once.
 struct owned_writer {
     const owned_file_kind& kind;
@@ -228,9 +229,6 @@ struct owned_writer {
     /// the lock. The file stays for readers that come late.
     void close() const noexcept;
 };
-
-/// `failure` once `failed`, else an empty string.
-const std::string& failure_or_none(bool failed, const std::string& failure) noexcept;
 
 /// Opens `path` for a reader, with O_NONBLOCK so that a FIFO is refused at once instead of
 /// waited on (a link is followed). Throws format_error (unreadable) "<path>: cannot open: <why>".

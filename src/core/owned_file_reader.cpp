@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -95,6 +96,29 @@ bool replaced(const std::filesystem::path& path, int fd) noexcept {
         return true;
     }
     return by_path.st_ino != open_file.st_ino || by_path.st_dev != open_file.st_dev;
+}
+
+owned_file_reader::owned_file_reader(int fd, std::filesystem::path path) noexcept
+    : path_(std::move(path)), fd_(fd) {}
+
+owned_file_reader::~owned_file_reader() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+bool owned_file_reader::replaced() const {
+    return xtel::detail::replaced(path_, fd_);
+}
+
+bool owned_file_reader::writer_holds_lock() const noexcept {
+    // The writer holds LOCK_EX for its whole life, on its own open file description; a shared
+    // lock on this reader's one is refused exactly while it lives.
+    return probe_writer_lock(fd_) == EWOULDBLOCK;
+}
+
+bool owned_file_reader::lock_free() const noexcept {
+    return probe_writer_lock(fd_) == 0;
 }
 
 }  // namespace xtel::detail

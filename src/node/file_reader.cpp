@@ -17,7 +17,6 @@ namespace xtel::node::file {
 namespace {
 
 using xtel::detail::errno_text;
-using xtel::detail::fd_guard;
 using xtel::detail::pread_all;
 
 /// The area that `generation` published, or nullptr when none or both claim it.
@@ -41,53 +40,45 @@ bool area_fits(const area& a, std::uint64_t file_size) noexcept {
 reader::reader(const std::filesystem::path& path, std::uint64_t max_file_bytes)
     : reader(xtel::detail::open_for_reading(path), path, max_file_bytes) {}
 
-reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_bytes)
-    : path_(std::move(path)), max_file_bytes_(max_file_bytes) {
-    fd_guard fd{file};
-    const auto name = path_.string();
+reader::reader(int file, std::filesystem::path file_path, std::uint64_t max_file_bytes)
+    : owned_file_reader(file, std::move(file_path)), max_file_bytes_(max_file_bytes) {
+    const auto name = path().string();
     file_header h{};
-    xtel::detail::check_opened(detail::file_kind, fd.fd, path_, &h, max_file_bytes_);
+    xtel::detail::check_opened(detail::file_kind, fd(), path(), &h, max_file_bytes_);
     if (h.header_size != header_size) {
         throw format_error(fault::wrong_format,
                            fmt::format("{}: unexpected header size {} (expected {})", name,
                                        h.header_size, header_size));
     }
-    xtel::detail::check_writer_state(path_, h.state);
+    xtel::detail::check_writer_state(path(), h.state);
     agent_name_.assign(h.agent_name, ::strnlen(h.agent_name, agent_name_size));
     writer_pid_ = h.writer_pid;
     created_us_ = h.created_us;
     start_time_us_ = h.start_time_us;
-    fd_ = fd.release();
-}
-
-reader::~reader() {
-    if (fd_ >= 0) {
-        ::close(fd_);
-    }
 }
 
 file_header reader::read_header() const {
     file_header h{};
-    if (!pread_all(fd_, &h, sizeof h, 0)) {
+    if (!pread_all(fd(), &h, sizeof h, 0)) {
         throw format_error(fault::damaged,
                            fmt::format("{}: damaged: truncated below its {}-byte header",
-                                       path_.string(), header_size));
+                                       path().string(), header_size));
     }
     return h;
 }
 
 std::uint64_t reader::read_generation() const {
     std::uint64_t g = 0;
-    if (!pread_all(fd_, &g, sizeof g, offsetof(file_header, generation))) {
+    if (!pread_all(fd(), &g, sizeof g, offsetof(file_header, generation))) {
         throw format_error(fault::damaged,
                            fmt::format("{}: damaged: truncated below its {}-byte header",
-                                       path_.string(), header_size));
+                                       path().string(), header_size));
     }
     return g;
 }
 
 std::optional<publication> reader::read_latest(int attempts) {
-    const auto name = path_.string();
+    const auto name = path().string();
     for (int attempt = 0; attempt < attempts; ++attempt) {
         if (attempt > 0) {
             std::this_thread::yield();
@@ -113,7 +104,7 @@ std::optional<publication> reader::read_latest(int attempts) {
         }
         const file_header h = read_header();
         struct stat st {};
-        if (::fstat(fd_, &st) != 0) {
+        if (::fstat(fd(), &st) != 0) {
             throw format_error(fault::unreadable,
                                fmt::format("{}: cannot stat: {}", name, errno_text(errno)));
         }
@@ -132,7 +123,7 @@ std::optional<publication> reader::read_latest(int attempts) {
         bool copied = false;
         if (fits) {
             p.payload.resize(static_cast<std::size_t>(a->length));
-            copied = pread_all(fd_, p.payload.data(), p.payload.size(), a->offset);
+            copied = pread_all(fd(), p.payload.data(), p.payload.size(), a->offset);
         }
         if (read_generation() != g1) {
             continue;  // published meanwhile: what was copied may be torn
@@ -172,16 +163,6 @@ std::uint64_t reader::refused() const {
 
 bool reader::closed() const {
     return read_header().state == static_cast<std::uint32_t>(writer_state::closed);
-}
-
-bool reader::writer_alive() const {
-    // The writer holds LOCK_EX for its whole life, on its own open file description; a shared
-    // lock on this reader's one is refused exactly while it lives.
-    return xtel::detail::probe_writer_lock(fd_) == EWOULDBLOCK;
-}
-
-bool reader::replaced() const {
-    return xtel::detail::replaced(path_, fd_);
 }
 
 }  // namespace xtel::node::file

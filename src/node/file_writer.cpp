@@ -60,7 +60,9 @@ std::uint64_t process_start_us(std::uint64_t fallback) {
 }  // namespace
 
 writer::writer(const std::filesystem::path& dir, std::string_view agent_name)
-    : path_(xtel::detail::agent_file_path(detail::file_kind, dir, agent_name, file_suffix)),
+    : owned_file_writer(
+          detail::file_kind,
+          xtel::detail::agent_file_path(detail::file_kind, dir, agent_name, file_suffix)),
       agent_name_(agent_name) {
     for (std::size_t i = 0; i < 2; ++i) {
         regions_[i].offset = header_size + i * initial_area_capacity;
@@ -72,20 +74,7 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name)
     h.start_time_us = process_start_us(h.created_us);
     h.areas[0] = regions_[0];
     h.areas[1] = regions_[1];
-    fd_ = xtel::detail::create_owned_file(detail::file_kind, path_, agent_name, file_size_,
-                                          std::as_bytes(std::span(&h, 1)));
-}
-
-writer::~writer() {
-    owned().close();
-}
-
-xtel::detail::owned_writer writer::owned() noexcept {
-    return {detail::file_kind, path_, fd_, failure_, failed_};
-}
-
-const std::string& writer::failure() const noexcept {
-    return xtel::detail::failure_or_none(failed(), failure_);
+    create(agent_name, file_size_, std::as_bytes(std::span(&h, 1)));
 }
 
 void writer::refuse_payload(std::string_view why) noexcept {
@@ -94,7 +83,7 @@ void writer::refuse_payload(std::string_view why) noexcept {
         xtel::detail::log(log_level::error,
                           "agent '{}': node file {}: {}; the previous payload stays published "
                           "(further refusals are counted in the file's header, not logged)",
-                          agent_name_, path_.string(), why);
+                          agent_name_, path().string(), why);
     }
     (void)owned().write_at(&refused, sizeof refused, offsetof(file_header, refused));
 }
@@ -110,8 +99,8 @@ bool writer::make_room(std::size_t index, std::uint64_t size) noexcept {
     }
     capacity = std::min(capacity, max_payload_size);
     const std::uint64_t offset = file_size_;
-    if (const int err =
-            ::posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(2 * capacity));
+    if (const int err = ::posix_fallocate(owned().fd, static_cast<off_t>(offset),
+                                          static_cast<off_t>(2 * capacity));
         err != 0) {
         refuse_payload(format_or_empty("cannot grow to hold a payload of {} bytes: {}", size,
                                        std::strerror(err)));
@@ -124,7 +113,7 @@ bool writer::make_room(std::size_t index, std::uint64_t size) noexcept {
 }
 
 bool writer::publish(std::span<const std::byte> payload) noexcept {
-    if (failed_.load(std::memory_order_relaxed)) {
+    if (failed()) {
         return false;
     }
     // Checked first: a refusal writes its count to the file, which must still be this one's.

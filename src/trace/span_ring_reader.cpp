@@ -53,13 +53,12 @@ reader::reader(const std::filesystem::path& path,
                std::span<const uid_t> allowed_owners)
     : reader(open_trusted(path, allowed_owners), path, max_file_bytes) {}
 
-reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_bytes)
-    : path_(std::move(path)) {
-    fd_guard fd{file};
-    const auto name = path_.string();
+reader::reader(int file, std::filesystem::path file_path, std::uint64_t max_file_bytes)
+    : owned_file_reader(file, std::move(file_path)) {
+    const auto name = path().string();
     file_header h{};
     const std::uint64_t size =
-        xtel::detail::check_opened(detail::file_kind, fd.fd, path_, &h, max_file_bytes);
+        xtel::detail::check_opened(detail::file_kind, fd(), path(), &h, max_file_bytes);
     if (h.header_size != header_size || h.slot_size != sizeof(slot)) {
         throw format_error(
             file_fault::wrong_format,
@@ -67,7 +66,7 @@ reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_byte
                         "{} and {})",
                         name, h.header_size, h.slot_size, header_size, sizeof(slot)));
     }
-    xtel::detail::check_writer_state(path_, h.state);
+    xtel::detail::check_writer_state(path(), h.state);
     if (h.slot_count == 0 || h.slot_count > max_slot_count) {
         throw format_error(
             file_fault::wrong_format,
@@ -83,22 +82,15 @@ reader::reader(int file, std::filesystem::path path, std::uint64_t max_file_byte
     slot_count_ = h.slot_count;
     // The oldest span the ring still holds.
     next_ = h.head >= slot_count_ ? h.head - slot_count_ + 1 : 1;
-    fd_ = fd.release();
-}
-
-reader::~reader() {
-    if (fd_ >= 0) {
-        ::close(fd_);
-    }
 }
 
 void reader::damaged(std::string_view why) const {
-    throw format_error(file_fault::damaged, fmt::format("{}: damaged: {}", path_.string(), why));
+    throw format_error(file_fault::damaged, fmt::format("{}: damaged: {}", path().string(), why));
 }
 
 file_header reader::read_header() const {
     file_header h{};
-    if (!pread_all(fd_, &h, sizeof h, 0)) {
+    if (!pread_all(fd(), &h, sizeof h, 0)) {
         damaged("truncated below its header");
     }
     return h;
@@ -106,7 +98,7 @@ file_header reader::read_header() const {
 
 std::uint64_t reader::read_head() const {
     std::uint64_t head = 0;
-    if (!pread_all(fd_, &head, sizeof head, offsetof(file_header, head))) {
+    if (!pread_all(fd(), &head, sizeof head, offsetof(file_header, head))) {
         damaged("truncated below its header");
     }
     return head;
@@ -138,9 +130,9 @@ read_result reader::read(std::vector<span_record>& out, std::size_t max_spans) {
         std::uint64_t before = 0;
         std::uint64_t after = 0;
         span_record r;
-        if (!pread_all(fd_, &before, sizeof before, at) ||
-            !pread_all(fd_, &r, sizeof r, at + offsetof(slot, record)) ||
-            !pread_all(fd_, &after, sizeof after, at)) {
+        if (!pread_all(fd(), &before, sizeof before, at) ||
+            !pread_all(fd(), &r, sizeof r, at + offsetof(slot, record)) ||
+            !pread_all(fd(), &after, sizeof after, at)) {
             damaged("truncated while being read");
         }
         if (before == whole && after == whole) {
@@ -169,14 +161,6 @@ std::uint64_t reader::written() const {
 
 bool reader::closed() const {
     return read_header().state == static_cast<std::uint32_t>(writer_state::closed);
-}
-
-bool reader::writer_alive() const {
-    return xtel::detail::probe_writer_lock(fd_) == EWOULDBLOCK;
-}
-
-bool reader::replaced() const {
-    return xtel::detail::replaced(path_, fd_);
 }
 
 }  // namespace xtel::trace::span_ring

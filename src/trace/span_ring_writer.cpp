@@ -7,7 +7,9 @@ namespace xtel::trace::span_ring {
 writer::writer(const std::filesystem::path& dir,
                std::string_view agent_name,
                std::uint32_t slot_count)
-    : path_(xtel::detail::agent_file_path(detail::file_kind, dir, agent_name, file_suffix)),
+    : owned_file_writer(
+          detail::file_kind,
+          xtel::detail::agent_file_path(detail::file_kind, dir, agent_name, file_suffix)),
       slot_count_(slot_count) {
     if (slot_count == 0 || slot_count > max_slot_count) {
         throw config_error(fmt::format("span ring slot count {} is invalid: expected 1 to {}",
@@ -19,24 +21,11 @@ writer::writer(const std::filesystem::path& dir,
     h.slot_size = sizeof(slot);
     h.slot_count = slot_count;
     // posix_fallocate reserves the slots zeroed: sequence 0, no span yet.
-    fd_ = xtel::detail::create_owned_file(detail::file_kind, path_, agent_name, file_size_,
-                                          std::as_bytes(std::span(&h, 1)));
-}
-
-writer::~writer() {
-    owned().close();
-}
-
-xtel::detail::owned_writer writer::owned() noexcept {
-    return {detail::file_kind, path_, fd_, failure_, failed_};
-}
-
-const std::string& writer::failure() const noexcept {
-    return xtel::detail::failure_or_none(failed(), failure_);
+    create(agent_name, file_size_, std::as_bytes(std::span(&h, 1)));
 }
 
 bool writer::write(std::span<const span_record> spans) noexcept {
-    if (failed_.load(std::memory_order_relaxed)) {
+    if (failed()) {
         return false;
     }
     const xtel::detail::owned_writer file = owned();

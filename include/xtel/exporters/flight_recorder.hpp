@@ -15,10 +15,7 @@
 
 #include "xtel/core/error.hpp"
 #include "xtel/core/event.hpp"
-
-namespace xtel::detail {
-struct owned_writer;  // src/core/owned_file.hpp
-}  // namespace xtel::detail
+#include "xtel/core/owned_file_holder.hpp"
 
 namespace xtel::flight_recorder {
 
@@ -65,15 +62,14 @@ using format_error = xtel::format_error;
 /// and never a file a live writer holds (one writer per name, kept with flock). A file left open
 /// by a writer that died is kept as `<agent_name>.crashed.<pid>`. The writer never maps the
 /// file: it writes with pwrite, so a file truncated or replaced under it cannot raise a signal.
-class writer {
+class writer : private xtel::detail::owned_file_writer {
   public:
     /// Throws exporter_error: a live writer holds the file (the message names its pid), a link
     /// or another user's file at the path, a directory it cannot create a file in, no room.
     writer(const std::filesystem::path& dir, std::string_view agent_name, std::size_t capacity);
-    ~writer();  // marks the file closed; the file stays for post-mortem reading
-
-    writer(const writer&) = delete;
-    writer& operator=(const writer&) = delete;
+    /// Commits what was staged, then marks the file closed; the file stays for post-mortem
+    /// reading.
+    ~writer();
 
     /// Appends events, overwriting the oldest; publishes them with one write_seq update:
     /// stage(events), then commit().
@@ -94,16 +90,14 @@ class writer {
     /// Events staged and not yet committed.
     std::uint64_t staged() const noexcept { return staged_; }
 
-    const std::filesystem::path& path() const noexcept { return path_; }
+    using owned_file_writer::path;
     std::uint64_t written() const noexcept { return next_; }
-    /// True once append() has given up on the file. Safe to call from any thread.
-    bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
-    /// Why append() gave up (the message it logged); empty while !failed(). Any thread.
-    const std::string& failure() const noexcept;
+    /// True once append() has given up on the file; failure() says why (the message it
+    /// logged), empty until then. Both from any thread.
+    using owned_file_writer::failed;
+    using owned_file_writer::failure;
 
   private:
-    /// This writer's hold on its file: writing, checking, giving up, closing.
-    xtel::detail::owned_writer owned() noexcept;
     /// stage() for a recorder larger than its staging buffer: writes and publishes now.
     bool write_through(std::span<const event> events) noexcept;
     /// Every write's order (docs/buffer-format.md): the file checked, claim_seq = `end`, the
@@ -111,32 +105,24 @@ class writer {
     template <class WriteSlots>
     bool publish(std::uint64_t end, WriteSlots&& write_slots) noexcept;
 
-    std::filesystem::path path_;
-    std::string failure_;  // written once, before failed_ is set
     std::unique_ptr<slot[]> staging_;
     std::size_t staging_slots_ = 0;
-    int fd_ = -1;  // holds flock(LOCK_EX) for the writer's life
     std::uint64_t capacity_ = 0;
     std::uint64_t next_ = 0;        // next sequence number (0-based)
     std::uint64_t next_index_ = 0;  // (next_ + staged_) % capacity_, kept without a division
     std::uint64_t staged_ = 0;      // events staged since the last commit (mirrored recorders)
-    std::atomic<bool> failed_{false};
 };
 
 /// A read-only follower of one file. Reads with pread only, never a mapping, so a file
 /// truncated under it is reported as a format_error instead of raising SIGBUS. Never blocks the
 /// writer and never reports a torn event: an event whose slot the writer claimed for a newer
 /// one before the read finished is counted as missed instead (docs/buffer-format.md, Reading).
-class reader {
+class reader : private xtel::detail::owned_file_reader {
   public:
     /// Opens with O_NONBLOCK, so that a FIFO is refused at once instead of waited on.
     /// Throws format_error: missing, not a regular file, truncated, wrong magic, unknown
     /// version, a capacity that overflows or does not fit the file, ...
     explicit reader(const std::filesystem::path& path);
-    ~reader();
-
-    reader(const reader&) = delete;
-    reader& operator=(const reader&) = delete;
 
     /// Delivers up to `max_events` of the events published since the last call (and not yet
     /// delivered), oldest first, to f(const event&), and counts those it skipped as missed.
@@ -177,8 +163,8 @@ class reader {
     bool writer_gone() const;
     /// True when `path` no longer names the file this reader has open (renamed, replaced or
     /// removed).
-    bool replaced() const;
-    const std::filesystem::path& path() const noexcept { return path_; }
+    using owned_file_reader::path;
+    using owned_file_reader::replaced;
     std::string agent_name() const;
     std::uint32_t writer_pid() const;
     /// The header as the file holds it now (state, writer_pid, write_seq, ...). Throws
@@ -192,8 +178,6 @@ class reader {
     /// the writer claimed meanwhile comes back with seq 0.
     std::span<const slot> read_chunk(std::uint64_t max_events);
 
-    std::filesystem::path path_;
-    int fd_ = -1;
     std::uint64_t capacity_ = 0;
     std::uint64_t next_ = 0;
     std::uint64_t published_ = 0;

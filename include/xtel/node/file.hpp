@@ -16,10 +16,7 @@
 #include <vector>
 
 #include "xtel/core/error.hpp"
-
-namespace xtel::detail {
-struct owned_writer;  // src/core/owned_file.hpp
-}  // namespace xtel::detail
+#include "xtel/core/owned_file_holder.hpp"
 
 namespace xtel::node::file {
 
@@ -76,16 +73,13 @@ using format_error = xtel::format_error;
 /// recorder, docs/buffer-format.md). The writer never maps the file: it writes with pwrite, so a
 /// file truncated or replaced under it cannot raise a signal. Use from one thread; failed(),
 /// failure() and the counters may be read from any.
-class writer {
+class writer : private xtel::detail::owned_file_writer {
   public:
     /// Throws config_error for an agent name that cannot be a file name, and exporter_error: a
     /// live writer holds the file (the message names its pid), a link or another user's file at
     /// the path, a directory it cannot create a file in, no room.
     writer(const std::filesystem::path& dir, std::string_view agent_name);
-    ~writer();  // marks the file closed; the file stays for readers that come late
-
-    writer(const writer&) = delete;
-    writer& operator=(const writer&) = delete;
+    // The destructor marks the file closed; the file stays for readers that come late.
 
     /// Publishes `payload` as the latest, replacing the previous one for readers that start
     /// reading from now on; grows the file when the payload does not fit. Returns false, having
@@ -95,27 +89,22 @@ class writer {
     /// once; failed() is true from then on and publish() does nothing).
     bool publish(std::span<const std::byte> payload) noexcept;
 
-    const std::filesystem::path& path() const noexcept { return path_; }
+    using owned_file_writer::path;
     /// Payloads published so far.
     std::uint64_t published() const noexcept { return published_.load(std::memory_order_relaxed); }
     /// Payloads refused so far (too large, or no room to grow).
     std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
-    /// True once publish() has given up on the file.
-    bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
-    /// Why publish() gave up (the message it logged); empty while !failed().
-    const std::string& failure() const noexcept;
+    /// True once publish() has given up on the file; failure() says why (the message it
+    /// logged), empty until then.
+    using owned_file_writer::failed;
+    using owned_file_writer::failure;
 
   private:
-    /// This writer's hold on its file: writing, checking, giving up, closing.
-    xtel::detail::owned_writer owned() noexcept;
     /// Makes area `index` (the one the next publish writes) hold at least `size` bytes.
     bool make_room(std::size_t index, std::uint64_t size) noexcept;
     void refuse_payload(std::string_view why) noexcept;
 
-    std::filesystem::path path_;
     std::string agent_name_;
-    std::string failure_;  // written once, before failed_ is set
-    int fd_ = -1;          // holds flock(LOCK_EX) for the writer's life
     std::uint64_t file_size_ = 0;
     std::uint64_t generation_ = 0;
     /// Where each index's next payload goes. After a growth, the region of the index not just
@@ -124,7 +113,6 @@ class writer {
     std::size_t next_ = 0;  // the index the next publish writes (not the latest one)
     std::atomic<std::uint64_t> published_{0};
     std::atomic<std::uint64_t> refused_{0};
-    std::atomic<bool> failed_{false};
 };
 
 /// One published payload, as a reader copied it.
@@ -140,7 +128,7 @@ struct publication {
 /// truncated under it is a format_error instead of SIGBUS. Takes no lock the writer waits on.
 /// Whatever the file says, it reads no more than `max_file_bytes` of it: the size and the
 /// header are checked before any byte of a payload is.
-class reader {
+class reader : private xtel::detail::owned_file_reader {
   public:
     /// No limit but the format's own (areas of at most max_payload_size).
     static constexpr std::uint64_t no_limit = ~std::uint64_t{0};
@@ -153,10 +141,6 @@ class reader {
     /// `path` names it in messages and in replaced(). For a caller that opened the file itself
     /// (O_NOFOLLOW, relative to a directory) and checked what it opened. Throws as above.
     reader(int fd, std::filesystem::path path, std::uint64_t max_file_bytes = no_limit);
-    ~reader();
-
-    reader(const reader&) = delete;
-    reader& operator=(const reader&) = delete;
 
     /// A consistent copy of the latest payload. std::nullopt when the writer published again
     /// during each of `attempts` tries (docs/node-format.md, Reading): try later.
@@ -173,11 +157,11 @@ class reader {
     bool closed() const;
     /// True while a writer holds the file's lock. A file neither closed() nor writer_alive()
     /// was left by a writer that died.
-    bool writer_alive() const;
+    bool writer_alive() const noexcept { return writer_holds_lock(); }
     /// True when `path` no longer names the file this reader has open.
-    bool replaced() const;
+    using owned_file_reader::replaced;
 
-    const std::filesystem::path& path() const noexcept { return path_; }
+    using owned_file_reader::path;
     // Facts the writer set when it made the file; they never change.
     const std::string& agent_name() const noexcept { return agent_name_; }
     std::uint32_t writer_pid() const noexcept { return writer_pid_; }
@@ -188,9 +172,7 @@ class reader {
     file_header read_header() const;
     std::uint64_t read_generation() const;
 
-    std::filesystem::path path_;
     std::string agent_name_;
-    int fd_ = -1;
     std::uint64_t max_file_bytes_ = no_limit;
     std::uint32_t writer_pid_ = 0;
     std::uint64_t created_us_ = 0;

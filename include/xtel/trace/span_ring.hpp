@@ -19,11 +19,8 @@
 #include <vector>
 
 #include "xtel/core/error.hpp"
+#include "xtel/core/owned_file_holder.hpp"
 #include "xtel/trace/context.hpp"
-
-namespace xtel::detail {
-struct owned_writer;  // src/core/owned_file.hpp
-}  // namespace xtel::detail
 
 namespace xtel::trace::span_ring {
 
@@ -129,7 +126,7 @@ void set_text(char (&field)[N], std::string_view value) noexcept {
 /// writer that died is kept as `<agent_name>.spans.crashed.<pid>`. Writes with pwrite only,
 /// never a mapping, so a file truncated or replaced under it cannot raise a signal. Use from
 /// one thread (the flusher); written(), failed() and failure() may be read from any.
-class writer {
+class writer : private xtel::detail::owned_file_writer {
   public:
     /// Throws config_error for an agent name that cannot be a file name or a slot count out of
     /// 1 to max_slot_count, and exporter_error: a live writer holds the file (the message names
@@ -138,10 +135,7 @@ class writer {
     writer(const std::filesystem::path& dir,
            std::string_view agent_name,
            std::uint32_t slot_count = default_slot_count);
-    ~writer();  // marks the file closed; the file stays for readers that come late
-
-    writer(const writer&) = delete;
-    writer& operator=(const writer&) = delete;
+    // The destructor marks the file closed; the file stays for readers that come late.
 
     /// Writes `spans` after the ones written before, overwriting the oldest when the ring is
     /// full; never waits for a reader. Returns false once the file is no longer this writer's
@@ -149,26 +143,20 @@ class writer {
     /// on and write() does nothing.
     bool write(std::span<const span_record> spans) noexcept;
 
-    const std::filesystem::path& path() const noexcept { return path_; }
+    using owned_file_writer::path;
     std::uint32_t slot_count() const noexcept { return slot_count_; }
     /// Spans written so far.
     std::uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
-    /// True once write() has given up on the file.
-    bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
-    /// Why write() gave up (the message it logged); empty while !failed().
-    const std::string& failure() const noexcept;
+    /// True once write() has given up on the file; failure() says why (the message it
+    /// logged), empty until then.
+    using owned_file_writer::failed;
+    using owned_file_writer::failure;
 
   private:
-    xtel::detail::owned_writer owned() noexcept;
-
-    std::filesystem::path path_;
-    std::string failure_;  // written once, before failed_ is set
-    int fd_ = -1;          // holds flock(LOCK_EX) for the writer's life
     std::uint32_t slot_count_ = 0;
     std::uint64_t file_size_ = 0;
     std::uint64_t head_ = 0;
     std::atomic<std::uint64_t> written_{0};
-    std::atomic<bool> failed_{false};
 };
 
 /// What one read() brought.
@@ -182,7 +170,7 @@ struct read_result {
 /// A read-only reader of one span ring. Reads with pread only, never a mapping, so a file
 /// truncated under it is a format_error instead of SIGBUS. Takes no lock the writer waits on.
 /// Starts at the oldest span the ring still holds (skip_to_latest(): at the next one written).
-class reader {
+class reader : private xtel::detail::owned_file_reader {
   public:
     static constexpr std::uint64_t no_limit = ~std::uint64_t{0};
 
@@ -198,10 +186,6 @@ class reader {
     /// for a caller that opened and checked it itself (the collector). Throws as above, but for
     /// the owner, which is the caller's to check.
     reader(int fd, std::filesystem::path path, std::uint64_t max_file_bytes = no_limit);
-    ~reader();
-
-    reader(const reader&) = delete;
-    reader& operator=(const reader&) = delete;
 
     /// Appends to `out` the spans written since the last read, oldest first, at most
     /// `max_spans` of them (the rest wait for the next read). A span overwritten before it was
@@ -220,11 +204,11 @@ class reader {
     /// True once the writer has closed the file (not after a crash).
     bool closed() const;
     /// True while a writer holds the file's lock.
-    bool writer_alive() const;
+    bool writer_alive() const noexcept { return writer_holds_lock(); }
     /// True when `path` no longer names the file this reader has open.
-    bool replaced() const;
+    using owned_file_reader::replaced;
 
-    const std::filesystem::path& path() const noexcept { return path_; }
+    using owned_file_reader::path;
     const std::string& agent_name() const noexcept { return agent_name_; }
     std::uint32_t writer_pid() const noexcept { return writer_pid_; }
     std::uint32_t slot_count() const noexcept { return slot_count_; }
@@ -234,9 +218,7 @@ class reader {
     std::uint64_t read_head() const;
     [[noreturn]] void damaged(std::string_view why) const;
 
-    std::filesystem::path path_;
     std::string agent_name_;
-    int fd_ = -1;
     std::uint32_t writer_pid_ = 0;
     std::uint32_t slot_count_ = 0;
     std::uint64_t next_ = 1;  // the number of the next span to copy

@@ -16,8 +16,6 @@ namespace xtel::flight_recorder {
 
 namespace {
 
-using xtel::detail::fd_guard;
-
 /// Slots read per pread: 64 KiB, so that a huge ring is read in steps a caller can interrupt.
 constexpr std::uint64_t chunk_slots = 1024;
 
@@ -26,11 +24,11 @@ using xtel::detail::pread_all;
 
 }  // namespace
 
-reader::reader(const std::filesystem::path& path) : path_(path) {
+reader::reader(const std::filesystem::path& path)
+    : owned_file_reader(xtel::detail::open_for_reading(path), path) {
     const auto name = path.string();
-    fd_guard fd{xtel::detail::open_for_reading(path)};
     file_header h{};
-    const std::uint64_t size = xtel::detail::check_opened(detail::file_kind, fd.fd, path, &h);
+    const std::uint64_t size = xtel::detail::check_opened(detail::file_kind, fd(), path, &h);
     if (h.header_size != header_size || h.slot_size != slot_size || h.event_size != sizeof(event)) {
         throw format_error(
             file_fault::wrong_format,
@@ -54,21 +52,14 @@ reader::reader(const std::filesystem::path& path) : path_(path) {
     }
     capacity_ = h.capacity;
     chunk_.resize(static_cast<std::size_t>(std::min(capacity_, chunk_slots)));
-    fd_ = fd.release();
-}
-
-reader::~reader() {
-    if (fd_ >= 0) {
-        ::close(fd_);
-    }
 }
 
 file_header reader::header() const {
     file_header h{};
-    if (!pread_all(fd_, &h, sizeof h, 0)) {
+    if (!pread_all(fd(), &h, sizeof h, 0)) {
         throw format_error(file_fault::damaged,
                            fmt::format("{}: damaged: truncated below its {}-byte header",
-                                       path_.string(), header_size));
+                                       path().string(), header_size));
     }
     return h;
 }
@@ -76,19 +67,19 @@ file_header reader::header() const {
 void reader::refresh() {
     struct stat st {};
     const std::uint64_t expected = header_size + capacity_ * slot_size;
-    if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < expected) {
+    if (::fstat(fd(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) < expected) {
         throw format_error(
             file_fault::damaged,
             fmt::format(
                 "{}: damaged: truncated to {} bytes while being read (the header declares {})",
-                path_.string(), st.st_size, expected));
+                path().string(), st.st_size, expected));
     }
     const std::uint64_t w = header().write_seq;
     if (w < next_) {
         throw format_error(file_fault::damaged,
                            fmt::format("{}: damaged: write_seq went back from {} to {} (the file "
                                        "was rewritten or damaged)",
-                                       path_.string(), next_, w));
+                                       path().string(), next_, w));
     }
     published_ = w;
     if (published_ - next_ > capacity_) {
@@ -102,9 +93,9 @@ std::span<const slot> reader::read_chunk(std::uint64_t max_events) {
     const std::uint64_t n = std::min({published_ - next_, max_events, capacity_ - index,
                                       static_cast<std::uint64_t>(chunk_.size())});
     const auto bytes = static_cast<std::size_t>(n * slot_size);
-    if (!pread_all(fd_, chunk_.data(), bytes, header_size + index * slot_size)) {
+    if (!pread_all(fd(), chunk_.data(), bytes, header_size + index * slot_size)) {
         throw format_error(file_fault::damaged,
-                           fmt::format("{}: damaged: truncated while being read", path_.string()));
+                           fmt::format("{}: damaged: truncated while being read", path().string()));
     }
     // Only now, after the slots were read, may claim_seq be read: event m's slot was safe to
     // read only if no newer event had claimed it by then, that is m + capacity >= claim_seq.
@@ -130,11 +121,7 @@ bool reader::writer_gone() const {
         return false;
     }
     // The writer holds LOCK_EX for its whole life; a shared lock granted now means it is gone.
-    return xtel::detail::probe_writer_lock(fd_) == 0;
-}
-
-bool reader::replaced() const {
-    return xtel::detail::replaced(path_, fd_);
+    return lock_free();
 }
 
 std::string reader::agent_name() const {

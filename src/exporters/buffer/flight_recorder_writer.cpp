@@ -24,15 +24,19 @@ namespace {
 /// about 85 to 47 M events/s, with 4096 it is at about 60-75 (256 KiB per writer).
 constexpr std::size_t staging_limit = 4096;
 
+/// `<dir>/<agent_name>`; throws config_error unless the name can be a file name.
+std::filesystem::path recorder_path(const std::filesystem::path& dir, std::string_view agent_name) {
+    parse::file_name("agent name", agent_name);
+    return dir / std::string(agent_name);
+}
+
 }  // namespace
 
 writer::writer(const std::filesystem::path& dir, std::string_view agent_name, std::size_t capacity)
-    : capacity_(capacity) {
-    parse::file_name("agent name", agent_name);
+    : owned_file_writer(detail::file_kind, recorder_path(dir, agent_name)), capacity_(capacity) {
     if (capacity == 0) {
         throw exporter_error("flight recorder capacity must be at least 1 event");
     }
-    path_ = dir / std::string(agent_name);
 
     // Allocated once here: append() allocates nothing.
     staging_slots_ = std::min<std::size_t>(capacity, staging_limit);
@@ -42,22 +46,11 @@ writer::writer(const std::filesystem::path& dir, std::string_view agent_name, st
     h.slot_size = slot_size;
     h.event_size = sizeof(event);
     h.capacity = capacity;
-    fd_ = xtel::detail::create_owned_file(detail::file_kind, path_, agent_name,
-                                          header_size + capacity * slot_size,
-                                          std::as_bytes(std::span(&h, 1)));
+    create(agent_name, header_size + capacity * slot_size, std::as_bytes(std::span(&h, 1)));
 }
 
 writer::~writer() {
     commit();  // what a caller staged without committing (the pipeline commits every round)
-    owned().close();
-}
-
-xtel::detail::owned_writer writer::owned() noexcept {
-    return {detail::file_kind, path_, fd_, failure_, failed_};
-}
-
-const std::string& writer::failure() const noexcept {
-    return xtel::detail::failure_or_none(failed(), failure_);
 }
 
 bool writer::append(std::span<const event> events) noexcept {
@@ -65,7 +58,7 @@ bool writer::append(std::span<const event> events) noexcept {
 }
 
 bool writer::stage(std::span<const event> events) noexcept {
-    if (failed_.load(std::memory_order_relaxed)) {
+    if (failed()) {
         return false;
     }
     if (events.empty()) {
@@ -107,7 +100,7 @@ bool writer::commit() noexcept {
     }
     const std::uint64_t count = staged_;
     staged_ = 0;
-    if (failed_.load(std::memory_order_relaxed)) {
+    if (failed()) {
         return false;
     }
     // The slots changed since the last commit end at next_index_, and may wrap.
