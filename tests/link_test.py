@@ -11,8 +11,13 @@ Two checks for each program, because either alone can pass by accident:
 
 UCX's libraries are libucp, libucs, libuct and libucm. Prints each finding on a line and exits 1,
 or prints a summary and exits 0.
-Arguments: the build directory, readelf, then NAME=PROGRAM for each program (NAME: its CMake
-target).
+Arguments: the build directory, readelf, optionally --runtime-only, then NAME=PROGRAM for each
+program (NAME: its CMake target).
+
+--runtime-only: each program may need the C and C++ runtime alone (libc, libm, libstdc++,
+libgcc_s, the dynamic loader): the NIXL plug-in, which NIXL loads into engines' images that may
+have no other library of ours (a libfmt it cannot find fails NIXL's dlopen, and NIXL then throws
+out of the agent's constructor).
 """
 import glob
 import os
@@ -21,6 +26,8 @@ import subprocess
 import sys
 
 UCX = re.compile(r'(?:\blibuc[pstm](?:[.\-_]|$))|(?:(?<!\S)-luc[pstm]\b)')
+RUNTIME = re.compile(r'^(?:libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[-\w]*)'
+                     r'\.so(?:\.\d+)*$')
 
 
 def ninja_link_line(build, program):
@@ -58,7 +65,7 @@ def needed(readelf, program):
     return re.findall(r'\(NEEDED\).*\[([^\]]+)\]', out.stdout)
 
 
-def main(build, readelf, programs):
+def main(build, readelf, programs, runtime_only=False):
     problems = []
     for arg in programs:
         name, program = arg.split('=', 1)
@@ -79,6 +86,9 @@ def main(build, readelf, programs):
         for lib in libs:
             if UCX.search(lib):
                 problems.append(f'{name}: {program} needs the UCX library {lib} (readelf -d)')
+            elif runtime_only and not RUNTIME.match(lib):
+                problems.append(f'{name}: {program} needs {lib}, which is not part of the C '
+                                f'or C++ runtime (readelf -d)')
         if not libs:
             problems.append(f'{name}: readelf -d found no NEEDED entry in {program}')
     for p in problems:
@@ -86,12 +96,16 @@ def main(build, readelf, programs):
     if problems:
         return 1
     print(f'{len(programs)} programs: no UCX library on their link lines or in their NEEDED '
-          f'entries')
+          f'entries' + (', which name the C and C++ runtime alone' if runtime_only else ''))
     return 0
 
 
 if __name__ == '__main__':
-    if len(sys.argv) < 4:
+    args = sys.argv[3:]
+    runtime_only = bool(args) and args[0] == '--runtime-only'
+    if runtime_only:
+        args = args[1:]
+    if len(sys.argv) < 4 or not args:
         print(__doc__)
         sys.exit(2)
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
+    sys.exit(main(sys.argv[1], sys.argv[2], args, runtime_only))

@@ -51,7 +51,9 @@ add_test(NAME "deploy: the generator's check fails when monitoring/ changes with
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/deploy/generate_stale_test.sh ${Python3_EXECUTABLE}
             ${PROJECT_SOURCE_DIR})
 if(XTEL_NODE)
-    file(GLOB xtel_k8s_manifests CONFIGURE_DEPENDS ${xtel_k8s}/*.yaml)
+    # The examples (the NIXL engine's Deployment) are checked too, though no kustomization
+    # lists them.
+    file(GLOB xtel_k8s_manifests CONFIGURE_DEPENDS ${xtel_k8s}/*.yaml ${xtel_k8s}/examples/*.yaml)
     file(GLOB xtel_k8s_generated CONFIGURE_DEPENDS ${xtel_k8s}/*.generated.yaml)
     set(xtel_validate ${XTEL_NODE} ${xtel_k8s}/test/validate.mjs)
     add_test(NAME "deploy: every Kubernetes manifest validates against its schema"
