@@ -259,13 +259,12 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
                                       std::span<const transfer_trace> traces) {
     auto& store = processor_->store();
     // The histograms need each value, which the processor's groups sum away: one observation
-    // per completed transfer whose times were measured (config::timing_sample). By index into
-    // `transfers`, which `traces` refer to. The totals and last values are set once for the
-    // round, as its last transfer leaves them.
-    auto trace = traces.begin();
+    // per completed transfer whose times were measured (config::timing_sample). The totals and
+    // last values are set once for the round, as its last transfer leaves them.
     std::optional<std::uint64_t> last_bytes[2];  // by direction: tx, rx
     const transfer_record* last_timed = nullptr;
     std::uint64_t xfer_sum = 0, post_sum = 0;
+    bool tagged = false;
     for (std::size_t i = 0; i < transfers.size(); ++i) {
         const transfer_record& r = transfers[i];
         if (r.notified || r.attrs.status != transfer_status::success) {
@@ -281,23 +280,9 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
         xfer_sum += r.xfer_us;
         post_sum += r.post_us;
         const peer_latency& series = latency_series(r, labels);
-        if (r.request_id.empty()) {
-            store.observe(xfer_time_us_, r.xfer_us);
-            store.observe(series.duration, r.xfer_us);
-        } else {
-            // Views: the buckets' exemplars copy them into memory they keep, so a tagged
-            // transfer allocates nothing here.
-            metrics::exemplar_view ex("request_id", r.request_id, r.timestamp_us);
-            while (trace != traces.end() && trace->index < i) {
-                ++trace;
-            }
-            if (trace != traces.end() && trace->index == i) {
-                ex.trace_id = trace->trace_id;
-                ex.span_id = trace->span_id;
-            }
-            store.observe(xfer_time_us_, r.xfer_us, ex);
-            store.observe(series.duration, r.xfer_us, ex);
-        }
+        tagged = tagged || !r.request_id.empty();
+        store.observe(xfer_time_us_, r.xfer_us);
+        store.observe(series.duration, r.xfer_us);
         store.observe(post_time_us_, r.post_us);
         store.observe(series.post, r.post_us);
     }
@@ -313,6 +298,60 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
         store.set(xfer_time_last_, last_timed->xfer_us);
         store.set(post_time_last_, last_timed->post_us);
     }
+    if (tagged) {
+        keep_last_exemplars(transfers, labels, traces);
+    }
+}
+
+void agent_metrics::keep_last_exemplars(std::span<const transfer_record> transfers,
+                                        const label_table& labels,
+                                        std::span<const transfer_trace> traces) {
+    auto& store = processor_->store();
+    exemplar_marks_.series.clear();
+    exemplar_marks_.marked.clear();
+    // From the last transfer back: the first met in a bucket is the one whose exemplar an
+    // observation of each in turn would have left there.
+    auto trace = traces.rbegin();
+    for (std::size_t i = transfers.size(); i-- > 0;) {
+        const transfer_record& r = transfers[i];
+        if (r.notified || r.attrs.status != transfer_status::success || !r.timed ||
+            r.request_id.empty()) {
+            continue;
+        }
+        // A view: the bucket's exemplar copies it into memory it keeps, so a tagged transfer
+        // allocates nothing here.
+        metrics::exemplar_view ex("request_id", r.request_id, r.timestamp_us);
+        while (trace != traces.rend() && trace->index > i) {
+            ++trace;
+        }
+        if (trace != traces.rend() && trace->index == i) {
+            ex.trace_id = trace->trace_id;
+            ex.span_id = trace->span_id;
+        }
+        for (const series_ref s : {xfer_time_us_, latency_series(r, labels).duration}) {
+            const std::size_t buckets = store.families()[s.family].spec().bounds.size() + 1;
+            if (exemplar_marks_.first(s, store.bucket_index(s, r.xfer_us), buckets)) {
+                store.keep_exemplar(s, r.xfer_us, ex);
+            }
+        }
+    }
+}
+
+bool agent_metrics::exemplar_marks::first(series_ref s, std::size_t bucket, std::size_t buckets) {
+    auto it = std::find_if(series.begin(), series.end(), [s](const auto& e) {
+        return e.first.family == s.family && e.first.index == s.index;
+    });
+    if (it == series.end()) {
+        series.emplace_back(s, marked.size());
+        marked.resize(marked.size() + buckets, false);
+        it = series.end() - 1;
+    }
+    const std::size_t at = it->second + std::min(bucket, buckets - 1);
+    if (marked[at]) {
+        return false;
+    }
+    marked[at] = true;
+    return true;
 }
 
 void agent_metrics::apply_health(std::span<const exporter_health> rows) {

@@ -388,6 +388,10 @@ void metric_store::observe(series_ref s, std::uint64_t value, const exemplar& ex
 
 void metric_store::observe(series_ref s, std::uint64_t value, const exemplar_view& ex) {
     observe(s, value);
+    keep_exemplar(s, value, ex);
+}
+
+void metric_store::keep_exemplar(series_ref s, std::uint64_t value, const exemplar_view& ex) {
     const family_spec& spec = families_[s.family].spec_;
     if (spec.type != metric_type::histogram || ex.label_value.empty()) {
         return;

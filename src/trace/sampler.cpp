@@ -1,8 +1,10 @@
 #include "xtel/trace/sampler.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "xtel/core/parse.hpp"
@@ -74,11 +76,13 @@ std::uint64_t sample_threshold(double fraction) noexcept {
 }
 
 bool head_sampled(const trace_id& trace, std::uint64_t threshold) noexcept {
-    std::uint64_t r = 0;
-    for (std::size_t i = 9; i < trace.size(); ++i) {
-        r = r << 8 | trace[i];
+    // The last 7 bytes, big-endian: the 8 from byte 8 in one load, byte 8 masked off.
+    std::uint64_t word = 0;
+    std::memcpy(&word, trace.data() + 8, sizeof word);
+    if constexpr (std::endian::native == std::endian::little) {
+        word = __builtin_bswap64(word);
     }
-    return r >= threshold;
+    return (word & 0x00ff'ffff'ffff'ffffu) >= threshold;
 }
 
 sampler::sampler(const sampler_settings& settings, std::uint64_t now_us) noexcept

@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "collecting_exporter.hpp"
@@ -134,6 +137,47 @@ TEST_CASE("a back end fed whole transfers gives records to their takers and even
     CHECK(out[4].name.view() == "agent_rx_bytes");
     CHECK(out[4].value == 512);
     CHECK(out[5].name.view() == "agent_rx_requests_num");
+}
+
+TEST_CASE("each transfer keeps its thread's request id when threads' runs of one id interleave") {
+    record_keeper::clear();
+    xtel::telemetry<record_keeper> t(
+        xtel_test::enabled_config({}), "interleaved-ids",
+        {.staging_capacity = 256, .batch_size = 256, .start_flusher = false});
+    // A run of one id stages it once (the next transfers say "the id staged last", per ring);
+    // the round must hand each transfer its own ring's id, whatever the order of the rings.
+    auto record = [&t](std::uint64_t bytes, std::string_view id) {
+        t.record_transfer(direction::tx, 1, bytes, 1, 1, 5, {}, id);
+    };
+    auto on_thread = [](auto f) { std::thread(f).join(); };
+    on_thread([&] {
+        record(1, "id-a");
+        record(2, "id-a");
+    });
+    on_thread([&] {
+        record(10, "id-b");
+        record(11, "id-b");
+    });
+    record(100, "id-c");
+    record(101, "id-c");
+    on_thread([&] { record(12, "id-b2"); });
+    t.flush();
+    record(102, "id-c");  // the next round: the id this thread staged last, in a new round
+    t.flush();
+
+    std::map<std::uint64_t, std::string> id_of;
+    for (std::size_t i = 0; i < record_keeper::records.size(); ++i) {
+        id_of[record_keeper::records[i].bytes] = record_keeper::ids[i];
+    }
+    CHECK(id_of == std::map<std::uint64_t, std::string>{{1, "id-a"},
+                                                        {2, "id-a"},
+                                                        {10, "id-b"},
+                                                        {11, "id-b"},
+                                                        {12, "id-b2"},
+                                                        {100, "id-c"},
+                                                        {101, "id-c"},
+                                                        {102, "id-c"}});
+    CHECK(record_keeper::rounds == 2);
 }
 
 TEST_CASE("a pipeline's submit runs a round with the producer's events and what its rings hold") {

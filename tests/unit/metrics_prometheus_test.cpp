@@ -5,8 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -399,6 +402,74 @@ TEST_CASE("peer names reach the label values as written and are never merged") {
     CHECK(
         has_line(text, series("xtel_transfer_bytes_total", with_peer(R"(Décode \"7\"\\n)"), "3")));
     CHECK(lines_starting(text, "xtel_transfer_bytes_total{").size() == 3);
+}
+
+}  // namespace metrics_prometheus_test
+
+namespace metrics_prometheus_test {
+
+namespace {
+
+/// The exemplars' request ids of family `name`'s series whose label values include `value`.
+std::vector<std::string> exemplar_ids(const xtel::metrics::snapshot& snap,
+                                      std::string_view name,
+                                      std::string_view value) {
+    for (const auto& f : snap.families) {
+        if (f.spec.name != name) {
+            continue;
+        }
+        for (const auto& s : f.series) {
+            if (std::find(s.label_values.begin(), s.label_values.end(), value) ==
+                s.label_values.end()) {
+                continue;
+            }
+            std::vector<std::string> ids;
+            for (const auto& e : s.exemplars) {
+                ids.push_back(e.label_value);
+            }
+            return ids;
+        }
+    }
+    return {"no such series"};
+}
+
+}  // namespace
+
+TEST_CASE("each latency bucket keeps the exemplar of the round's last tagged transfer in it") {
+    configured c({"comprehensive"});
+    // Bounds 10 and 100 µs: a, b and the untagged one fall in the first bucket, c in the second.
+    std::vector<transfer_round> rounds{c.to("p1", xtel::transfer_op::write, 4096, 1, 5),
+                                       c.to("p1", xtel::transfer_op::write, 4096, 1, 7),
+                                       c.to("p1", xtel::transfer_op::write, 4096, 1, 50),
+                                       c.to("p1", xtel::transfer_op::write, 4096, 1, 6)};
+    transfer_round round;
+    const char* ids[] = {"a", "b", "c", ""};
+    for (std::size_t i = 0; i < rounds.size(); ++i) {
+        xtel::transfer_record r = rounds[i].transfers[0];
+        r.request_id = ids[i];
+        r.timestamp_us = 10 + i;
+        round.transfers.push_back(r);
+    }
+    // b's trace and span, as the span stage hands them on.
+    const xtel::transfer_trace b{.index = 1, .trace_id = {1, 2, 3}, .span_id = {4, 5}};
+    c.metrics->apply_transfers(round.transfers, c.labels, std::span(&b, 1));
+    c.metrics->publish();
+    const auto snap = c.metrics->latest();
+    REQUIRE(snap != nullptr);
+
+    // One bucket per bound and +Inf: b (not a, nor the untagged one after it), c, none.
+    const std::vector<std::string> want{"b", "c", ""};
+    CHECK(exemplar_ids(*snap, "xtel_transfer_duration_seconds", "p1") == want);
+    for (const auto& f : snap->families) {
+        if (f.spec.name == "xtel_transfer_duration_seconds") {
+            const auto& e = f.series.at(0).exemplars.at(0);
+            CHECK(e.value == 7);
+            CHECK(e.timestamp_us == 11);
+            CHECK(e.trace_id[2] == 3);
+            CHECK(e.span_id[1] == 5);
+            CHECK(f.series.at(0).exemplars.at(1).trace_id == std::array<std::uint8_t, 16>{});
+        }
+    }
 }
 
 }  // namespace metrics_prometheus_test

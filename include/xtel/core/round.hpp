@@ -103,6 +103,7 @@ class round {
         transfers_.clear();
         tags_.clear();
         tag_text_.clear();
+        last_tag_ring_ = nullptr;
     }
     void clear_events() noexcept {
         batch_.clear();
@@ -131,6 +132,19 @@ class round {
     void add_tag(std::string_view id) {
         tags_.push_back({transfers_.size() - 1, tag_text_.size(), id.size()});
         tag_text_.append(id);
+    }
+
+    /// The same when the id is the one `ring` staged last (a
+    /// request's blocks): its text is in the round once for a run of them, not once a
+    /// transfer. Kept until the round's records are handed on.
+    void add_last_tag(staging_ring& ring) {
+        const std::string_view id = ring.received_tag().view();
+        if (last_tag_ring_ != &ring) {
+            last_tag_ring_ = &ring;
+            last_tag_at_ = tag_text_.size();
+            tag_text_.append(id);
+        }
+        tags_.push_back({transfers_.size() - 1, last_tag_at_, id.size()});
     }
 
     /// Expands one record from its `n` slots.
@@ -177,13 +191,15 @@ class round {
         if constexpr (Records) {
             transfers_.push_back(record);
             if (s.tag_as_last()) {
-                add_tag(ring.received_tag().view());
+                add_last_tag(ring);
             } else if (next + 2 == n && slots[next]->kind == record_kind::transfer_tag &&
                        slots[next + 1]->kind == record_kind::tag_tail) {
                 const std::size_t at = tag_text_.size();
                 tag_layout::read(*slots[next], *slots[next + 1], tag_text_);
                 tags_.push_back({transfers_.size() - 1, at, tag_text_.size() - at});
                 ring.received_tag().remember(std::string_view(tag_text_).substr(at));
+                last_tag_ring_ = &ring;  // the text at `at` begins with what it remembered
+                last_tag_at_ = at;
             }
         }
         expand_events(record);
@@ -230,6 +246,9 @@ class round {
     };
     std::vector<tag_span> tags_;
     std::string tag_text_;
+    /// The ring whose last staged id is in tag_text_ at last_tag_at_ (none: not this round).
+    const staging_ring* last_tag_ring_ = nullptr;
+    std::size_t last_tag_at_ = 0;
     /// The slots of the record take_slot is gathering (at most a transfer, its extension and
     /// its id's two); valid within one drain.
     std::array<const staged_record*, 4> group_{};

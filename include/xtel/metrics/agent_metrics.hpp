@@ -168,11 +168,24 @@ class agent_metrics {
     /// (`transfers` itself when there are none).
     std::span<const transfer_record> count_notified(std::span<const transfer_record> transfers,
                                                     const label_table& labels);
-    /// The latency histograms and last-value gauges of the completed transfers, each observed
-    /// with its request id and span as its bucket's exemplar.
+    /// The latency histograms and last-value gauges of the completed transfers, each tagged
+    /// one's request id and span its bucket's exemplar (keep_last_exemplars).
     void observe_completed(std::span<const transfer_record> transfers,
                            const label_table& labels,
                            std::span<const transfer_trace> traces);
+    /// The exemplars observe_completed's tagged transfers leave: each bucket the last one's that
+    /// fell in it, as observing every transfer with its exemplar would leave it, with its
+    /// strings copied once a round instead of once a transfer.
+    void keep_last_exemplars(std::span<const transfer_record> transfers,
+                             const label_table& labels,
+                             std::span<const transfer_trace> traces);
+    /// Which buckets of which series keep_last_exemplars has given an exemplar this round.
+    struct exemplar_marks {
+        std::vector<std::pair<series_ref, std::size_t>> series;  // and its first mark's index
+        std::vector<bool> marked;
+        /// True the first time bucket `bucket` of `s` (of `buckets`) is asked for this round.
+        bool first(series_ref s, std::size_t bucket, std::size_t buckets);
+    };
     /// A peer's {op, peer} latency series (by label id, then op), found by their label strings
     /// once: every timed transfer is observed in two of them.
     struct peer_latency {
@@ -222,6 +235,7 @@ class agent_metrics {
     std::uint64_t deregistered_sum_ = 0;
     std::vector<std::string> peers_;  // label id -> name, filled as ids are met
     std::vector<std::array<peer_latency, 2>> peer_latency_;
+    exemplar_marks exemplar_marks_;  // keep_last_exemplars' scratch, kept for its capacity
     std::vector<event_family> events_;
     std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index
     /// Every line name (name, name_sum...) of this agent's own families.

@@ -231,6 +231,15 @@ class metric_store {
     /// is not kept.
     void observe(series_ref s, std::uint64_t value, const exemplar& ex);
     void observe(series_ref s, std::uint64_t value, const exemplar_view& ex);
+    /// The second half of observe(s, value, ex): makes `ex` the exemplar of the bucket `value`
+    /// falls in, observing nothing. For a caller that observes a round's values first and then
+    /// gives each bucket only the exemplar the last of them would have left.
+    void keep_exemplar(series_ref s, std::uint64_t value, const exemplar_view& ex);
+    /// The bucket `value` falls in, in histogram series `s`: an index into its bounds, or
+    /// bounds().size() for +Inf.
+    std::size_t bucket_index(series_ref s, std::uint64_t value) const noexcept {
+        return bucket_of(families_[s.family], value);
+    }
 
     /// The same, finding the series by its label values each time.
     void add(family_id f, std::span<const std::string_view> values, std::uint64_t delta) {
