@@ -18,6 +18,10 @@
 #include "xtel/metrics/snapshot.hpp"
 #include "xtel/node/collector.hpp"
 
+namespace xtel::nixl {
+class buffer_rings;
+}
+
 namespace xtel::xtel_exporter {
 
 /// What a pusher (remote write, OTLP) has counted: push::http_pusher's counters, and for OTLP
@@ -63,6 +67,11 @@ class node_metrics {
                  std::vector<push_health> pushers = {},
                  std::function<metrics::snapshot()> extra = {},
                  bool old_names = false);
+
+    /// Also serves the NIXL agents of `rings` (--nixl-buffer-dir), after the node files' agents,
+    /// and its refusals as xtel_exporter_files_refused_total{kind="nixl_ring"}. Before start();
+    /// `rings` outlives this.
+    void serve_nixl_rings(nixl::buffer_rings& rings);
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
     /// them.
@@ -135,6 +144,7 @@ class node_metrics {
     metrics::family_id duration_;
     std::vector<push_families> pushers_;
     std::function<metrics::snapshot()> extra_;
+    nixl::buffer_rings* nixl_rings_ = nullptr;
     /// When the exporter started: its own cumulative values' start.
     std::uint64_t start_time_us_;
 
