@@ -134,9 +134,7 @@ int serve(const options& o,
     // Declared before node, which reads it.
     const std::unique_ptr<nixl::buffer_rings> rings = nixl_rings(o);
     node_metrics node(collecting, files, push.health(), push.span_health(), o.compat_names);
-    if (rings) {
-        node.serve_nixl_rings(*rings);
-    }
+    node.serve_nixl_rings(rings.get());
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
         [&node](const http::request_head& head) { return node.answer(http::negotiate(head)); }, {},
@@ -160,6 +158,9 @@ int serve(const options& o,
     for (;;) {
         auto now = clock_type::now();
         auto wake = next_scan;
+        if (const auto due = node.drain_nixl_rings(now)) {
+            wake = std::min(wake, *due);
+        }
         if (const auto due = push.due()) {
             wake = std::min(wake, *due);
         }

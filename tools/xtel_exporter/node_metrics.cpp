@@ -327,10 +327,23 @@ void node_metrics::count_endpoint(std::function<http::server_stats()> probe) {
     endpoint_probe_ = std::move(probe);
 }
 
-void node_metrics::serve_nixl_rings(nixl::buffer_rings& rings) {
+void node_metrics::serve_nixl_rings(nixl::buffer_rings* rings) {
     const std::lock_guard lock(mutex_);
-    nixl_rings_ = &rings;
+    nixl_rings_ = rings;
     set_refusals();  // its reasons at 0 from the first scrape
+}
+
+std::optional<node_metrics::clock::time_point> node_metrics::drain_nixl_rings(
+    clock::time_point now) {
+    const std::lock_guard lock(mutex_);
+    if (nixl_rings_ == nullptr) {
+        return std::nullopt;
+    }
+    if (started_ && (!nixl_drained_ || now - *nixl_drained_ >= nixl_drain_interval)) {
+        (void)nixl_rings_->refresh();  // the next refresh serves what this took
+        nixl_drained_ = now;
+    }
+    return nixl_drained_.value_or(now) + nixl_drain_interval;
 }
 
 metrics::series_ref node_metrics::series(metrics::family_id f) {
@@ -412,6 +425,7 @@ void node_metrics::refresh_locked(bool force) {
     if (nixl_rings_ != nullptr) {
         const auto rings = nixl_rings_->refresh();
         agents_served_.insert(agents_served_.end(), rings.begin(), rings.end());
+        nixl_drained_ = now;
     }
     agents_served_.insert(agents_served_.end(), extras_.begin(), extras_.end());
     refreshed_ = now;
