@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -62,10 +63,19 @@ node::scanner::settings scanner_settings(const buffer_rings::settings& s) {
             .max_nixl_ring_bytes = buffer_ring::max_file_bytes};
 }
 
+/// Whether one of `globs` matches `family`; true when there are none.
+bool chosen(const std::vector<std::string>& globs, std::string_view family) {
+    return globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
+               return metrics::glob_matches(g, family);
+           });
+}
+
 /// The latest snapshot of `r`'s model as a node file's reader serves it: without the labels a
 /// reader adds itself (the model's xtel_agent_info names this process's pid, not the agent's,
-/// which a ring does not say). Made again only when the model published another.
-std::shared_ptr<const metrics::snapshot> served(buffer_rings_ring& r) {
+/// which a ring does not say), and with only the families `globs` choose. Made again only when
+/// the model published another.
+std::shared_ptr<const metrics::snapshot> served(buffer_rings_ring& r,
+                                                const std::vector<std::string>& globs) {
     if (r.model == nullptr) {
         return nullptr;
     }
@@ -73,7 +83,11 @@ std::shared_ptr<const metrics::snapshot> served(buffer_rings_ring& r) {
     if (latest != r.published) {
         std::vector<std::byte> encoded;
         metrics::encode_snapshot(*latest, encoded, metrics::reserved_label_names);
-        r.served = std::make_shared<const metrics::snapshot>(metrics::decode_snapshot(encoded));
+        metrics::snapshot s = metrics::decode_snapshot(encoded);
+        std::erase_if(s.families, [&](const metrics::family_snapshot& f) {
+            return !chosen(globs, f.spec.name);
+        });
+        r.served = std::make_shared<const metrics::snapshot>(std::move(s));
         r.published = std::move(latest);
     }
     return r.served;
@@ -115,7 +129,7 @@ std::vector<std::shared_ptr<const metrics::snapshot>> buffer_rings::refresh() no
             }
         }
         for (auto& [name, r] : rings_) {
-            if (auto s = served(r)) {
+            if (auto s = served(r, settings_.families)) {
                 out.push_back(std::move(s));
             }
         }

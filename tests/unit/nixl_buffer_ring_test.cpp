@@ -237,4 +237,19 @@ TEST_CASE(
     CHECK(rings.files().refused(file_kind::nixl_ring, refusal::not_nixl_file) == 1);
 }
 
+TEST_CASE("A directory of NIXL rings serves only the families --metrics chooses") {
+    const xtel_test::temp_dir dir;
+    write(dir.path() / "initiator", ring(8, one_write));
+    xtel::nixl::buffer_rings rings({.dir = dir.path(),
+                                    .program = "test",
+                                    .allowed_uids = {},
+                                    .model = {},
+                                    .families = {"xtel_transfer_bytes_*"}});
+    const auto served = rings.refresh();
+    REQUIRE(served.size() == 1);
+    REQUIRE(served[0]->families.size() == 1);
+    CHECK(served[0]->families[0].spec.name == "xtel_transfer_bytes_total");
+    CHECK(value_of(*served[0], "xtel_transfer_bytes_total", {}) == 4096);
+}
+
 }  // namespace nixl_buffer_ring_test

@@ -88,7 +88,8 @@ std::unique_ptr<nixl::buffer_rings> nixl_rings(const options& o) {
         nixl::buffer_rings::settings{.dir = o.nixl_buffer_dir,
                                      .program = "xtel-exporter",
                                      .allowed_uids = o.allowed_uids,
-                                     .model = std::move(model)});
+                                     .model = std::move(model),
+                                     .families = o.metrics});
 }
 
 /// One line when the listing node.start() made has no node file: an empty or mistyped --dir

@@ -42,6 +42,8 @@ class buffer_rings {
         /// What every agent's model is made with (the reader's environment; its rank is left
         /// out: it is the reader's, not the agent's).
         metrics::agent_metrics_settings model;
+        /// Globs (fnmatch) of the families served (xtel-exporter's --metrics); empty: all.
+        std::vector<std::string> families;
     };
 
     explicit buffer_rings(settings s);
