@@ -56,6 +56,8 @@ constexpr kind_words words_of(file_kind k) {
             return {"a node file", "served", " (--max-file-bytes)"};
         case file_kind::notice:
             return {"a notice", "read", ""};
+        case file_kind::nixl_ring:
+            return {"a NIXL ring", "read", ""};
         case file_kind::span_ring:
             break;
     }
@@ -101,6 +103,8 @@ std::string_view to_string(refusal r) noexcept {
             return "bad_notice";
         case refusal::not_span_file:
             return "not_span_file";
+        case refusal::not_nixl_file:
+            return "not_nixl_file";
     }
     return "unknown";
 }
@@ -113,6 +117,8 @@ std::string_view to_string(file_kind k) noexcept {
             return "notice";
         case file_kind::span_ring:
             return "span_ring";
+        case file_kind::nixl_ring:
+            return "nixl_ring";
     }
     return "unknown";
 }
@@ -125,6 +131,8 @@ std::span<const refusal> reasons_of(file_kind k) noexcept {
             return notice_reasons;
         case file_kind::span_ring:
             return span_ring_reasons;
+        case file_kind::nixl_ring:
+            return nixl_ring_reasons;
     }
     return {};
 }
@@ -153,6 +161,9 @@ scanner::scanner(settings s) : settings_(std::move(s)) {}
 std::optional<file_kind> scanner::kind_of(std::string_view name) const noexcept {
     if (name.starts_with('.')) {
         return std::nullopt;
+    }
+    if (settings_.nixl_rings) {
+        return file_kind::nixl_ring;  // NIXL names its ring by its agent alone
     }
     const auto named = [&](std::string_view suffix) {
         return name.size() > suffix.size() && name.ends_with(suffix);
@@ -220,6 +231,8 @@ std::uint64_t scanner::max_bytes(file_kind k) const noexcept {
             return settings_.max_file_bytes;
         case file_kind::notice:
             return max_notice_bytes;
+        case file_kind::nixl_ring:
+            return settings_.max_nixl_ring_bytes;
         case file_kind::span_ring:
             break;
     }
@@ -281,8 +294,9 @@ opened scanner::open(const listing& l, file_kind k, const std::string& name) con
     }
     // O_NOFOLLOW and the same checks on what was opened: the name may have been replaced since
     // it was listed, and only what the descriptor names counts. O_NONBLOCK: a FIFO put there
-    // meanwhile is not waited on.
-    out.fd_ = ::openat(l.dir_fd(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    // meanwhile is not waited on. A NIXL ring's one reader writes its read position.
+    const int access = k == file_kind::nixl_ring ? O_RDWR : O_RDONLY;
+    out.fd_ = ::openat(l.dir_fd(), name.c_str(), access | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (out.fd_ < 0) {
         const int err = errno;
         if (err == ENOENT) {

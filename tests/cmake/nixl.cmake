@@ -24,6 +24,12 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
             --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
             --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
     set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+    set(test_name "nixl: xtel-exporter serves exactly what two real NIXL agents moved from NIXL's own BUFFER rings, and refuses a copy truncated, of another version, size or owner once, serving nothing of it")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/files_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
 endif()
 if(TARGET xtel_nixl_plugin AND TARGET xtel_cli AND NOT XTEL_SANITIZE)
     set(test_name "nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there")

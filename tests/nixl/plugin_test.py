@@ -99,27 +99,31 @@ def free_port():
         return s.getsockname()[1]
 
 
-def agent_env(output_path, extra):
+def agent_env(output_path, extra, exporter='xtel'):
     env = dict(os.environ)
-    env.update(NIXL_TELEMETRY_ENABLE='y', NIXL_TELEMETRY_EXPORTER='xtel',
+    env.update(NIXL_TELEMETRY_ENABLE='y', NIXL_TELEMETRY_EXPORTER=exporter or '',
                NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=output_path,
                # Both sets: NIXL's agent_* names beside xtel's.
                NIXL_TELEMETRY_METRIC_SET='both')
     for name in ('NIXL_PLUGIN_DIR', 'XTEL_LOG_LEVEL'):
         env.pop(name, None)
+    if not exporter:
+        del env['NIXL_TELEMETRY_EXPORTER']  # NIXL's BUFFER exporter
     env.update(extra)
     return env
 
 
-def start_agents(python, driver, output_path, log, extra=None, names=()):
+def start_agents(python, driver, output_path, log, extra=None, names=(), exporter='xtel'):
     """The agents' process, once it printed what it did (it waits on stdin to end). `names`:
-    nixl_agents.py's --initiator and --target, when not its own."""
+    nixl_agents.py's --initiator and --target, when not its own; `exporter`:
+    NIXL_TELEMETRY_EXPORTER (None: unset, NIXL's BUFFER exporter)."""
     command = [python, driver, '--writes', str(WRITES), '--reads', str(READS), '--bytes',
                str(SIZE)]
     if names:
         command += ['--initiator', names[0], '--target', names[1]]
     p = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=log, text=True, env=agent_env(output_path, extra or {}))
+                         stderr=log, text=True,
+                         env=agent_env(output_path, extra or {}, exporter))
     for line in p.stdout:  # NIXL writes to stdout too
         if line.startswith(RESULT):
             return p, json.loads(line[len(RESULT):])

@@ -36,6 +36,7 @@
 #include "xtel/http/negotiate.hpp"
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
+#include "xtel/nixl/buffer_rings.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/node/scanner.hpp"
 #include "xtel/push/otlp_config.hpp"
@@ -72,6 +73,23 @@ node::collector::settings collector_settings(const options& o) {
             .max_series = o.max_series,
             .reserved_families = {},
             .families = o.metrics};
+}
+
+/// The NIXL BUFFER directory's reader, as the options say; null without --nixl-buffer-dir.
+std::unique_ptr<nixl::buffer_rings> nixl_rings(const options& o) {
+    if (o.nixl_buffer_dir.empty()) {
+        return nullptr;
+    }
+    // The models are configured from this process's environment, as an agent's from its own;
+    // the rank is the agent's, which its ring does not say.
+    metrics::agent_metrics_settings model = metrics::agent_metrics_settings::from_env();
+    model.rank = {};
+    return std::make_unique<nixl::buffer_rings>(
+        nixl::buffer_rings::settings{.dir = o.nixl_buffer_dir,
+                                     .program = "xtel-exporter",
+                                     .allowed_uids = o.allowed_uids,
+                                     .model = std::move(model),
+                                     .families = o.metrics});
 }
 
 /// One line when the listing node.start() made has no node file: an empty or mistyped --dir
@@ -114,7 +132,10 @@ int serve(const options& o,
     node::scanner files(node::collector::scanner_settings(collecting, traces.has_value()));
     // Declared before the server, whose thread reads the writer's counters: it goes after.
     pushers push(o, files, std::move(otlp), std::move(traces));
+    // Declared before node, which reads it.
+    const std::unique_ptr<nixl::buffer_rings> rings = nixl_rings(o);
     node_metrics node(collecting, files, push.health(), push.span_health(), o.compat_names);
+    node.serve_nixl_rings(rings.get());
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
         [&node](const http::request_head& head) { return node.answer(http::negotiate(head)); }, {},
@@ -138,6 +159,9 @@ int serve(const options& o,
     for (;;) {
         auto now = clock_type::now();
         auto wake = next_scan;
+        if (const auto due = node.drain_nixl_rings(now)) {
+            wake = std::min(wake, *due);
+        }
         if (const auto due = push.due()) {
             wake = std::min(wake, *due);
         }

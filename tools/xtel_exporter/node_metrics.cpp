@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "xtel/metrics/process_metrics.hpp"
+#include "xtel/nixl/buffer_rings.hpp"
 
 namespace xtel::xtel_exporter {
 
@@ -326,6 +327,25 @@ void node_metrics::count_endpoint(std::function<http::server_stats()> probe) {
     endpoint_probe_ = std::move(probe);
 }
 
+void node_metrics::serve_nixl_rings(nixl::buffer_rings* rings) {
+    const std::lock_guard lock(mutex_);
+    nixl_rings_ = rings;
+    set_refusals();  // its reasons at 0 from the first scrape
+}
+
+std::optional<node_metrics::clock::time_point> node_metrics::drain_nixl_rings(
+    clock::time_point now) {
+    const std::lock_guard lock(mutex_);
+    if (nixl_rings_ == nullptr) {
+        return std::nullopt;
+    }
+    if (started_ && (!nixl_drained_ || now - *nixl_drained_ >= nixl_drain_interval)) {
+        (void)nixl_rings_->refresh();  // the next refresh serves what this took
+        nixl_drained_ = now;
+    }
+    return nixl_drained_.value_or(now) + nixl_drain_interval;
+}
+
 metrics::series_ref node_metrics::series(metrics::family_id f) {
     return store_.series_of(f, std::span<const std::string_view>{});
 }
@@ -339,6 +359,13 @@ void node_metrics::set_refusals() {
     for (const file_kind k : kinds) {
         for (const node::refusal r : node::reasons_of(k)) {
             store_.set(refused_, {node::to_string(k), node::to_string(r)}, files_.refused(k, r));
+        }
+    }
+    if (nixl_rings_ != nullptr) {
+        const file_kind k = file_kind::nixl_ring;
+        for (const node::refusal r : node::reasons_of(k)) {
+            store_.set(refused_, {node::to_string(k), node::to_string(r)},
+                       nixl_rings_->files().refused(k, r));
         }
     }
     if (old_read_errors_) {
@@ -394,6 +421,11 @@ void node_metrics::refresh_locked(bool force) {
     agents_served_.reserve(agents.size() + extras_.size());
     for (const auto& a : agents) {
         agents_served_.push_back(a.snapshot);
+    }
+    if (nixl_rings_ != nullptr) {
+        const auto rings = nixl_rings_->refresh();
+        agents_served_.insert(agents_served_.end(), rings.begin(), rings.end());
+        nixl_drained_ = now;
     }
     agents_served_.insert(agents_served_.end(), extras_.begin(), extras_.end());
     refreshed_ = now;

@@ -18,6 +18,10 @@
 #include "xtel/metrics/snapshot.hpp"
 #include "xtel/node/collector.hpp"
 
+namespace xtel::nixl {
+class buffer_rings;
+}
+
 namespace xtel::xtel_exporter {
 
 /// What a pusher (remote write, OTLP) has counted: push::http_pusher's counters, and for OTLP
@@ -63,6 +67,18 @@ class node_metrics {
                  std::vector<push_health> pushers = {},
                  std::function<metrics::snapshot()> extra = {},
                  bool old_names = false);
+
+    /// Also serves the NIXL agents of `rings` (--nixl-buffer-dir), after the node files' agents,
+    /// and its refusals as xtel_exporter_files_refused_total{kind="nixl_ring"}. Before start();
+    /// `rings` outlives this. Null: none.
+    void serve_nixl_rings(nixl::buffer_rings* rings);
+    /// Drains the NIXL rings into their agents' models if they were not drained for
+    /// nixl_drain_interval, between refreshes: NIXL drops the events a full ring has no slot
+    /// for. Returns when to call it again; nullopt without rings.
+    std::optional<clock::time_point> drain_nixl_rings(clock::time_point now);
+    /// A ring of NIXL's default 4096 events, drained this often, holds 1,024 transfers: 10,240
+    /// a second before NIXL drops what it has no slot for.
+    static constexpr auto nixl_drain_interval = std::chrono::milliseconds(100);
 
     /// Allows reading the files (once the process runs as the user it serves as), and reads
     /// them.
@@ -135,6 +151,8 @@ class node_metrics {
     metrics::family_id duration_;
     std::vector<push_families> pushers_;
     std::function<metrics::snapshot()> extra_;
+    nixl::buffer_rings* nixl_rings_ = nullptr;
+    std::optional<clock::time_point> nixl_drained_;
     /// When the exporter started: its own cumulative values' start.
     std::uint64_t start_time_us_;
 

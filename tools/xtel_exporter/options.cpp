@@ -24,6 +24,7 @@ constexpr std::string_view usage_text =
     "                      [--otlp-interval SECONDS] [--otlp-header NAME=VALUE]...]\n"
     "                     [--user NAME] [--allow-uid UID|NAME[,...]]...\n"
     "                     [--max-file-bytes BYTES] [--max-series N] [--metrics GLOB[,...]]...\n"
+    "                     [--nixl-buffer-dir DIR]\n"
     "\n"
     "Serves on one /metrics the metrics every agent of this node publishes into\n"
     "DIR/<agent name>.metrics (NIXL_TELEMETRY_EXPORTER=node), and its own health. Each series\n"
@@ -51,6 +52,10 @@ constexpr std::string_view usage_text =
     "                        xtel_errors_total'; the agents' own choice\n"
     "                        (NIXL_TELEMETRY_METRIC_SET, _ENABLED_METRICS) is narrowed,\n"
     "                        never widened. xtel-exporter's own families are always served\n"
+    "  --nixl-buffer-dir DIR also serve the NIXL agents that write NIXL's BUFFER rings into DIR\n"
+    "                        (their NIXL_TELEMETRY_DIR; NIXL_TELEMETRY_ENABLE=y, no exporter),\n"
+    "                        as if they used xtel's plug-in. It drains the rings: it is their\n"
+    "                        one reader, and takes their events from any other reader\n"
     "  --remote-write URL    also push the same series to a Prometheus remote-write receiver\n"
     "                        (e.g. http://prometheus:9090/api/v1/write), retrying while it is\n"
     "                        down; xtel_exporter_remote_write_* count how it goes"
@@ -109,7 +114,8 @@ constexpr std::string_view option_names[] = {"--dir",
                                              "--allow-uid",
                                              "--max-file-bytes",
                                              "--max-series",
-                                             "--metrics"};
+                                             "--metrics",
+                                             "--nixl-buffer-dir"};
 
 /// A Prometheus label name a push may add: [a-zA-Z_][a-zA-Z0-9_]*, not reserved (__*) and not
 /// one the series' form gives (le).
@@ -174,6 +180,8 @@ bool is_option(std::string_view arg) {
 void set(options& o, std::string_view arg, std::string_view value) {
     if (arg == "--dir") {
         o.dir = parse::existing_directory("--dir", value);
+    } else if (arg == "--nixl-buffer-dir") {
+        o.nixl_buffer_dir = parse::existing_directory("--nixl-buffer-dir", value);
     } else if (arg == "--listen") {
         o.listen = host_port::parse("--listen", value);
     } else if (arg == "--stale-ttl") {
@@ -279,8 +287,8 @@ options parse_options(int argc, char** argv, const env_lookup& lookup) {
                             "--remote-write, --remote-write-interval, --remote-write-label, "
                             "--otlp-endpoint, --otlp-protocol, --otlp-temporality, "
                             "--otlp-compression, --otlp-interval, --otlp-header, "
-                            "--user, --allow-uid, --max-file-bytes, --max-series, --metrics or "
-                            "--help",
+                            "--user, --allow-uid, --max-file-bytes, --max-series, --metrics, "
+                            "--nixl-buffer-dir or --help",
                             arg, did_you_mean(arg, option_names)));
         }
         if (!has_value) {

@@ -51,6 +51,9 @@ struct options {
     std::uint64_t max_series = node::collector::default_max_series;
     /// --metrics: globs of the agents' families served; empty: all of them.
     std::vector<std::string> metrics;
+    /// --nixl-buffer-dir: NIXL's BUFFER directory, whose rings are drained and served; empty:
+    /// none (xtel/nixl/buffer_rings.hpp).
+    std::filesystem::path nixl_buffer_dir;
     /// NIXL_TELEMETRY_COMPAT_NAMES, the agents' variable: also serve the refusal families
     /// renamed in this release under their old names (node_metrics), for one release.
     bool compat_names = false;

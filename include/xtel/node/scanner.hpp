@@ -45,8 +45,10 @@ enum class refusal : std::uint8_t {
     series_limit,       ///< its series would take the node past max_series
     bad_notice,         ///< an unpublished notice (xtel/node/notice.hpp) that does not parse
     not_span_file,      ///< magic, version or layout is not a span ring's
+    /// version, sizes or positions are not those of a NIXL layout xtel reads (docs/nixl.md)
+    not_nixl_file,
 };
-inline constexpr std::size_t refusal_count = 13;
+inline constexpr std::size_t refusal_count = 14;
 
 /// The name of `r` as the reason label shows it ("foreign_owner").
 std::string_view to_string(refusal r) noexcept;
@@ -56,8 +58,10 @@ enum class file_kind : std::uint8_t {
     node_file,  ///< `<agent>.metrics` (docs/node-format.md)
     notice,     ///< `<agent>.<pid>.unpublished` (xtel/node/notice.hpp)
     span_ring,  ///< `<agent>.spans` (docs/trace-format.md)
+    /// NIXL's BUFFER exporter's ring `<agent>`, in a directory of its own (docs/nixl.md)
+    nixl_ring,
 };
-inline constexpr std::size_t file_kind_count = 3;
+inline constexpr std::size_t file_kind_count = 4;
 
 /// The name of `k` as the kind label shows it ("node_file").
 std::string_view to_string(file_kind k) noexcept;
@@ -75,6 +79,9 @@ inline constexpr std::array notice_reasons = {refusal::foreign_owner, refusal::n
 inline constexpr std::array span_ring_reasons = {refusal::foreign_owner, refusal::not_regular,
                                                  refusal::too_large,     refusal::unreadable,
                                                  refusal::not_span_file, refusal::damaged};
+inline constexpr std::array nixl_ring_reasons = {refusal::foreign_owner, refusal::not_regular,
+                                                 refusal::too_large,     refusal::unreadable,
+                                                 refusal::not_nixl_file, refusal::damaged};
 /// The reasons of kind `k`, as above.
 std::span<const refusal> reasons_of(file_kind k) noexcept;
 
@@ -157,6 +164,12 @@ class scanner {
         std::uint64_t max_file_bytes = 0;
         /// Whether span rings are listed (a reader of them is on: xtel-exporter's traces).
         bool span_rings = false;
+        /// The directory is NIXL's BUFFER directory (NIXL_TELEMETRY_DIR): every name in it that
+        /// is not hidden is a NIXL ring, and nothing else is listed. Rings are opened for
+        /// writing too: their one reader advances their read position.
+        bool nixl_rings = false;
+        /// A NIXL ring larger than this is refused unread.
+        std::uint64_t max_nixl_ring_bytes = 0;
     };
 
     explicit scanner(settings s);
