@@ -33,6 +33,17 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel_cli AND NOT XTEL_SANITIZE)
             --plugin $<TARGET_FILE:xtel_nixl_plugin> --xtel $<TARGET_FILE:xtel_cli>)
     set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
 endif()
+# bench/nixl_cost.py, the cost of each NIXL exporter to a real transfer loop, in its smoke mode:
+# that it runs and each exporter counts every transfer, nothing about speed (docs/performance.md).
+if(TARGET xtel_nixl_plugin AND TARGET xtel_cli AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
+    set(test_name "nixl: bench/nixl_cost.py runs real NIXL agents with telemetry off, NIXL's two exporters and xtel's in paired windows, and each exporter counts every transfer")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/cost_smoke_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --xtel $<TARGET_FILE:xtel_cli>
+            --exporter $<TARGET_FILE:xtel-exporter>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+endif()
 # The unit tests drive the plug-in's exporter without NIXL (tests/unit/nixl_exporter_test.cpp).
 if(TARGET xtel_unit_tests)
     target_link_libraries(xtel_unit_tests PRIVATE xtel_nixl)
