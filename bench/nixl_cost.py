@@ -205,10 +205,12 @@ class RingReader:
         for name in os.listdir(self.directory):
             with open(os.path.join(self.directory, name), 'r+b') as f:
                 with mmap.mmap(f.fileno(), self.HEADER.size) as m:
-                    write_pos, read_pos = struct.unpack_from('<QQ', m, 0)
+                    write_pos, read_pos, _, _, capacity, _ = self.HEADER.unpack_from(m, 0)
                     if write_pos != read_pos:
                         struct.pack_into('<Q', m, 8, write_pos)
-                        self.events[name] = self.events.get(name, 0) + write_pos - read_pos
+                        # Positions wrap at the capacity; the ring keeps one slot free.
+                        self.events[name] = (self.events.get(name, 0) +
+                                             (write_pos - read_pos) % capacity)
 
     def run(self):
         while not self.stop.wait(0.002):
