@@ -307,6 +307,9 @@ def print_table(size, rows, count):
                  f'{row["ratio_to_off"]:.4f} ({row["ratio_q1"]:.4f}-{row["ratio_q3"]:.4f})')
         print(f'  {config:<11} {row["ns_per_transfer"]:10.1f} ns  {ratio}  '
               f'[{row["windows"]} windows]')
+    floor = rows['off2']['ratio_to_off']
+    print(f'  the floor: off2 over off is {floor:.4f}, so this run does not tell apart ratios '
+          f'nearer each other than {abs(floor - 1):.3f}')
 
 
 def link_plugin(args, python):
