@@ -34,7 +34,11 @@ windows either side of it is its ratio; the medians of those (quartiles beside t
 each configuration's ns per transfer are the result.
 
 usage: bench/nixl_cost.py --venv DIR --plugin LIB --xtel XTEL [--exporter XTEL_EXPORTER]
-           [--sizes 4096,65536] [--rounds 20] [--window-ms 50] [--smoke] [--json FILE]
+           [--sizes 4096,65536] [--rounds 20] [--window-ms 50] [--xtel-env VAR=VALUE]...
+           [--smoke] [--json FILE]
+
+--xtel-env: a variable for the xtel worker alone, to measure a variant of the plug-in's
+configuration (NIXL_TELEMETRY_TRACE_BUDGET=0: no spans).
 
 --smoke: one round of 5 ms windows, for a test that it runs and prints well-formed output;
 its figures mean nothing. Prints a table per size, then one line "nixl_cost: " and JSON.
@@ -135,7 +139,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def config_env(config, scratch, port):
+def config_env(config, scratch, port, xtel_env=()):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(('NIXL_TELEMETRY_', 'NIXL_PLUGIN_DIR', 'XTEL_'))}
     if config.startswith('off'):
@@ -150,18 +154,19 @@ def config_env(config, scratch, port):
     else:
         env.update(NIXL_TELEMETRY_EXPORTER='xtel',
                    NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=os.path.join(scratch, 'node'))
+        env.update(v.split('=', 1) for v in xtel_env)
     return env
 
 
 class Worker:
-    def __init__(self, python, config, sizes, scratch, log):
+    def __init__(self, python, config, args, scratch, log):
         self.config = config
         self.port = free_port()
         self.process = subprocess.Popen(
             [python, os.path.abspath(__file__), '--worker', '--name', f'cost-{config}',
-             '--sizes', ','.join(map(str, sizes))],
+             '--sizes', args.sizes],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-            env=config_env(config, scratch, self.port))
+            env=config_env(config, scratch, self.port, args.xtel_env))
 
     def initiator(self):
         return f'cost-{self.config}-initiator'
@@ -344,7 +349,7 @@ def drive(args):
     try:
         for d in ('rings', 'node'):
             os.mkdir(os.path.join(scratch, d))
-        workers = {c: Worker(python, c, sizes, scratch, log) for c in CONFIGS}
+        workers = {c: Worker(python, c, args, scratch, log) for c in CONFIGS}
         for w in workers.values():
             w.wait_ready()
         rings = RingReader(os.path.join(scratch, 'rings'))
@@ -394,6 +399,8 @@ def main():
     p.add_argument('--sizes', default='4096,65536')
     p.add_argument('--rounds', type=int, default=20)
     p.add_argument('--window-ms', type=float, default=50)
+    p.add_argument('--xtel-env', action='append', default=[], metavar='VAR=VALUE',
+                   help='a variable for the xtel worker alone (repeatable), to measure a variant')
     p.add_argument('--smoke', action='store_true')
     p.add_argument('--json')
     args = p.parse_args()
