@@ -10,9 +10,6 @@
 //   flush each over the peer's record; bench/summarize.py checks the target on these.
 
 #include <benchmark/benchmark.h>
-#include <prometheus/counter.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -23,72 +20,14 @@
 
 #include "bench_util.hpp"
 #include "paired_windows.hpp"
+#include "prometheus_cpp_peer.hpp"
 #include "xtel/core/log.hpp"
 #include "xtel/exporters/pipelines.hpp"
-#include "xtel/metrics/agent_metrics_settings.hpp"
 
 namespace {
 
+using xtel_bench::prometheus_cpp_agent;
 using xtel_bench::window_ns;
-
-/// An agent that records its transfers with prometheus-cpp, as NIXL's Prometheus exporter
-/// does for the four events of a transfer: the tx bytes and tx requests counters incremented
-/// and the transfer and post time histograms observed, in microseconds over xtel's (and
-/// upstream NIXL's) default bounds, 18 from 10 us to 10 s. Each family has one series, labelled
-/// as NIXL labels its series (hostname, agent name), and its handle is looked up once, here:
-/// per transfer the library does its own work and no registry lookup. NIXL's exporter also
-/// sets a last-value gauge beside the bytes and time counters and keeps a counter of each
-/// time; those are left out, so that the peer does what xtel's model does per transfer.
-class prometheus_cpp_agent {
-  public:
-    prometheus_cpp_agent()
-        : registry_(std::make_shared<prometheus::Registry>()),
-          bytes_(prometheus::BuildCounter()
-                     .Name("agent_tx_bytes_total")
-                     .Help("Bytes this agent sent")
-                     .Register(*registry_)
-                     .Add(labels())),
-          requests_(prometheus::BuildCounter()
-                        .Name("agent_tx_requests_num_total")
-                        .Help("Requests this agent sent")
-                        .Register(*registry_)
-                        .Add(labels())),
-          xfer_time_(prometheus::BuildHistogram()
-                         .Name("agent_xfer_time_us")
-                         .Help("Microseconds from post to completion")
-                         .Register(*registry_)
-                         .Add(labels(), bounds())),
-          post_time_(prometheus::BuildHistogram()
-                         .Name("agent_xfer_post_time_us")
-                         .Help("Microseconds in the post call")
-                         .Register(*registry_)
-                         .Add(labels(), bounds())) {}
-
-    /// What the agent records after one transfer: the values record_one_transfer gives xtel.
-    [[gnu::always_inline]] void record(std::uint64_t i) {
-        bytes_.Increment(65536);
-        requests_.Increment(1);
-        xfer_time_.Observe(static_cast<double>(i & 63));
-        post_time_.Observe(static_cast<double>(i & 7));
-    }
-
-    /// The requests counted: every transfer recorded adds one.
-    double requests() const { return requests_.Value(); }
-
-  private:
-    static prometheus::Labels labels() {
-        return {{"hostname", "bench-host"}, {"agent_name", "bench"}};
-    }
-    static prometheus::Histogram::BucketBoundaries bounds() {
-        return xtel::metrics::agent_metrics_settings::default_buckets();
-    }
-
-    std::shared_ptr<prometheus::Registry> registry_;
-    prometheus::Counter& bytes_;
-    prometheus::Counter& requests_;
-    prometheus::Histogram& xfer_time_;
-    prometheus::Histogram& post_time_;
-};
 
 /// One agent for every thread of a case, as an agent's series are one set whichever thread
 /// completes a transfer: /threads:2 records into the same counters and histograms from two

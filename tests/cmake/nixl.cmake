@@ -18,6 +18,18 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
             --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
             --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
     set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+    set(test_name "nixl: real NIXL agents whose plug-in meets a full 2 MiB tmpfs transfer everything, and each logs its node file and its notice refused for want of space")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/full_tmpfs_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+    set(test_name "nixl: an xtel-exporter started after real NIXL agents transferred serves their totals exactly, and one restarted after it was killed serves the same")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/exporter_restart_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --exporter $<TARGET_FILE:xtel-exporter>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
     set(test_name "nixl: xtel's plug-in and NIXL's own prometheus exporter serve the same values, family by family, for the same two real NIXL agents")
     add_test(NAME "${test_name}"
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/prometheus_test.py
@@ -37,6 +49,17 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel_cli AND NOT XTEL_SANITIZE)
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/install_test.py
             --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
             --plugin $<TARGET_FILE:xtel_nixl_plugin> --xtel $<TARGET_FILE:xtel_cli>)
+    set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
+endif()
+# bench/nixl_cost.py, the cost of each NIXL exporter to a real transfer loop, in its smoke mode:
+# that it runs and each exporter counts every transfer, nothing about speed (docs/performance.md).
+if(TARGET xtel_nixl_plugin AND TARGET xtel_cli AND TARGET xtel-exporter AND NOT XTEL_SANITIZE)
+    set(test_name "nixl: bench/nixl_cost.py runs real NIXL agents with telemetry off, NIXL's two exporters and xtel's in paired windows, and each exporter counts every transfer")
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/nixl/cost_smoke_test.py
+            --source-dir ${PROJECT_SOURCE_DIR} --venv ${XTEL_NIXL_VENV}
+            --plugin $<TARGET_FILE:xtel_nixl_plugin> --xtel $<TARGET_FILE:xtel_cli>
+            --exporter $<TARGET_FILE:xtel-exporter>)
     set_tests_properties("${test_name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE)
 endif()
 # The unit tests drive the plug-in's exporter without NIXL (tests/unit/nixl_exporter_test.cpp).
