@@ -22,5 +22,10 @@ def _load():
     return module
 
 
+# Loaded as a module (bench/python_reader_speed.py calls main), it is the reader's module.
+_reader = _load()
+main = _reader.main
+run = _reader.run
+
 if __name__ == "__main__":
-    sys.exit(_load().run(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:]))
