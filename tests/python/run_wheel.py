@@ -73,7 +73,7 @@ def main():
     if (run([sys.executable, '-m', 'venv', fresh]) != 0 or
             run([os.path.join(fresh, 'bin', 'python3'), '-m', 'pip', 'install', '--quiet',
                  '--disable-pip-version-check', '--no-index', '--find-links', wheelhouse, wheel,
-                 'pytest']) != 0):
+                 'pytest', 'mypy']) != 0):
         return 1
     env = dict(os.environ, XTEL_SOURCE_DIR=args.source_dir,
                XTEL_TELEMETRY_READER=args.telemetry_reader)
