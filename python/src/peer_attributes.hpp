@@ -2,7 +2,8 @@
 // A record call's transfer attributes by (peer, op, backend), as Python names them: the label
 // ids are interned once per peer (label_table::intern copies the name and locks), so that a
 // repeated call finds them with one hash of the strings Python already holds and allocates
-// nothing.
+// nothing. Not locked: every call that uses it holds the GIL (the module is not declared
+// free-threaded).
 
 #include <cstddef>
 #include <functional>

@@ -112,14 +112,25 @@ class py_telemetry {
         t.record(category_of(cat), event_name(name), value, kind_of(kind));
     }
 
+    /// Called with the GIL held; releases it while the flusher works. The pipeline is held by
+    /// a copy of its pointer meanwhile, so that a close() from another thread then (which the
+    /// released GIL lets in) leaves it alive until this flush is done.
     void flush() {
-        if (telemetry_) {
-            telemetry_->flush();
+        const std::shared_ptr<runtime_telemetry> t = telemetry_;
+        if (t) {
+            nb::gil_scoped_release release;
+            t->flush();
         }
     }
 
-    /// Stops the pipeline: its last flush, its files closed. Again: nothing.
-    void close() { telemetry_.reset(); }
+    /// Stops the pipeline: its last flush, its files closed; again: nothing. The pointer is
+    /// taken with the GIL held, so that no record call finds a pipeline half destroyed, and the
+    /// pipeline destroyed with the GIL released (or by the flush() still using it, when it ends).
+    void close() {
+        std::shared_ptr<runtime_telemetry> t = std::move(telemetry_);
+        nb::gil_scoped_release release;
+        t.reset();
+    }
 
     bool closed() const noexcept { return telemetry_ == nullptr; }
     bool enabled() const noexcept { return telemetry_ && telemetry_->enabled(); }
@@ -134,7 +145,8 @@ class py_telemetry {
         return *telemetry_;
     }
 
-    std::unique_ptr<runtime_telemetry> telemetry_;
+    // Shared with a flush() in progress only (above). Record calls use it with the GIL held.
+    std::shared_ptr<runtime_telemetry> telemetry_;
     peer_attributes attributes_;
 };
 
@@ -208,11 +220,11 @@ void bind_telemetry(nb::module_& m) {
             "`name` (at most 37 bytes kept), `value`, and how the value is meant: 'sample' (a\n"
             "measurement), 'counter' (an increment) or 'gauge' (the current level).")
         .def(
-            "flush", &py_telemetry::flush, nb::call_guard<nb::gil_scoped_release>(),
+            "flush", &py_telemetry::flush,
             "Hands everything recorded so far to the exporters now (their files written), instead\n"
             "of at the next interval. Releases the GIL while it waits.")
         .def(
-            "close", &py_telemetry::close, nb::call_guard<nb::gil_scoped_release>(),
+            "close", &py_telemetry::close,
             "Stops the pipeline: a last flush, its files closed. Releases the GIL while it waits;\n"
             "closing again does nothing.")
         .def("stats", &py_telemetry::stats, "What the pipeline has done so far.")
@@ -226,10 +238,7 @@ void bind_telemetry(nb::module_& m) {
             nb::rv_policy::reference)
         .def(
             "__exit__",
-            [](py_telemetry& self, nb::handle, nb::handle, nb::handle) {
-                nb::gil_scoped_release release;
-                self.close();
-            },
+            [](py_telemetry& self, nb::handle, nb::handle, nb::handle) { self.close(); },
             nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("traceback").none());
 }
 

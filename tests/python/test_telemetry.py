@@ -172,3 +172,24 @@ def test_a_closed_pipeline_refuses_records_and_closes_again_quietly(telemetry_di
     t.flush()
     with pytest.raises(ValueError, match='closed'):
         t.record_transfer('write', 'p1', 1)
+
+
+def test_threads_recording_while_another_flushes_lose_no_transfer(telemetry_dir):
+    import threading
+    with xtel.Telemetry('py-threads') as t:
+        def record(peer):
+            for _ in range(5000):
+                t.record_transfer('write', peer, 100)
+
+        threads = [threading.Thread(target=record, args=(f'p{i % 2}',)) for i in range(4)]
+        for th in threads:
+            th.start()
+        while any(th.is_alive() for th in threads):
+            t.flush()  # releases the GIL: the recording threads go on meanwhile
+        for th in threads:
+            th.join()
+        t.flush()
+        f = xtel.read_node_file(telemetry_dir / 'py-threads.metrics')
+        assert t.stats().records_dropped == 0
+    assert by(f, 'xtel_transfer_requests_total', remote_agent='p0') == 10000
+    assert by(f, 'xtel_transfer_bytes_total', remote_agent='p1') == 10000 * 100
