@@ -14,7 +14,8 @@ below it, never one above:
 knows no http; push sits beside exporters). The plug-in API
 (include/xtel/plugin/) may include core only. Tools (tools/) are users of the library: they
 include public headers only (xtel/...), never a private header of src/, and name nothing in a
-detail namespace. Prints each violation on a line and exits 1, or prints a summary and exits 0.
+detail namespace; so do the Python package's bindings (python/src/). Prints each violation on
+a line and exits 1, or prints a summary and exits 0.
 Argument: the source directory.
 """
 import os
@@ -78,7 +79,8 @@ def main(root):
                                     f'below it')
                 elif top == 'include/xtel' and not inc.startswith('xtel/'):
                     problems.append(f'{rel}: a public header includes the private "{inc}"')
-    for path in sources(root, 'tools'):
+    # The Python package's bindings (python/src/) are users as the tools are.
+    for path in [*sources(root, 'tools'), *sources(root, os.path.join('python', 'src'))]:
         rel = os.path.relpath(path, root)
         text = open(path, encoding='utf-8', errors='replace').read()
         checked += 1

@@ -47,17 +47,26 @@ class pipeline_telemetry final : public runtime_telemetry {
                             std::uint64_t post_us,
                             std::uint64_t xfer_us,
                             const transfer_attributes& attrs,
-                            std::string_view request_id) noexcept override {
+                            std::string_view request_id,
+                            transfer_shape shape) noexcept override {
         telemetry_.record_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs,
-                                   request_id);
+                                   request_id, shape);
     }
     void do_record_transfer_counts(direction dir,
                                    std::uint64_t timestamp_us,
                                    std::uint64_t bytes,
                                    std::uint64_t requests,
                                    const transfer_attributes& attrs,
-                                   std::string_view request_id) noexcept override {
-        telemetry_.record_transfer_counts(dir, timestamp_us, bytes, requests, attrs, request_id);
+                                   std::string_view request_id,
+                                   transfer_shape shape) noexcept override {
+        telemetry_.record_transfer_counts(dir, timestamp_us, bytes, requests, attrs, request_id,
+                                          shape);
+    }
+    void do_record_notified(std::uint64_t timestamp_us,
+                            std::uint64_t bytes,
+                            const transfer_attributes& attrs,
+                            std::string_view request_id) noexcept override {
+        telemetry_.record_notified(timestamp_us, bytes, attrs, request_id);
     }
 
     Telemetry telemetry_;

@@ -16,6 +16,8 @@
 #include "xtel/core/names.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
+#include "xtel/node/file.hpp"
 
 namespace make_telemetry_test {
 
@@ -24,6 +26,24 @@ namespace {
 using xtel_test::scoped_env;
 using xtel_test::telemetry_env;
 using xtel_test::temp_dir;
+
+/// The values of a node file's family by its series' last label value (remote_agent for the
+/// notified families).
+std::map<std::string, std::uint64_t> by_peer(const std::filesystem::path& file,
+                                             std::string_view family) {
+    xtel::node::file::reader r(file);
+    const auto p = r.read_latest();
+    REQUIRE(p);
+    std::map<std::string, std::uint64_t> out;
+    for (const auto& f : xtel::metrics::decode_snapshot(p->payload).families) {
+        if (f.spec.name == family) {
+            for (const auto& s : f.series) {
+                out[s.label_values.back()] += s.value;
+            }
+        }
+    }
+    return out;
+}
 
 /// The events of a flight recorder, by name: the last value recorded under each.
 std::map<std::string, std::uint64_t> recorded(const std::filesystem::path& file) {
@@ -135,6 +155,35 @@ TEST_CASE("make_telemetry hands out the registry's pipelines whatever order they
         "both", xtel_test::enabled_config({"node", "buffer"}, dir.path().string()));
     CHECK(std::filesystem::is_regular_file(dir.path() / "both"));
     CHECK(std::filesystem::is_regular_file(dir.path() / "both.metrics"));
+}
+
+TEST_CASE(
+    "a notified transfer through runtime_telemetry counts for its initiator on the target only",
+    "[make_telemetry]") {
+    temp_dir dir;
+    const auto t =
+        xtel::make_telemetry("target", xtel_test::enabled_config({"node"}, dir.path().string()));
+    xtel::transfer_attributes attrs;
+    attrs.remote_agent = t->labels().intern("initiator-1");
+    attrs.op = xtel::transfer_op::write;
+    t->record_notified(xtel::clock::now_us(), 65536, attrs);
+    t->record_notified(xtel::clock::now_us(), 4096, attrs);
+    // A transfer of the target's own, with its shape, beside them.
+    attrs.remote_agent = t->labels().intern("peer-2");
+    t->record_transfer(xtel::direction::tx, xtel::clock::now_us(), 512, 1, 1, 9, attrs, {},
+                       xtel::transfer_shape{4, 0});
+    t->flush();
+    const auto file = dir.path() / "target.metrics";
+    CHECK(by_peer(file, "xtel_notified_transfers_total") ==
+          std::map<std::string, std::uint64_t>{{"initiator-1", 2}});
+    CHECK(by_peer(file, "xtel_notified_bytes_total") ==
+          std::map<std::string, std::uint64_t>{{"initiator-1", 65536 + 4096}});
+    // The target's own transfer families hold its own transfer only (bytes summed over series).
+    std::uint64_t own = 0;
+    for (const auto& [last_label, bytes] : by_peer(file, "xtel_transfer_bytes_total")) {
+        own += bytes;
+    }
+    CHECK(own == 512);
 }
 
 TEST_CASE("the pipelines behind runtime_telemetry are final so a record is one virtual call",

@@ -20,6 +20,22 @@ namespace {
 
 constexpr std::string_view plugin_name = "libtelemetry_exporter_xtel.so";
 
+// Where the plug-in and the Python are when none is named. Installed by CMake, the plug-in is in
+// the library directory of the install (XTEL_NIXL_PLUGIN_DEFAULT). Installed by the Python
+// package's wheel (XTEL_NIXL_PLUGIN_IN_PACKAGE, python/CMakeLists.txt), this program is a script
+// of the environment and the plug-in package data of xtel, whose path the environment's Python
+// knows, and that Python is the python3 beside this program (the venv's bin/).
+#ifdef XTEL_NIXL_PLUGIN_IN_PACKAGE
+constexpr bool plugin_in_package = true;
+#define PLUGIN_DEFAULT_TEXT "the one in the xtel package PYTHON imports"
+#define PYTHON_DEFAULT_TEXT "the python3 beside this program, else python3 on PATH"
+#define XTEL_NIXL_PLUGIN_DEFAULT ""
+#else
+constexpr bool plugin_in_package = false;
+#define PLUGIN_DEFAULT_TEXT XTEL_NIXL_PLUGIN_DEFAULT
+#define PYTHON_DEFAULT_TEXT "python3 on PATH, the active one"
+#endif
+
 constexpr std::string_view usage_text =
     "Usage: xtel nixl install [--python PYTHON | --plugin-dir DIR] [--plugin PATH]\n"
     "\n"
@@ -28,9 +44,10 @@ constexpr std::string_view usage_text =
     "NIXL's own plug-ins; then NIXL_TELEMETRY_EXPORTER=xtel loads it. Running it again changes\n"
     "nothing.\n"
     "\n"
-    "  --python PYTHON  the environment's Python (default: python3 on PATH, the active one)\n"
+    "  --python PYTHON  the environment's Python (default: " PYTHON_DEFAULT_TEXT
+    ")\n"
     "  --plugin-dir DIR NIXL's plug-in directory itself, in place of asking Python\n"
-    "  --plugin PATH    the plug-in to link (default: " XTEL_NIXL_PLUGIN_DEFAULT
+    "  --plugin PATH    the plug-in to link (default: " PLUGIN_DEFAULT_TEXT
     ")\n"
     "Exit status: 0 linked or already linked, 1 failed, 64 bad usage.\n";
 
@@ -45,11 +62,32 @@ constexpr std::string_view find_plugin_dirs =
     "        for d in glob.glob(os.path.join(root, '.' + m + '*.libs', 'plugins')):\n"
     "            print(d)\n";
 
+/// Prints the path of the plug-in the xtel package carries, without importing the package.
+constexpr std::string_view find_package_plugin =
+    "import importlib.util, os\n"
+    "s = importlib.util.find_spec('xtel')\n"
+    "p = s and s.origin and os.path.join(os.path.dirname(s.origin), "
+    "'libtelemetry_exporter_xtel.so')\n"
+    "if p and os.path.isfile(p):\n"
+    "    print(p)\n";
+
 struct options {
-    std::string python = "python3";
+    std::string python;
     std::optional<fs::path> plugin_dir;
-    fs::path plugin = XTEL_NIXL_PLUGIN_DEFAULT;
+    std::optional<fs::path> plugin;
 };
+
+/// The Python asked when --python is not given.
+std::string default_python() {
+    if (plugin_in_package) {
+        std::error_code ec;
+        const fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "python3";
+        if (!ec && fs::exists(beside, ec)) {
+            return beside.string();
+        }
+    }
+    return "python3";
+}
 
 int fail(const std::string& message) {
     std::fprintf(stderr, "xtel nixl install: %s\n", message.c_str());
@@ -65,9 +103,10 @@ std::string sh_quoted(std::string_view s) {
     return out + "'";
 }
 
-/// NIXL's plug-in directories `python` reports, or an error message.
-std::variant<std::vector<fs::path>, std::string> ask_python(const std::string& python) {
-    const std::string command = sh_quoted(python) + " -c " + sh_quoted(find_plugin_dirs) + " 2>&1";
+/// The lines `script` prints, run by `python`, or an error message.
+std::variant<std::vector<fs::path>, std::string> ask_python(const std::string& python,
+                                                            std::string_view script) {
+    const std::string command = sh_quoted(python) + " -c " + sh_quoted(script) + " 2>&1";
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) {
         return "could not run " + python;
@@ -99,6 +138,7 @@ std::variant<std::vector<fs::path>, std::string> ask_python(const std::string& p
 /// The options, or the exit status of bad usage (or --help).
 std::variant<options, int> parse(int argc, char** argv) {
     options o;
+    o.python = default_python();
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -136,7 +176,7 @@ std::variant<fs::path, int> plugin_dir_of(const options& o) {
         }
         return *o.plugin_dir;
     }
-    auto found = ask_python(o.python);
+    auto found = ask_python(o.python, find_plugin_dirs);
     if (const auto* error = std::get_if<std::string>(&found)) {
         return fail(*error);
     }
@@ -157,6 +197,26 @@ std::variant<fs::path, int> plugin_dir_of(const options& o) {
                               which + ": give --plugin-dir");
     }
     return dirs.front();
+}
+
+/// The plug-in to link: --plugin, or where the install put it, or the exit status of a failure.
+std::variant<fs::path, int> plugin_of(const options& o) {
+    if (o.plugin) {
+        return *o.plugin;
+    }
+    if (!plugin_in_package) {
+        return fs::path(XTEL_NIXL_PLUGIN_DEFAULT);
+    }
+    auto found = ask_python(o.python, find_package_plugin);
+    if (const auto* error = std::get_if<std::string>(&found)) {
+        return fail(*error);
+    }
+    const auto& paths = std::get<std::vector<fs::path>>(found);
+    if (paths.empty()) {
+        return fail("the Python '" + o.python + "' has no xtel package holding " +
+                    std::string(plugin_name) + ": give --python or --plugin");
+    }
+    return paths.front();
 }
 
 /// Links `plugin` into `dir`: a link already there to it is left, a link elsewhere replaced, a
@@ -204,11 +264,15 @@ int main(int argc, char** argv) {
         return *status;
     }
     const options& o = std::get<options>(parsed);
+    const auto plugin = plugin_of(o);
+    if (const int* status = std::get_if<int>(&plugin)) {
+        return *status;
+    }
     const auto dir = plugin_dir_of(o);
     if (const int* status = std::get_if<int>(&dir)) {
         return *status;
     }
-    return link_into(std::get<fs::path>(dir), o.plugin);
+    return link_into(std::get<fs::path>(dir), std::get<fs::path>(plugin));
 }
 
 }  // namespace xtel::nixl_install

@@ -65,7 +65,9 @@ class runtime_telemetry {
 
     /// Records a completed (or failed) transfer: agent_{tx,rx}_bytes, agent_{tx,rx}_requests_num,
     /// agent_xfer_time and agent_xfer_post_time for exporters of events, the record itself for
-    /// exporters of transfers. PRECONDITION: `attrs` names labels of this pipeline's labels().
+    /// exporters of transfers. A failed transfer carries its error kind in `attrs.status`
+    /// (failed_with) and makes no byte or time event, as the agent's. `shape` (its descriptors)
+    /// goes into its span. PRECONDITION: `attrs` names labels of this pipeline's labels().
     void record_transfer(direction dir,
                          std::uint64_t timestamp_us,
                          std::uint64_t bytes,
@@ -73,8 +75,10 @@ class runtime_telemetry {
                          std::uint64_t post_us,
                          std::uint64_t xfer_us,
                          const transfer_attributes& attrs = {},
-                         std::string_view request_id = {}) noexcept {
-        do_record_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, request_id);
+                         std::string_view request_id = {},
+                         transfer_shape shape = {}) noexcept {
+        do_record_transfer(dir, timestamp_us, bytes, requests, post_us, xfer_us, attrs, request_id,
+                           shape);
     }
 
     /// Records completed transfers whose times were not measured: their bytes and requests
@@ -84,8 +88,21 @@ class runtime_telemetry {
                                 std::uint64_t bytes,
                                 std::uint64_t requests,
                                 const transfer_attributes& attrs = {},
-                                std::string_view request_id = {}) noexcept {
-        do_record_transfer_counts(dir, timestamp_us, bytes, requests, attrs, request_id);
+                                std::string_view request_id = {},
+                                transfer_shape shape = {}) noexcept {
+        do_record_transfer_counts(dir, timestamp_us, bytes, requests, attrs, request_id, shape);
+    }
+
+    /// Records a transfer another agent made into (or from) this one's memory, told by its
+    /// notification (the target's side): `attrs.remote_agent` is the initiator, `request_id`
+    /// its trace (a traceparent or trace id). It makes no event: xtel_notified_transfers_total
+    /// counts it, and the span recorder writes it as the target's span. Nothing when no
+    /// exporter takes transfer records. Slow path (once per notification).
+    void record_notified(std::uint64_t timestamp_us,
+                         std::uint64_t bytes,
+                         const transfer_attributes& attrs,
+                         std::string_view request_id = {}) noexcept {
+        do_record_notified(timestamp_us, bytes, attrs, request_id);
     }
 
     /// The strings transfer attributes refer to; intern() is for slow paths only.
@@ -112,13 +129,19 @@ class runtime_telemetry {
                                     std::uint64_t post_us,
                                     std::uint64_t xfer_us,
                                     const transfer_attributes& attrs,
-                                    std::string_view request_id) noexcept = 0;
+                                    std::string_view request_id,
+                                    transfer_shape shape) noexcept = 0;
     virtual void do_record_transfer_counts(direction dir,
                                            std::uint64_t timestamp_us,
                                            std::uint64_t bytes,
                                            std::uint64_t requests,
                                            const transfer_attributes& attrs,
-                                           std::string_view request_id) noexcept = 0;
+                                           std::string_view request_id,
+                                           transfer_shape shape) noexcept = 0;
+    virtual void do_record_notified(std::uint64_t timestamp_us,
+                                    std::uint64_t bytes,
+                                    const transfer_attributes& attrs,
+                                    std::string_view request_id) noexcept = 0;
 };
 
 /// The pipeline for `cfg`, chosen exactly as make_agent chooses an agent's: telemetry off gives
