@@ -106,13 +106,15 @@ def real_rings(args, python, driver, work, log):
             if write_pos == 0 or read_pos != write_pos:
                 problems.append(f'the ring of {agent} was not drained: write position '
                                 f'{write_pos}, read position {read_pos}')
+        # Copied while the agents live: as they end they deregister their memory, and whether
+        # NIXL flushes that event into the ring before the process exits is a race.
+        with open(os.path.join(ring_dir, done['initiator']), 'rb') as f:
+            initiator_ring = f.read()
     finally:
         stop(exporter)
         rc = harness.end_agents(agents)
     if rc != 0:
         problems.append(f'the agents\' process ended with exit status {rc}')
-    with open(os.path.join(ring_dir, done['initiator']), 'rb') as f:
-        initiator_ring = f.read()
     return problems, done, initiator_ring
 
 
