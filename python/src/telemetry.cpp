@@ -32,9 +32,13 @@ namespace {
 constexpr std::string_view python_default_exporter = "node";
 
 /// The environment, with NIXL_TELEMETRY_EXPORTER replaced by `exporter` when given and by
-/// Python's default when neither is set.
-config config_of(const std::optional<std::string>& exporter) {
+/// Python's default when neither is set, and NIXL_TELEMETRY_ENABLE by `enable` when given (an
+/// instrumentation that records whatever NIXL's own switch says: xtel.instrument.nixl).
+config config_of(const std::optional<std::string>& exporter, std::optional<bool> enable) {
     return config::from_env([&](std::string_view name) -> std::optional<std::string> {
+        if (name == env::enable && enable) {
+            return std::string(*enable ? "y" : "n");
+        }
         if (name == env::exporter) {
             if (exporter) {
                 return exporter;
@@ -55,8 +59,10 @@ const std::string_view* given(const std::optional<std::string_view>& s) noexcept
 
 class py_telemetry {
   public:
-    py_telemetry(std::string name, const std::optional<std::string>& exporter)
-        : telemetry_(make_telemetry(std::move(name), config_of(exporter))),
+    py_telemetry(std::string name,
+                 const std::optional<std::string>& exporter,
+                 std::optional<bool> enable)
+        : telemetry_(make_telemetry(std::move(name), config_of(exporter, enable))),
           attributes_(telemetry_->labels()) {}
 
     void record_transfer(std::string_view op,
@@ -155,7 +161,8 @@ constexpr const char* telemetry_doc =
     "make_telemetry is: by the NIXL_TELEMETRY_* variables (docs/configuration.md). Telemetry is\n"
     "on only when NIXL_TELEMETRY_ENABLE says so. When NIXL_TELEMETRY_EXPORTER is unset, Python's\n"
     "default exporter is 'node' (the node file xtel-exporter serves), not the C++ default\n"
-    "'buffer'; `exporter` given replaces the variable.\n\n"
+    "'buffer'; `exporter` given replaces the variable, and `enable` given (True or False)\n"
+    "replaces NIXL_TELEMETRY_ENABLE.\n\n"
     "A context manager: leaving the block closes it (a last flush; its files closed).\n"
     "Raises ConfigError for a malformed variable or exporter set (the message names the\n"
     "variable, the value and what is accepted), ExporterError for a file or port an exporter\n"
@@ -201,8 +208,9 @@ void bind_telemetry(nb::module_& m) {
                 "Events the exporters were handed and could not write.");
 
     nb::class_<py_telemetry>(m, "Telemetry", telemetry_doc)
-        .def(nb::init<std::string, const std::optional<std::string>&>(), nb::arg("name"),
-             nb::kw_only(), nb::arg("exporter") = nb::none())
+        .def(nb::init<std::string, const std::optional<std::string>&, std::optional<bool>>(),
+             nb::arg("name"), nb::kw_only(), nb::arg("exporter") = nb::none(),
+             nb::arg("enable") = nb::none())
         .def("record_transfer", &py_telemetry::record_transfer, nb::arg("op"), nb::arg("peer"),
              nb::arg("bytes"), nb::kw_only(), nb::arg("status") = "ok",
              nb::arg("post_us") = nb::none(), nb::arg("xfer_us") = nb::none(),
