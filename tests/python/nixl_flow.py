@@ -110,7 +110,7 @@ def initiator(a):
         agent.initialize_xfer('WRITE', local_descs, outside, peer)
     except Exception as e:
         refused = type(e).__name__
-    return {'peer': peer, 'states': states, 'read_back': read_back, 'refused': refused,
+    return {'peer': peer.decode() if isinstance(peer, bytes) else peer, 'states': states, 'read_back': read_back, 'refused': refused,
             'engine_telemetry': telemetry}, agent
 
 

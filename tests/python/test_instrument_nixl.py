@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import exporter, scrape
+from conftest import exporter, program, scrape
 
 nixl = pytest.importorskip('nixl._api', reason='NIXL\'s wheel is not installed beside the '
                            'package (tests/python/run_wheel.py installs it)')
@@ -33,7 +34,7 @@ def result(proc):
     raise AssertionError(f'no result, exit status {proc.returncode}: {proc.stderr.read()}')
 
 
-def run_flow(tmp_path, nixl_telemetry):
+def run_flow(tmp_path, nixl_telemetry, plugin=False):
     """Both processes run; yields (initiator's result, target's result, /metrics samples)."""
     node_dir = tmp_path / 'node'
     flow_dir = tmp_path / 'flow'
@@ -41,7 +42,9 @@ def run_flow(tmp_path, nixl_telemetry):
     flow_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(('NIXL_', 'XTEL_'))}
     env.update(XTEL_INSTRUMENT='nixl', NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH=str(node_dir))
-    if nixl_telemetry:
+    if plugin:
+        env.update(NIXL_TELEMETRY_ENABLE='y', NIXL_TELEMETRY_EXPORTER='xtel')
+    elif nixl_telemetry:
         (tmp_path / 'nixl').mkdir()
         env.update(NIXL_TELEMETRY_ENABLE='y', NIXL_TELEMETRY_DIR=str(tmp_path / 'nixl'))
     target = start('target', 'prefill-0', flow_dir, env, '--expect', str(READS + WRITES))
@@ -51,7 +54,17 @@ def run_flow(tmp_path, nixl_telemetry):
         got_i = result(initiator)
         got_t = result(target)
         with exporter(node_dir) as url:
-            samples = scrape(url)
+            # The agents' pipelines publish at their next flush (every 100 ms): until then the
+            # node files hold the rounds before.
+            deadline = time.monotonic() + 10
+            while True:
+                samples = scrape(url)
+                moved = value(samples, 'xtel_transfer_bytes_total', agent_name='decode-0')
+                errors = value(samples, 'xtel_errors_total', agent_name='decode-0')
+                if (moved >= (READS + WRITES) * SIZE and errors >= 1 or
+                        time.monotonic() > deadline):
+                    break
+                time.sleep(0.05)
     finally:
         for p in (initiator, target):
             if p.poll() is None:
@@ -83,8 +96,8 @@ def test_every_transfer_of_a_two_process_flow_is_served_by_peer_exactly(tmp_path
     else:  # NIXL raises with its telemetry off (dynamo #12952): still, and only to the engine
         assert got_i['engine_telemetry'].startswith('raised ')
     assert got_t['notifications'] == sorted(
-        [('decode-0', f'req-{i}') for i in range(READS)] +
-        [('decode-0', f'w-{i}') for i in range(WRITES)])
+        [['decode-0', f'req-{i}'] for i in range(READS)] +
+        [['decode-0', f'w-{i}'] for i in range(WRITES)])
 
     mine = dict(agent_name='decode-0', remote_agent='prefill-0')
     assert value(s, 'xtel_transfer_bytes_total', **mine, operation='read',
@@ -126,3 +139,34 @@ def test_a_class_without_the_methods_is_left_alone_and_said_so(caplog):
     assert not instrument.enable(not_nixl)
     assert not_nixl.transfer(None) == 'DONE' and not hasattr(not_nixl.transfer, '__wrapped__')
     assert 'nothing is instrumented' in caplog.text
+
+
+def test_with_nixls_xtel_plugin_loaded_an_agent_is_one_node_file_counted_once(tmp_path):
+    # The wheel's plug-in, linked into the NIXL beside the package, as `xtel nixl install` does.
+    r = subprocess.run([program('xtel'), 'nixl', 'install', '--python', sys.executable],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got_i, got_t, s = run_flow(tmp_path, True, plugin=True)
+    assert got_i['states'] == ['DONE'] * (READS + WRITES) and got_i['instrument_errors'] == 0
+    assert sorted(os.listdir(tmp_path / 'node')) == [
+        'decode-0.metrics', 'decode-0.spans', 'prefill-0.metrics', 'prefill-0.spans']
+    # NIXL's own counts, through the plug-in, once: no peer (its events carry none).
+    assert value(s, 'xtel_transfer_bytes_total', agent_name='decode-0') == (READS + WRITES) * SIZE
+    assert value(s, 'xtel_transfer_bytes_total', agent_name='decode-0',
+                 remote_agent='prefill-0') == 0
+    assert value(s, 'xtel_transfer_requests_total', agent_name='decode-0',
+                 status='success') == READS + WRITES
+
+
+def test_the_cost_bench_runs_and_its_figures_are_whole():
+    """bench/python_instrument_nixl.py in its smoke mode: every figure there, no error inside
+    the instrumentation; nothing about speed (docs/python.md gives the figures)."""
+    bench = os.path.join(os.environ['XTEL_SOURCE_DIR'], 'bench', 'python_instrument_nixl.py')
+    r = subprocess.run([sys.executable, bench, '--smoke'], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got['rounds'] == 3 and got['transfers'] == 50 and got['size'] == 4096
+    assert got['plain_ns'] > 0 and got['instrumented_ns'] > 0
+    assert set(got['polls_per_transfer']) == {'plain', 'instrumented'}
+    assert got['instrument_errors'] == 0

@@ -37,6 +37,7 @@ Not yet: the target's side (the notifications it polls) is not recorded.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
@@ -44,6 +45,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import xtel
+
+from . import _nixl_values as _values
 
 __all__ = ["enable", "enabled", "errors"]
 
@@ -56,20 +59,7 @@ _lock = threading.Lock()
 _errors = 0
 _logged: set = set()
 _enabled_classes: List[type] = []
-# opentelemetry.trace, when installed (looked up once).
-_otel: Any = None
-_otel_checked = False
 
-# The kinds xtel records for NIXL's error classes (its binding raises nixl<Kind>Error).
-_KINDS = {
-    "nixlInvalidParamError": "invalid_argument",
-    "nixlBackendError": "backend_error",
-    "nixlNotFoundError": "not_found",
-    "nixlNotAllowedError": "busy",
-    "nixlNotSupportedError": "not_supported",
-    "nixlRemoteDisconnectError": "remote_disconnected",
-    "nixlCancelledError": "timed_out",
-}
 
 # At most this many descriptor lists and transfers are remembered per agent: a handle the
 # engine releases through its own release() (not the agent's) is never seen again.
@@ -123,6 +113,9 @@ class _Transfer:
 
     def __init__(self, op: str, peer: str, nbytes: Optional[int], descs: int,
                  notif: Any) -> None:
+        self.reset(op, peer, nbytes, descs, notif)
+
+    def reset(self, op: str, peer: str, nbytes: Optional[int], descs: int, notif: Any) -> None:
         self.op = op
         self.peer = peer
         self.nbytes = nbytes
@@ -137,7 +130,7 @@ class _Transfer:
 class _Agent:
     """One NIXL agent's pipeline and what its transfers are made of."""
 
-    __slots__ = ("telemetry", "nixl_timing", "descs", "dlists", "transfers")
+    __slots__ = ("telemetry", "nixl_timing", "descs", "dlists", "transfers", "spare")
 
     def __init__(self, telemetry: Optional[xtel.Telemetry], nixl_timing: bool) -> None:
         self.telemetry = telemetry
@@ -147,74 +140,23 @@ class _Agent:
         # prepped dlist handle -> (the remote agent, or None for local; its lengths)
         self.dlists: Dict[int, Tuple[Optional[str], Optional[List[int]]]] = {}
         self.transfers: Dict[int, _Transfer] = {}
+        # Released transfers' records, made again for the next ones: a transfer allocates no
+        # record of its own once the agent has run a while.
+        self.spare: List[_Transfer] = []
+
+    def new_transfer(self, op: str, peer: str, nbytes: Optional[int], descs: int,
+                     notif: Any) -> _Transfer:
+        if self.spare:
+            t = self.spare.pop()
+            t.reset(op, peer, nbytes, descs, notif)
+            return t
+        return _Transfer(op, peer, nbytes, descs, notif)
 
 
 def _remember(table: Dict[int, Any], key: int, value: Any) -> None:
     if len(table) >= _MAX_REMEMBERED and key not in table:
         del table[next(iter(table))]  # the oldest
     table[key] = value
-
-
-def _lengths(agent: _Agent, xfer_list: Any) -> Optional[List[int]]:
-    """Each descriptor's length in what the engine gave NIXL, or None when it cannot be told."""
-    known = agent.descs.get(id(xfer_list))
-    if known is not None and known[0] is xfer_list:
-        return known[1]
-    kind = type(xfer_list)
-    if kind is list or kind is tuple:
-        out = []
-        for d in xfer_list:
-            if isinstance(d, (list, tuple)):
-                out.append(int(d[1]))
-            elif type(d).__module__.startswith("torch"):
-                out.append(int(d.numel() * d.element_size()))
-            else:
-                return None
-        return out
-    if kind.__module__ == "numpy" and getattr(xfer_list, "ndim", 0) == 2:
-        columns = xfer_list.shape[1]
-        if columns == 3:
-            return [int(n) for n in xfer_list[:, 1]]
-        if columns == 5:  # strided: count blocks of len bytes each
-            return [int(r[1]) * int(r[4]) for r in xfer_list]
-        return None
-    if kind.__module__.startswith("torch"):
-        return [int(xfer_list.numel() * xfer_list.element_size())]
-    return None
-
-
-def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
-    """A wrapped call's argument `name`, `index` places after self, given either way."""
-    if len(args) > index:
-        return args[index]
-    return kwargs.get(name, default)
-
-
-def _traceparent() -> Optional[str]:
-    """The current OpenTelemetry span's context as a W3C traceparent, when one is recording."""
-    global _otel, _otel_checked
-    if not _otel_checked:
-        _otel_checked = True
-        try:
-            from opentelemetry import trace  # type: ignore[import-not-found]
-
-            _otel = trace
-        except Exception:
-            _otel = None
-    if _otel is None:
-        return None
-    ctx = _otel.get_current_span().get_span_context()
-    if not ctx.is_valid:
-        return None
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
-
-
-def _request_of(notif: Any) -> Optional[str]:
-    if not notif:
-        return None
-    if isinstance(notif, (bytes, bytearray)):
-        return bytes(notif).decode("utf-8", "replace")
-    return str(notif)
 
 
 def _record(agent: _Agent, t: _Transfer, status: str, now_ns: int,
@@ -236,14 +178,10 @@ def _record(agent: _Agent, t: _Transfer, status: str, now_ns: int,
             post_us, xfer_us = int(nt.postDuration), int(nt.xferDuration)
         except Exception:  # NIXL raises when it captured nothing: this module's clock, then
             pass
-    request = None if t.traceparent else _request_of(t.notif)
+    request = None if t.traceparent else _values.request_of(t.notif)
     tel.record_transfer(t.op, t.peer, nbytes or 0, status=status, post_us=post_us,
                         xfer_us=xfer_us, descriptors=max(1, descs), request_id=request,
                         traceparent=t.traceparent)
-
-
-def _failed_kind(exc: BaseException) -> str:
-    return _KINDS.get(type(exc).__name__, "error")
 
 
 # ---- the wrappers: NIXL's call first, unchanged; the bookkeeping after it, guarded ----------
@@ -268,8 +206,8 @@ def _wrap_init(orig: Any) -> Any:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         orig(self, *args, **kwargs)
         try:
-            name = _arg(args, kwargs, 0, "agent_name")
-            self._xtel_agent = _agent_for(str(name))
+            name = _values.arg(args, kwargs, 0, "agent_name")
+            self._xtel_agent = _agent_for(_values.name(name))
         except Exception as e:
             _failed("making the agent's pipeline", e)
     return __init__
@@ -283,7 +221,10 @@ def _agent_for(name: str) -> _Agent:
                   "nothing for them, so that nothing is counted twice", name)
         return _Agent(None, nixl_on)
     exporter = os.environ.get(EXPORTER_VARIABLE) or "node"
-    return _Agent(xtel.Telemetry(name, exporter=exporter, enable=True), nixl_on)
+    # NIXL_TELEMETRY_DIR is NIXL's BUFFER exporter's directory in this process, not the node
+    # file's (NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH, else /dev/shm).
+    return _Agent(xtel.Telemetry(name, exporter=exporter, enable=True,
+                                 variables={"NIXL_TELEMETRY_DIR": None}), nixl_on)
 
 
 def _wrap_get_xfer_descs(orig: Any) -> Any:
@@ -292,7 +233,7 @@ def _wrap_get_xfer_descs(orig: Any) -> Any:
         agent = _state(self)
         if agent is not None and agent.telemetry is not None:
             try:
-                lengths = _lengths(agent, _arg(args, kwargs, 0, "descs"))
+                lengths = _values.lengths(agent.descs, _values.arg(args, kwargs, 0, "descs"))
                 if lengths is not None:
                     _remember(agent.descs, id(result), (result, lengths))
             except Exception as e:
@@ -307,10 +248,10 @@ def _wrap_prep_xfer_dlist(orig: Any) -> Any:
         agent = _state(self)
         if agent is not None and agent.telemetry is not None:
             try:
-                peer = _arg(args, kwargs, 0, "agent_name")
+                peer = _values.name(_values.arg(args, kwargs, 0, "agent_name"))
                 local = peer in ("NIXL_INIT_AGENT", "")
-                lengths = _lengths(agent, _arg(args, kwargs, 1, "xfer_list"))
-                _remember(agent.dlists, handle._handle, (None if local else str(peer), lengths))
+                lengths = _values.lengths(agent.descs, _values.arg(args, kwargs, 1, "xfer_list"))
+                _remember(agent.dlists, handle._handle, (None if local else peer, lengths))
             except Exception as e:
                 _failed("prep_xfer_dlist", e, agent)
         return handle
@@ -328,16 +269,16 @@ def _wrap_make_prepped_xfer(orig: Any) -> Any:
             raise
         if agent is not None and agent.telemetry is not None:
             try:
-                op = str(_arg(args, kwargs, 0, "operation")).lower()
-                local = agent.dlists.get(_arg(args, kwargs, 1, "local_xfer_side")._handle)
-                indices = _arg(args, kwargs, 2, "local_indices")
-                remote = agent.dlists.get(_arg(args, kwargs, 3, "remote_xfer_side")._handle)
+                op = str(_values.arg(args, kwargs, 0, "operation")).lower()
+                local = agent.dlists.get(_values.arg(args, kwargs, 1, "local_xfer_side")._handle)
+                indices = _values.arg(args, kwargs, 2, "local_indices")
+                remote = agent.dlists.get(_values.arg(args, kwargs, 3, "remote_xfer_side")._handle)
                 lengths = local[1] if local else None
                 nbytes = sum(lengths[int(i)] for i in indices) if lengths is not None else None
                 peer = remote[0] if remote and remote[0] else "unknown"
                 _remember(agent.transfers, handle._handle,
-                          _Transfer(op, peer, nbytes, len(indices),
-                                    _arg(args, kwargs, 5, "notif_msg", b"")))
+                          agent.new_transfer(op, peer, nbytes, len(indices),
+                                    _values.arg(args, kwargs, 5, "notif_msg", b"")))
             except Exception as e:
                 _failed("make_prepped_xfer", e, agent)
         return handle
@@ -355,14 +296,16 @@ def _wrap_initialize_xfer(orig: Any) -> Any:
             raise
         if agent is not None and agent.telemetry is not None:
             try:
-                op = str(_arg(args, kwargs, 0, "operation")).lower()
-                local = _arg(args, kwargs, 1, "local_descs")
-                lengths = _lengths(agent, local)
+                op = str(_values.arg(args, kwargs, 0, "operation")).lower()
+                local = _values.arg(args, kwargs, 1, "local_descs")
+                lengths = _values.lengths(agent.descs, local)
                 nbytes = sum(lengths) if lengths is not None else None
                 descs = len(lengths) if lengths is not None else int(local.descCount())
                 _remember(agent.transfers, handle._handle,
-                          _Transfer(op, str(_arg(args, kwargs, 3, "remote_agent")), nbytes, descs,
-                                    _arg(args, kwargs, 4, "notif_msg", b"")))
+                          agent.new_transfer(op, _values.name(_values.arg(args, kwargs, 3,
+                                                                          "remote_agent")),
+                                             nbytes, descs,
+                                    _values.arg(args, kwargs, 4, "notif_msg", b"")))
             except Exception as e:
                 _failed("initialize_xfer", e, agent)
         return handle
@@ -373,14 +316,14 @@ def _creation_failed(agent: _Agent, args: tuple, kwargs: dict, exc: BaseExceptio
                      prepped: bool) -> None:
     """A transfer NIXL refused to make: recorded failed, by its kind, with what is known."""
     try:
-        op = str(_arg(args, kwargs, 0, "operation")).lower()
+        op = str(_values.arg(args, kwargs, 0, "operation")).lower()
         if prepped:
-            remote = agent.dlists.get(_arg(args, kwargs, 3, "remote_xfer_side")._handle)
+            remote = agent.dlists.get(_values.arg(args, kwargs, 3, "remote_xfer_side")._handle)
             peer = remote[0] if remote and remote[0] else "unknown"
         else:
-            peer = str(_arg(args, kwargs, 3, "remote_agent"))
+            peer = _values.name(_values.arg(args, kwargs, 3, "remote_agent"))
         t = _Transfer(op, peer, 0, 1, None)
-        _record(agent, t, _failed_kind(exc), time.perf_counter_ns())
+        _record(agent, t, _values.failed_kind(exc), time.perf_counter_ns())
     except Exception as e:
         _failed("recording a refused transfer", e, agent)
 
@@ -393,7 +336,7 @@ def _wrap_transfer(orig: Any) -> Any:
             state = orig(self, *args, **kwargs)
         except Exception as e:
             if agent is not None and agent.telemetry is not None:
-                _post_ended(self, agent, args, kwargs, started, _failed_kind(e))
+                _post_ended(self, agent, args, kwargs, started, _values.failed_kind(e))
             raise
         if agent is not None and agent.telemetry is not None:
             _post_ended(self, agent, args, kwargs, started,
@@ -406,17 +349,17 @@ def _post_ended(self: Any, agent: _Agent, args: tuple, kwargs: dict, started: in
                 status: Optional[str]) -> None:
     """After transfer(): the post timed; recorded now when it already ended (`status`)."""
     try:
-        handle = _arg(args, kwargs, 0, "handle")
+        handle = _values.arg(args, kwargs, 0, "handle")
         t = agent.transfers.get(handle._handle)
         if t is None:
             return  # made before the instrumentation, or forgotten: nothing known of it
         now = time.perf_counter_ns()
         t.started = started
         t.post_us = (now - started) // 1000
-        notif = _arg(args, kwargs, 1, "notif_msg", b"")
+        notif = _values.arg(args, kwargs, 1, "notif_msg", b"")
         if notif:
             t.notif = notif
-        t.traceparent = _traceparent()
+        t.traceparent = _values.traceparent()
         t.pending = True
         if status is not None:
             _record(agent, t, status, now, self, handle)
@@ -425,21 +368,46 @@ def _post_ended(self: Any, agent: _Agent, args: tuple, kwargs: dict, started: in
 
 
 def _wrap_check_xfer_state(orig: Any) -> Any:
-    def check_xfer_state(self: Any, *args: Any, **kwargs: Any) -> Any:
+    # Polled in a loop by engines, many times a transfer: the poll that says PROC costs one call
+    # more and one comparison. With NIXL's own signature (self, handle) the call passes its one
+    # argument as it is, without packing (about half the cost of *args, **kwargs).
+    if _positional(orig, ("self", "handle")):
+        def check_xfer_state(self: Any, handle: Any) -> Any:
+            state = orig(self, handle)
+            if state != "PROC":
+                _check_ended(self, handle, state)
+            return state
+        return check_xfer_state
+
+    def check_xfer_state_any(self: Any, *args: Any, **kwargs: Any) -> Any:
         state = orig(self, *args, **kwargs)
         if state != "PROC":
-            agent = _state(self)
-            if agent is not None and agent.telemetry is not None:
-                try:
-                    handle = _arg(args, kwargs, 0, "handle")
-                    t = agent.transfers.get(handle._handle)
-                    if t is not None and t.pending:
-                        _record(agent, t, "ok" if state == "DONE" else "error",
-                                time.perf_counter_ns(), self, handle)
-                except Exception as e:
-                    _failed("check_xfer_state", e, agent)
+            _check_ended(self, _values.arg(args, kwargs, 0, "handle"), state)
         return state
-    return check_xfer_state
+    return check_xfer_state_any
+
+
+def _check_ended(self: Any, handle: Any, state: str) -> None:
+    """check_xfer_state said DONE or ERR: the transfer recorded, if it was pending."""
+    agent = _state(self)
+    if agent is not None and agent.telemetry is not None:
+        try:
+            t = agent.transfers.get(handle._handle)
+            if t is not None and t.pending:
+                _record(agent, t, "ok" if state == "DONE" else "error", time.perf_counter_ns(),
+                        self, handle)
+        except Exception as e:
+            _failed("check_xfer_state", e, agent)
+
+
+def _positional(fn: Any, names: Tuple[str, ...]) -> bool:
+    """True when `fn` takes exactly the parameters `names`, positional or keyword."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return (tuple(p.name for p in params) == names and
+            all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params))
 
 
 def _wrap_release_xfer_handle(orig: Any) -> Any:
@@ -448,7 +416,9 @@ def _wrap_release_xfer_handle(orig: Any) -> Any:
         agent = _state(self)
         if agent is not None:
             try:
-                agent.transfers.pop(_arg(args, kwargs, 0, "handle")._handle, None)
+                t = agent.transfers.pop(_values.arg(args, kwargs, 0, "handle")._handle, None)
+                if t is not None and len(agent.spare) < 64:
+                    agent.spare.append(t)
             except Exception as e:
                 _failed("release_xfer_handle", e, agent)
         return result
@@ -461,7 +431,7 @@ def _wrap_release_dlist_handle(orig: Any) -> Any:
         agent = _state(self)
         if agent is not None:
             try:
-                agent.dlists.pop(_arg(args, kwargs, 0, "handle")._handle, None)
+                agent.dlists.pop(_values.arg(args, kwargs, 0, "handle")._handle, None)
             except Exception as e:
                 _failed("release_dlist_handle", e, agent)
         return result
