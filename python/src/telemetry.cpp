@@ -4,11 +4,13 @@
 // releasing and taking the GIL again would cost more than the record and let nothing run in
 // between. flush() and close() release it: they wait for the flusher, which writes files.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,10 +33,24 @@ namespace {
 /// xtel-exporter serves for every process of the node (an engine's ranks are processes).
 constexpr std::string_view python_default_exporter = "node";
 
+/// Variables the caller gives in place of the environment's: a value, or none for unset.
+using variables = std::map<std::string, std::optional<std::string>, std::less<>>;
+
 /// The environment, with NIXL_TELEMETRY_EXPORTER replaced by `exporter` when given and by
-/// Python's default when neither is set.
-config config_of(const std::optional<std::string>& exporter) {
+/// Python's default when neither is set, NIXL_TELEMETRY_ENABLE by `enable` when given (an
+/// instrumentation that records whatever NIXL's own switch says: xtel.instrument.nixl), and
+/// any variable `given` names by its value there (a variable of NIXL's own the pipeline must
+/// not take, such as NIXL_TELEMETRY_DIR beside NIXL's BUFFER exporter).
+config config_of(const std::optional<std::string>& exporter,
+                 std::optional<bool> enable,
+                 const variables& given) {
     return config::from_env([&](std::string_view name) -> std::optional<std::string> {
+        if (const auto it = given.find(name); it != given.end()) {
+            return it->second;
+        }
+        if (name == env::enable && enable) {
+            return std::string(*enable ? "y" : "n");
+        }
         if (name == env::exporter) {
             if (exporter) {
                 return exporter;
@@ -55,8 +71,12 @@ const std::string_view* given(const std::optional<std::string_view>& s) noexcept
 
 class py_telemetry {
   public:
-    py_telemetry(std::string name, const std::optional<std::string>& exporter)
-        : telemetry_(make_telemetry(std::move(name), config_of(exporter))),
+    py_telemetry(std::string name,
+                 const std::optional<std::string>& exporter,
+                 std::optional<bool> enable,
+                 const std::optional<variables>& given)
+        : telemetry_(make_telemetry(std::move(name),
+                                    config_of(exporter, enable, given.value_or(variables{})))),
           attributes_(telemetry_->labels()) {}
 
     void record_transfer(std::string_view op,
@@ -155,7 +175,9 @@ constexpr const char* telemetry_doc =
     "make_telemetry is: by the NIXL_TELEMETRY_* variables (docs/configuration.md). Telemetry is\n"
     "on only when NIXL_TELEMETRY_ENABLE says so. When NIXL_TELEMETRY_EXPORTER is unset, Python's\n"
     "default exporter is 'node' (the node file xtel-exporter serves), not the C++ default\n"
-    "'buffer'; `exporter` given replaces the variable.\n\n"
+    "'buffer'; `exporter` given replaces the variable, `enable` given (True or False)\n"
+    "replaces NIXL_TELEMETRY_ENABLE, and `variables` ({name: value, or None for unset})\n"
+    "replaces the variables it names (`exporter` and `enable` give way to it).\n\n"
     "A context manager: leaving the block closes it (a last flush; its files closed).\n"
     "Raises ConfigError for a malformed variable or exporter set (the message names the\n"
     "variable, the value and what is accepted), ExporterError for a file or port an exporter\n"
@@ -201,8 +223,10 @@ void bind_telemetry(nb::module_& m) {
                 "Events the exporters were handed and could not write.");
 
     nb::class_<py_telemetry>(m, "Telemetry", telemetry_doc)
-        .def(nb::init<std::string, const std::optional<std::string>&>(), nb::arg("name"),
-             nb::kw_only(), nb::arg("exporter") = nb::none())
+        .def(nb::init<std::string, const std::optional<std::string>&, std::optional<bool>,
+                      const std::optional<variables>&>(),
+             nb::arg("name"), nb::kw_only(), nb::arg("exporter") = nb::none(),
+             nb::arg("enable") = nb::none(), nb::arg("variables") = nb::none())
         .def("record_transfer", &py_telemetry::record_transfer, nb::arg("op"), nb::arg("peer"),
              nb::arg("bytes"), nb::kw_only(), nb::arg("status") = "ok",
              nb::arg("post_us") = nb::none(), nb::arg("xfer_us") = nb::none(),

@@ -75,6 +75,12 @@ def main():
                  '--disable-pip-version-check', '--no-index', '--find-links', wheelhouse, wheel,
                  'pytest', 'mypy']) != 0):
         return 1
+    # NIXL's pinned wheel beside the package, for xtel.instrument.nixl's tests
+    # (test_instrument_nixl.py): installed as the NIXL tests install it (scripts/deps).
+    deps = os.path.join(args.source_dir, 'scripts', 'deps')
+    if run(['bash', '-c', 'source "$1" && xtel_install_nixl_test_deps "$2"', 'deps', deps,
+            fresh]) != 0:
+        return 1
     env = dict(os.environ, XTEL_SOURCE_DIR=args.source_dir,
                XTEL_TELEMETRY_READER=args.telemetry_reader)
     # From a folder of its own: the source tree's python/ must not shadow the installed package.
