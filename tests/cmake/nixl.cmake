@@ -63,14 +63,14 @@ find_program(XTEL_READELF readelf)
 # The runtime alone for the plug-in as it ships (g++, no sanitizer: src/CMakeLists.txt says why).
 if(XTEL_READELF AND TARGET xtel_nixl_plugin)
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND NOT XTEL_SANITIZE)
-        add_test(NAME "link: libtelemetry_exporter_xtel.so links no UCX and needs the C and C++ runtime alone"
-            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/link_test.py
-                ${PROJECT_BINARY_DIR} ${XTEL_READELF} --runtime-only
-                xtel_nixl_plugin=$<TARGET_FILE:xtel_nixl_plugin>)
+        set(runtime_only --runtime-only)
+        set(test_name "link: libtelemetry_exporter_xtel.so links no UCX and needs the C and C++ runtime alone")
     else()
-        add_test(NAME "link: libtelemetry_exporter_xtel.so links and needs no UCX library"
-            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/link_test.py
-                ${PROJECT_BINARY_DIR} ${XTEL_READELF}
-                xtel_nixl_plugin=$<TARGET_FILE:xtel_nixl_plugin>)
+        set(runtime_only)
+        set(test_name "link: libtelemetry_exporter_xtel.so links and needs no UCX library")
     endif()
+    add_test(NAME "${test_name}"
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/link_test.py
+            ${PROJECT_BINARY_DIR} ${XTEL_READELF} ${runtime_only}
+            xtel_nixl_plugin=$<TARGET_FILE:xtel_nixl_plugin>)
 endif()

@@ -76,13 +76,19 @@ def enabled() -> bool:
     return bool(_enabled_classes)
 
 
+def _first_time(where: str) -> bool:
+    """True the first time `where` is asked: what logs once per place."""
+    with _lock:
+        first = where not in _logged
+        _logged.add(where)
+    return first
+
+
 def _failed(where: str, exc: BaseException, agent: Optional["_Agent"] = None) -> None:
     global _errors
     with _lock:
         _errors += 1
-        first = where not in _logged
-        _logged.add(where)
-    if first:
+    if _first_time(where):
         _log.warning("xtel.instrument.nixl: %s failed (%s: %s); NIXL's call was not changed. "
                      "Further failures there are counted, not logged", where,
                      type(exc).__name__, exc)
@@ -94,10 +100,7 @@ def _failed(where: str, exc: BaseException, agent: Optional["_Agent"] = None) ->
 
 
 def _log_once(where: str, message: str, *args: Any) -> None:
-    with _lock:
-        first = where not in _logged
-        _logged.add(where)
-    if first:
+    if _first_time(where):
         _log.warning(message, *args)
 
 
@@ -468,9 +471,7 @@ def enable(agent_class: Optional[type] = None) -> bool:
         if agent_class in _enabled_classes:
             return True
         missing = [name for name in _WRAPPERS if not callable(getattr(agent_class, name, None))]
-        if missing:
-            pass
-        else:
+        if not missing:
             originals = {name: getattr(agent_class, name) for name in _WRAPPERS}
             originals["get_xfer_telemetry"] = getattr(agent_class, "get_xfer_telemetry", None)
             _originals[agent_class] = originals
@@ -483,6 +484,7 @@ def enable(agent_class: Optional[type] = None) -> bool:
                 setattr(agent_class, name, wrapped)
             _enabled_classes.append(agent_class)
             return True
+    # Outside the lock: logging once takes it.
     _log_once("class", "xtel.instrument.nixl: %s has no %s: a NIXL this version does not know; "
               "nothing is instrumented", agent_class.__qualname__, ", ".join(missing))
     return False
