@@ -60,8 +60,10 @@ enum class file_kind : std::uint8_t {
     span_ring,  ///< `<agent>.spans` (docs/trace-format.md)
     /// NIXL's BUFFER exporter's ring `<agent>`, in a directory of its own (docs/nixl.md)
     nixl_ring,
+    /// NIXL's prometheus_mp store `nixl.<pid>.<number>.<index>.mmap`, in a directory of its own
+    nixl_store,
 };
-inline constexpr std::size_t file_kind_count = 4;
+inline constexpr std::size_t file_kind_count = 5;
 
 /// The name of `k` as the kind label shows it ("node_file").
 std::string_view to_string(file_kind k) noexcept;
@@ -82,6 +84,10 @@ inline constexpr std::array span_ring_reasons = {refusal::foreign_owner, refusal
 inline constexpr std::array nixl_ring_reasons = {refusal::foreign_owner, refusal::not_regular,
                                                  refusal::too_large,     refusal::unreadable,
                                                  refusal::not_nixl_file, refusal::damaged};
+inline constexpr std::array nixl_store_reasons = {
+    refusal::foreign_owner,   refusal::not_regular,      refusal::too_large,
+    refusal::unreadable,      refusal::not_nixl_file,    refusal::damaged,
+    refusal::writer_mismatch, refusal::writer_unverified};
 /// The reasons of kind `k`, as above.
 std::span<const refusal> reasons_of(file_kind k) noexcept;
 
@@ -170,6 +176,12 @@ class scanner {
         bool nixl_rings = false;
         /// A NIXL ring larger than this is refused unread.
         std::uint64_t max_nixl_ring_bytes = 0;
+        /// The directory is NIXL's prometheus_mp directory (NIXL_TELEMETRY_MULTIPROC_DIR): its
+        /// `nixl.*.mmap` files are NIXL stores, opened read-only, and nothing else is listed (not
+        /// NIXL's own `nixl-owner.*.lock`).
+        bool nixl_stores = false;
+        /// A NIXL store larger than this is refused unread.
+        std::uint64_t max_nixl_store_bytes = 0;
     };
 
     explicit scanner(settings s);
