@@ -42,6 +42,8 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
         prometheus_test.py ARGS ${exporter})
     xtel_nixl_test("nixl: xtel-exporter serves exactly what two real NIXL agents moved from NIXL's own BUFFER rings, and refuses a copy truncated, of another version, size or owner once, serving nothing of it"
         files_test.py ARGS ${exporter})
+    xtel_nixl_test("nixl: xtel-exporter serves the same agent series as NIXL's own prometheus_mp port from its stores, nothing once their writer ended, and refuses a copy truncated, grown, of another schema, pid or owner once, serving nothing of it"
+        store_test.py ARGS ${exporter})
     # It takes the link away and makes it again: alone.
     xtel_nixl_test("nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there"
         install_test.py SERIAL ARGS --xtel $<TARGET_FILE:xtel_cli>)
