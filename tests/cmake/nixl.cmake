@@ -44,6 +44,12 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
         files_test.py ARGS ${exporter})
     xtel_nixl_test("nixl: xtel-exporter serves the same agent series as NIXL's own prometheus_mp port from its stores, nothing once their writer ended, and refuses a copy truncated, grown, of another schema, pid or owner once, serving nothing of it"
         store_test.py ARGS ${exporter})
+    # monitoring/rules in a real Prometheus over NIXL agents (docs/nixl.md's table of them).
+    find_program(XTEL_PROMETHEUS prometheus)
+    if(XTEL_PROMETHEUS)
+        xtel_nixl_test("nixl: monitoring/rules in a real Prometheus over two real NIXL agents through xtel's plug-in: those by agent or operation work unchanged, those by peer see the one peer unknown"
+            rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
+    endif()
     # It takes the link away and makes it again: alone.
     xtel_nixl_test("nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there"
         install_test.py SERIAL ARGS --xtel $<TARGET_FILE:xtel_cli>)
