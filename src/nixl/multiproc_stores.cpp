@@ -162,7 +162,11 @@ multiproc_stores::~multiproc_stores() = default;
 metrics::snapshot multiproc_stores::snapshot_of(
     const multiproc_store::store& s, const std::vector<metrics::family_snapshot>& model) {
     metrics::snapshot out;
-    out.labels = {{"agent_name", s.agent_name}, {"pid", std::to_string(s.pid)}};
+    // NIXL's agent_instance too: two agents of one name in one process have a store each, and
+    // without it their series would be one series twice.
+    out.labels = {{"agent_name", s.agent_name},
+                  {"pid", std::to_string(s.pid)},
+                  {"agent_instance", std::to_string(s.agent_index)}};
     if (!s.local_rank.empty()) {
         out.labels.push_back({"local_rank", s.local_rank});
     }
@@ -170,6 +174,9 @@ metrics::snapshot multiproc_stores::snapshot_of(
         const auto source =
             std::find_if(std::begin(sources), std::end(sources),
                          [&](const family_source& r) { return r.family == f.spec.name; });
+        if (source == std::end(sources)) {
+            continue;  // a family no store holds
+        }
         metrics::family_snapshot served = f;
         if (source->from == field::histogram) {
             served.spec.bounds = s.bounds;  // the writer's NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US

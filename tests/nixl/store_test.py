@@ -5,8 +5,7 @@
 1. Two real NIXL agents (tests/nixl/nixl_agents.py) run with NIXL_TELEMETRY_EXPORTER=prometheus_mp:
    each keeps its store in NIXL_TELEMETRY_MULTIPROC_DIR, and NIXL serves them all on its own
    port. xtel-exporter, given that directory, must serve every agent_* series NIXL's port
-   serves, with the same value, and no other (NIXL's agent_instance label, the agent's index in
-   its process, left out: xtel tells agents by agent_name and pid); those values must be what
+   serves, with the same labels and value, and no other; those values must be what
    the agents moved (tests/nixl/prometheus_test.py's table under NIXL's names). No store is
    refused. Once the agents' process ends, its stores' locks are free and nothing of them is
    served.
@@ -45,10 +44,9 @@ def start_exporter(args, node_dir, store_dir, log):
     return p, f'http://127.0.0.1:{port}/metrics'
 
 
-def agent_series(s, drop=()):
-    """{(name, labels less `drop`): value} of the agent_* series of a scrape."""
-    return {(n, frozenset(l for l in ls if l[0] not in drop)): v for (n, ls), v in s.items()
-            if n.startswith('agent_')}
+def agent_series(s):
+    """{(name, labels): value} of the agent_* series of a scrape."""
+    return {(n, ls): v for (n, ls), v in s.items() if n.startswith('agent_')}
 
 
 def refused(s, reason):
@@ -64,7 +62,7 @@ def rows(done):
 
 def side_by_side(xtel_url, nixl_url):
     """The differences between NIXL's agent_* series and xtel-exporter's, family by family."""
-    nixl = agent_series(files_test.scrape(nixl_url), drop=('agent_instance',))
+    nixl = agent_series(files_test.scrape(nixl_url))
     xtel = agent_series(files_test.scrape(xtel_url))
     out = [f'{n}{dict(ls)}: NIXL serves {v}, xtel-exporter {xtel.get((n, ls))}'
            for (n, ls), v in sorted(nixl.items(), key=str) if xtel.get((n, ls)) != v]

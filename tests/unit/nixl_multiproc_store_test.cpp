@@ -209,10 +209,12 @@ TEST_CASE(
     const auto served = stores.refresh();
     REQUIRE(served.size() == 1);
     const auto& s = *served[0];
-    REQUIRE(s.labels.size() == 2);
+    REQUIRE(s.labels.size() == 3);
     CHECK(s.labels[0].value == "nixl-initiator");
     CHECK(s.labels[1].name == "pid");
     CHECK(s.labels[1].value == std::to_string(::getpid()));
+    CHECK(s.labels[2].name == "agent_instance");
+    CHECK(s.labels[2].value == "0");
     CHECK(value_of(s, "agent_tx_bytes_total", "hostname", "host-a") == 327680);
     CHECK(value_of(s, "agent_rx_bytes_total") == 196608);
     CHECK(value_of(s, "agent_tx_requests_num_total") == 5);
