@@ -2,7 +2,8 @@
 /// The agents' directory, listed once for every reader of it and trusted by one set of rules
 /// (xtel-exporter and `xtel top`). The directory may be writable by other users (/dev/shm is),
 /// so every kind of file served from it (node files `<agent>.metrics`, unpublished notices
-/// `<agent>.<pid>.unpublished`, span rings `<agent>.spans`) is listed without following links
+/// `<agent>.<pid>.unpublished`, span rings `<agent>.spans`; in directories of their own, NIXL's
+/// BUFFER rings and prometheus_mp stores) is listed without following links
 /// and opened only when, as listed and again as opened (O_NOFOLLOW, O_NONBLOCK: the name may
 /// have been replaced meanwhile), it is a regular file of an allowed owner within its kind's
 /// size limit. A reader adds its format's own checks and reports through count(): one list of
