@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/log.hpp"
+#include "nixl/event_model.hpp"
 #include "node/flock_holders.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/metrics/agent_metrics.hpp"
@@ -29,11 +30,23 @@ struct multiproc_stores::store_file {
     std::optional<node::refusal> reported;
     /// What is served of it; null while it is not.
     std::shared_ptr<const metrics::snapshot> served;
+    /// xtel's set, fed the store's increments (made at its first read, when xtel's set is
+    /// served), and the counters it was fed so far.
+    std::unique_ptr<event_model> model;
+    std::array<std::uint64_t, multiproc_store::slot_count> fed{};
 
     store_file() = default;
     store_file(const store_file&) = delete;
     store_file& operator=(const store_file&) = delete;
     ~store_file() { close(); }
+
+    /// Nothing of it served any more, and nothing fed: read again from its start.
+    void forget() noexcept {
+        close();
+        served.reset();
+        model.reset();
+        fed = {};
+    }
 
     void close() noexcept {
         if (fd >= 0) {
@@ -91,6 +104,9 @@ node::scanner::settings scanner_settings(const multiproc_stores::settings& s) {
 /// The NIXL set's families a model made with `s` serves at 0, of those a store has and
 /// `globs` choose (none: all).
 std::vector<metrics::family_snapshot> nixl_families(const multiproc_stores::settings& s) {
+    if (!metrics::has(s.model.sets, metrics::family_sets::nixl)) {
+        return {};
+    }
     metrics::agent_metrics_settings only_nixl = s.model;
     only_nixl.sets = metrics::family_sets::nixl;
     only_nixl.builders.reset();
@@ -110,6 +126,50 @@ std::vector<metrics::family_snapshot> nixl_families(const multiproc_stores::sett
         return !stored || !chosen;
     });
     return out;
+}
+
+/// The settings of a store's model of xtel's set; nullopt when `s` serves the NIXL set alone.
+std::optional<metrics::agent_metrics_settings> xtel_model(const multiproc_stores::settings& s) {
+    if (!metrics::has(s.model.sets, metrics::family_sets::xtel)) {
+        return std::nullopt;
+    }
+    metrics::agent_metrics_settings only_xtel = s.model;
+    only_xtel.sets = metrics::family_sets::xtel;
+    only_xtel.builders.reset();
+    only_xtel.rank = {};  // the reader's, not the agent's
+    return only_xtel;
+}
+
+/// xtel's families a store's model makes that a store cannot tell: it counts bytes, not the
+/// registrations that registered them.
+constexpr std::string_view untold[] = {"xtel_memory_registrations_total",
+                                       "xtel_memory_deregistrations_total"};
+
+/// NIXL's events that take a model fed `fed` (counters, by NIXL's event type) to the counters
+/// of `s`, appended to `out`: each counter's increment, but for the two times' (a store's
+/// histograms do not say which transfer took which time: xtel's latency histograms are not made
+/// from a store), each direction's bytes beside its requests, so that they map as one transfer.
+/// What is wrong (a counter that fell: NIXL's only grow), or empty.
+std::string increments(const std::array<std::uint64_t, multiproc_store::slot_count>& fed,
+                       const multiproc_store::store& s,
+                       std::vector<abi_v2::event>& out) {
+    std::vector<std::uint32_t> order = {0, 2, 1, 3, 4, 5};  // tx bytes, tx requests, rx...
+    for (std::uint32_t t = abi_v2::first_error_type; t <= abi_v2::last_error_type; ++t) {
+        order.push_back(t);
+    }
+    order.push_back(static_cast<std::uint32_t>(event_type::telemetry_events_dropped));
+    for (const std::uint32_t t : order) {
+        if (s.counters[t] < fed[t]) {
+            return fmt::format(
+                "its counter of NIXL event type {} fell from {} to {}; NIXL's only "
+                "grow",
+                t, fed[t], s.counters[t]);
+        }
+        if (s.counters[t] > fed[t]) {
+            out.push_back({static_cast<event_type>(t), s.counters[t] - fed[t]});
+        }
+    }
+    return {};
 }
 
 /// The slot of NIXL's error status `status` (agent_errors_total's label).
@@ -155,7 +215,8 @@ void value(metrics::series& series, const multiproc_store::store& s, field from,
 multiproc_stores::multiproc_stores(settings s)
     : settings_(std::move(s)),
       files_(scanner_settings(settings_)),
-      families_(nixl_families(settings_)) {}
+      families_(nixl_families(settings_)),
+      xtel_model_(xtel_model(settings_)) {}
 
 multiproc_stores::~multiproc_stores() = default;
 
@@ -269,8 +330,29 @@ void multiproc_stores::read(const std::string& name, store_file& f) {
     if (!writer_live(name, f, c.fields.pid)) {
         return;
     }
+    metrics::snapshot shown = snapshot_of(c.fields, families_);
+    if (xtel_model_) {
+        std::vector<abi_v2::event> events;
+        if (std::string fault = increments(f.fed, c.fields, events); !fault.empty()) {
+            refuse(name, f, node::refusal::damaged, fault);
+            return;
+        }
+        if (f.model == nullptr) {
+            f.model = std::make_unique<event_model>(c.fields.agent_name, *xtel_model_);
+        }
+        f.model->apply(events);
+        f.fed = c.fields.counters;
+        for (const metrics::family_snapshot& fam : f.model->served(settings_.families)->families) {
+            if (std::find(std::begin(untold), std::end(untold), fam.spec.name) ==
+                std::end(untold)) {
+                shown.families.push_back(fam);
+            }
+        }
+        std::sort(shown.families.begin(), shown.families.end(),
+                  [](const auto& a, const auto& b) { return a.spec.name < b.spec.name; });
+    }
     f.reported.reset();
-    auto s = std::make_shared<const metrics::snapshot>(snapshot_of(c.fields, families_));
+    auto s = std::make_shared<const metrics::snapshot>(std::move(shown));
     if (f.served == nullptr || *f.served != *s) {
         f.served = std::move(s);  // a new pointer only for new values: a body is shared till then
     }
@@ -311,8 +393,7 @@ bool multiproc_stores::writer_live(const std::string& name, store_file& f, std::
     }
     ::flock(f.fd, LOCK_UN);
     // Its writer ended: NIXL's totals of a process gone are not served.
-    f.close();
-    f.served.reset();
+    f.forget();
     f.done = true;
     return false;
 }
@@ -321,8 +402,7 @@ void multiproc_stores::refuse(const std::string& name,
                               store_file& f,
                               node::refusal why,
                               const std::string& what) {
-    f.close();
-    f.served.reset();  // nothing of a refused store is served
+    f.forget();  // nothing of a refused store is served
     f.done = true;
     if (f.reported == why) {
         return;

@@ -109,9 +109,11 @@ std::optional<std::uint64_t> value_of(const xtel::metrics::snapshot& s,
         return std::nullopt;
     }
     for (const auto& series : f->series) {
+        if (label.empty()) {
+            return series.value;
+        }
         for (std::size_t i = 0; i < f->spec.label_names.size(); ++i) {
-            if (label.empty() ||
-                (f->spec.label_names[i] == label && series.label_values[i] == value)) {
+            if (f->spec.label_names[i] == label && series.label_values[i] == value) {
                 return series.value;
             }
         }
@@ -185,11 +187,14 @@ TEST_CASE("A store truncated, grown, or with a field no NIXL writes is damaged")
     CHECK(verdict_of(overflow) == ms::verdict::damaged);
 }
 
-/// A directory reader of NIXL stores serving the NIXL set (as the exporter's environment may
-/// not), with `globs` chosen.
-xtel::nixl::multiproc_stores reader(const xtel_test::temp_dir& dir,
-                                    std::vector<std::string> globs = {}) {
+/// A directory reader of NIXL stores serving `sets` (both: NIXL_TELEMETRY_METRIC_SET=both),
+/// with `globs` chosen.
+xtel::nixl::multiproc_stores reader(
+    const xtel_test::temp_dir& dir,
+    std::vector<std::string> globs = {},
+    xtel::metrics::family_sets sets = xtel::metrics::family_sets::both) {
     xtel::metrics::agent_metrics_settings model;
+    model.sets = sets;
     model.hostname = "the-reader";  // not the agent's: NIXL's store says
     return xtel::nixl::multiproc_stores({.dir = dir.path(),
                                          .program = "test",
@@ -234,10 +239,49 @@ TEST_CASE(
     CHECK(h->series[0].sum == 62628);
     REQUIRE(h->series[0].buckets.size() == 18);
     CHECK(h->series[0].buckets[2] == 1);
-    CHECK(family(s, "xtel_transfer_bytes_total") == nullptr);  // a store holds no transfers
-    CHECK(family(s, "xtel_agent_info") == nullptr);  // the reader's pid is not the agent's
+    // xtel's set as far as a store tells: its totals, by direction and kind.
+    CHECK(value_of(s, "xtel_transfer_bytes_total", "direction", "tx") == 327680);
+    CHECK(value_of(s, "xtel_transfer_bytes_total", "direction", "rx") == 196608);
+    CHECK(value_of(s, "xtel_transfer_requests_total", "direction", "tx") == 5);
+    CHECK(value_of(s, "xtel_transfer_requests_total", "operation", "read") == 3);
+    CHECK(value_of(s, "xtel_errors_total", "kind", "not_found") == 1);
+    CHECK(value_of(s, "xtel_memory_registered_bytes") == 65536);
+    CHECK(value_of(s, "xtel_telemetry_events_dropped_total") == 0);
+    // Not what a store tells: the time of a write apart from a read's, or registrations.
+    CHECK(family(s, "xtel_transfer_duration_seconds") == nullptr);
+    CHECK(family(s, "xtel_memory_registrations_total") == nullptr);
+    for (const auto& f : s.families) {
+        for (const auto& n : f.spec.label_names) {
+            CHECK(n != "pid");  // the reader's pid is not the agent's: the snapshot's label is
+        }
+    }
     // Read again unchanged, it is the same snapshot: a shared body stays shared.
     CHECK(stores.refresh().front() == served.front());
+}
+
+TEST_CASE(
+    "A store's xtel set grows by its counters' increments, and a counter that falls is "
+    "refused as damaged") {
+    const xtel_test::temp_dir dir;
+    const auto path = dir.path() / "nixl.1.2.0.mmap";
+    write(path, store("a", ::getpid()));
+    const locked writer(path);
+    auto stores = reader(dir, {}, xtel::metrics::family_sets::xtel);
+    REQUIRE(stores.refresh().size() == 1);
+    // NIXL's writer adds two WRITEs of 4 KiB in place.
+    const auto put_counter = [&](std::size_t type, std::uint64_t v) {
+        REQUIRE(::pwrite(writer.fd, &v, sizeof v, static_cast<off_t>(752 + 8 * type)) == 8);
+    };
+    put_counter(0, 327680 + 8192);
+    put_counter(2, 7);
+    auto served = stores.refresh();
+    REQUIRE(served.size() == 1);
+    CHECK(value_of(*served[0], "xtel_transfer_bytes_total", "direction", "tx") == 335872);
+    CHECK(value_of(*served[0], "xtel_transfer_requests_total", "direction", "tx") == 7);
+    CHECK(family(*served[0], "agent_tx_bytes_total") == nullptr);  // xtel's set alone
+    put_counter(2, 6);
+    CHECK(stores.refresh().empty());
+    CHECK(stores.files().refused(file_kind::nixl_store, refusal::damaged) == 1);
 }
 
 TEST_CASE("A store whose writer ended is not served, and not counted as refused") {
@@ -276,7 +320,7 @@ TEST_CASE("A directory of NIXL stores serves only the families --metrics chooses
     const auto path = dir.path() / "nixl.1.2.0.mmap";
     write(path, store("a", ::getpid()));
     const locked writer(path);
-    auto stores = reader(dir, {"agent_tx_*"});
+    auto stores = reader(dir, {"agent_tx_*"});  // NIXL's set and xtel's: only these
     const auto served = stores.refresh();
     REQUIRE(served.size() == 1);
     REQUIRE(served[0]->families.size() == 3);

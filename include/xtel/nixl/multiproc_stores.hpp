@@ -1,10 +1,15 @@
 #pragma once
 /// The NIXL agents of a prometheus_mp directory (NIXL_TELEMETRY_MULTIPROC_DIR), served by
 /// xtel-exporter as xtel agents (--nixl-multiproc-dir, docs/nixl.md): each live store
-/// (xtel/nixl/multiproc_store.hpp) is read, never written, and served as one agent under NIXL's
-/// family names, shaped as xtel's NIXL set serves them (xtel/metrics/agent_metrics.hpp) and
-/// valued as NIXL's prometheus_mp exporter serves them. A store holds totals, not transfers, so
-/// xtel's own set, whose families are made from transfers, is not served from it.
+/// (xtel/nixl/multiproc_store.hpp) is read, never written, and served as one agent, in the sets
+/// its settings name (NIXL_TELEMETRY_METRIC_SET, as for BUFFER rings). The NIXL set: NIXL's
+/// families, shaped as xtel's NIXL set serves them (xtel/metrics/agent_metrics.hpp) and valued
+/// as NIXL's prometheus_mp serves them, histograms included. xtel's set, as far as a store
+/// tells: its counters' increments since the last read are fed to a model of the agent as the
+/// plug-in maps NIXL's events (nixl/event_model.hpp), so bytes and requests by direction, errors
+/// by kind, memory registered and events dropped are NIXL's totals exactly; a store holds no
+/// transfer, so xtel's latency histograms (by operation, which a store's one histogram does not
+/// tell) and the registration counts are not served.
 ///
 /// The directory may be writable by others, so its stores are listed and opened by the node
 /// directory's rules (xtel/node/scanner.hpp: an allowed owner, a regular file, not a link, not
@@ -25,6 +30,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,8 +57,8 @@ class multiproc_stores {
         std::string program;
         /// The owners whose stores are read besides this process's effective uid.
         std::vector<uid_t> allowed_uids;
-        /// The NIXL set's families served are those a model made with these settings serves
-        /// (NIXL_TELEMETRY_ENABLED_METRICS); its set is the NIXL set whatever they say.
+        /// The sets served, and the families of each a model made with these settings serves
+        /// (NIXL_TELEMETRY_METRIC_SET, _ENABLED_METRICS).
         metrics::agent_metrics_settings model;
         /// Globs (fnmatch) of the families served (xtel-exporter's --metrics); empty: all.
         std::vector<std::string> families;
@@ -87,8 +93,11 @@ class multiproc_stores {
 
     settings settings_;
     node::scanner files_;
-    /// The NIXL set's families, as served: their specs, with the series a model makes at 0.
+    /// The NIXL set's families, as served: their specs, with the series a model makes at 0
+    /// (none when the settings serve xtel's set alone).
     std::vector<metrics::family_snapshot> families_;
+    /// The settings of each store's model of xtel's set; nullopt: the NIXL set alone.
+    std::optional<metrics::agent_metrics_settings> xtel_model_;
     std::map<std::string, store_file> stores_;
     /// /proc/locks as read at this refresh (for the directory's device), once.
     std::unique_ptr<node::detail::flock_holders> holders_;
