@@ -47,7 +47,7 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
     # monitoring/rules in a real Prometheus over NIXL agents (docs/nixl.md's table of them).
     find_program(XTEL_PROMETHEUS prometheus)
     if(XTEL_PROMETHEUS)
-        xtel_nixl_test("nixl: monitoring/rules in a real Prometheus over two real NIXL agents through xtel's plug-in: those by agent or operation work unchanged, those by peer see the one peer unknown"
+        xtel_nixl_test("nixl: monitoring/rules in a real Prometheus over real NIXL agents through xtel's plug-in and from prometheus_mp stores: those by agent, operation or kind work unchanged, those by peer see the one peer unknown, the latency ones have nothing from a store"
             rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
     endif()
     # It takes the link away and makes it again: alone.

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""monitoring/rules over real NIXL agents served through xtel's plug-in (docs/nixl.md, "The
-monitoring rules over NIXL").
+"""monitoring/rules over real NIXL agents, served through xtel's plug-in and from NIXL's
+prometheus_mp stores (docs/nixl.md, "The monitoring rules and dashboards over NIXL").
 
-Two real NIXL agents (tests/nixl/nixl_agents.py) move their bytes with NIXL_TELEMETRY_EXPORTER=xtel;
-xtel-exporter serves them, and a real Prometheus scrapes it every second and evaluates every
-rule of monitoring/rules/*.rules.yaml, unchanged but for their ranges, shortened to RULE_RANGE
-(tests/dashboards_test.py's rule_text) so that they have data within the test. Then each rule is
-classified by what its expression reads (its series names: xtel_* families, `up`, and the
-recording rules' names):
+Two pairs of real NIXL agents (tests/nixl/nixl_agents.py) move their bytes, one with
+NIXL_TELEMETRY_EXPORTER=xtel, one with prometheus_mp; an xtel-exporter serves each pair (the
+node files, --nixl-multiproc-dir), and a real Prometheus scrapes both every second and evaluates
+every rule of monitoring/rules/*.rules.yaml, unchanged but for their ranges, shortened to
+RULE_RANGE (tests/dashboards_test.py's rule_text) so that they have data within the test. Then
+each rule is classified, over each exporter's instance, by what its expression reads (its series
+names: xtel_* families, `up`, and the recording rules' names):
 
 - works: every series it reads has data for the NIXL agents;
 - needs a peer: it joins or groups by remote_agent, and NIXL's events name no peer, so every
@@ -16,8 +17,8 @@ recording rules' names):
 - no data: a series it reads has none here, named (a state NIXL agents did not reach in the
   test, or a family NIXL's events cannot fill);
 
-and, for a recording rule, whether it recorded series. The classification must be EXPECTED's,
-the table docs/nixl.md gives.
+and, for a recording rule, whether it recorded series. The classifications must be PLUGIN's and
+STORE's, the tables docs/nixl.md gives.
 
 Arguments as tests/nixl/plugin_test.py's, and --prometheus. Prints the table and what failed and
 exits 1, or the table and a summary and exits 0.
@@ -46,9 +47,9 @@ def no_data(*names):
     return 'no data: ' + ', '.join(names)
 
 
-# What each rule is over NIXL agents (docs/nixl.md's table). A recording rule's second field:
-# whether it records series.
-EXPECTED = {
+# What each rule is over NIXL agents through xtel's plug-in (docs/nixl.md's table). A recording
+# rule's second field: whether it records series.
+PLUGIN = {
     'agent_operation:xtel_transfer_bytes:rate1m': (WORKS, True),
     'peer_operation:xtel_transfer_bytes:rate1m': (PEER, True),
     'agent_peer_operation:xtel_transfer_bytes:rate1m': (PEER, True),
@@ -90,6 +91,42 @@ EXPECTED = {
     'XtelStragglerPeer': (PEER, None),
 }
 
+# Over NIXL agents whose prometheus_mp stores xtel-exporter reads: as through the plug-in, but
+# for what reads xtel's latency histograms (a store has none: the straggler chain has nothing to
+# rank before it has no peer to) or what only an agent of a node file has (its writer's state,
+# its pipeline's exporters).
+BUCKET, COUNT, SUM = ('xtel_transfer_duration_seconds_bucket',
+                      'xtel_transfer_duration_seconds_count', 'xtel_transfer_duration_seconds_sum')
+P99, GOODPUT = ('peer_operation:xtel_transfer_duration_seconds:p99_5m',
+                'peer_operation:xtel_transfer_goodput_bytes_per_second:5m')
+STORE = {
+    **PLUGIN,
+    'peer_operation:xtel_transfer_duration_seconds:p50_5m': (no_data(BUCKET), False),
+    P99: (no_data(BUCKET), False),
+    'agent_peer_operation:xtel_transfer_duration_seconds:p99_5m': (no_data(BUCKET), False),
+    'peer_operation:xtel_transfer_timed:rate5m': (no_data(COUNT), False),
+    GOODPUT: (no_data(COUNT, SUM), False),
+    **{f'operation:xtel_transfer_slow:ratio_rate{w}': (no_data(BUCKET, COUNT), False)
+       for w in ('5m', '30m', '1h', '6h')},
+    P99 + '_eligible': (no_data(P99, COUNT), False),
+    GOODPUT + '_eligible': (no_data(GOODPUT, COUNT), False),
+    'peer_operation:xtel_transfer_duration_p99:straggler_ratio': (no_data(P99 + '_eligible'),
+                                                                  False),
+    'peer_operation:xtel_transfer_goodput:straggler_ratio': (no_data(GOODPUT + '_eligible'),
+                                                             False),
+    'peer_operation:xtel_transfer:straggler': (
+        no_data('peer_operation:xtel_transfer_duration_p99:straggler_ratio', P99 + '_eligible',
+                'peer_operation:xtel_transfer_goodput:straggler_ratio'), False),
+    'XtelAgentDied': (no_data('xtel_exporter_agent_state'), None),
+    'XtelAgentExporterOff': (no_data('xtel_telemetry_exporter_up'), None),
+    'XtelExporterLosingEvents': (no_data('xtel_telemetry_exporter_events_lost_total'), None),
+    'XtelTransferLatencyBudgetBurn': (no_data('operation:xtel_transfer_slow:ratio_rate30m',
+                                              'operation:xtel_transfer_slow:ratio_rate6h'), None),
+    'XtelStragglerPeer': (no_data('peer_operation:xtel_transfer:straggler'), None),
+}
+
+EXPECTED = {'plugin': PLUGIN, 'store': STORE}
+
 
 def rules(source_dir):
     """(file, name, expr, is a recording rule) of every rule."""
@@ -111,20 +148,21 @@ def read_names(expr):
                    if t.startswith('xtel_') or ':' in t or t == 'up'})
 
 
-def peers(prom, name):
-    """The remote_agent values of `name`'s series (None for a series without one); None when it
-    has no series."""
-    answer = prom.query(f'count by (remote_agent) ({{__name__="{name}"}})')
+def peers(prom, name, instance):
+    """The remote_agent values of `name`'s series of `instance` (None for a series without
+    one); None when it has no series."""
+    answer = prom.query(f'count by (remote_agent) ({{__name__="{name}", instance="{instance}"}})')
     result = (answer.get('data') or {}).get('result') or []
     if not result:
         return None
     return {s['metric'].get('remote_agent') for s in result}
 
 
-def classify(prom, name, expr, record, found):
-    """`name`'s verdict and, for a recording rule, whether it recorded series; `found`: the
-    verdicts of the rules before it, a rule that reads one needing a peer needing one too."""
-    reads = {n: peers(prom, n) for n in read_names(expr)}
+def classify(prom, instance, name, expr, record, found):
+    """`name`'s verdict over `instance` and, for a recording rule, whether it recorded series
+    there; `found`: the verdicts of the rules before it, a rule that reads one needing a peer
+    needing one too."""
+    reads = {n: peers(prom, n, instance) for n in read_names(expr)}
     missing = [n for n, p in reads.items() if p is None]
     if any(found.get(n, (None,))[0] == PEER for n in reads):
         verdict = PEER
@@ -135,49 +173,97 @@ def classify(prom, name, expr, record, found):
         verdict = PEER
     else:
         verdict = WORKS
-    return verdict, (peers(prom, name) is not None) if record else None
+    return verdict, (peers(prom, name, instance) is not None) if record else None
 
 
-def failures_counted(prom):
+def failures_counted(prom, instance):
     """NIXL's failed transfer (the WRITE it refused) is an error event, not a transfer: counted
     by kind, and in no transfer series, so the transfer error ratio stays 0 for NIXL agents."""
     out = []
-    kinds = prom.query('sum(xtel_errors_total{kind="not_found"})')['data']['result']
+    at = f'instance="{instance}"'
+    kinds = prom.query(f'sum(xtel_errors_total{{kind="not_found", {at}}})')['data']['result']
     if [float(k['value'][1]) for k in kinds] != [1.0]:
-        out.append(f'xtel_errors_total{{kind="not_found"}} is {kinds}, expected 1')
-    failed = prom.query('xtel_transfer_requests_total{status!="success"}')['data']['result']
-    if failed:
-        out.append(f'NIXL\'s refused WRITE became a failed transfer: {failed}')
+        out.append(f'{instance}: xtel_errors_total{{kind="not_found"}} is {kinds}, expected 1')
+    failed = prom.query(f'xtel_transfer_requests_total{{status!="success", {at}}}')
+    if failed['data']['result']:
+        out.append(f'{instance}: NIXL\'s refused WRITE became a failed transfer: {failed}')
     return out
 
 
-def serve(args, python, driver, work, log):
-    """xtel-exporter, Prometheus and the agents, started (Prometheus and the agents' NIXL take
-    seconds to start: side by side); returns (the processes, the agents' first, Prometheus)."""
-    node_dir = os.path.join(work, 'node')
-    os.mkdir(node_dir)
-    exporter_port, prom_port = harness.free_port(), harness.free_port()
-    procs = [dash.start([args.exporter, '--dir', node_dir, '--listen',
-                         f'127.0.0.1:{exporter_port}'], log)]
+def short_rules(source_dir, work):
+    """The rule files with their ranges shortened, written into `work`."""
     dash.RULE_RANGE = RULE_RANGE
     short = []
-    for f, *_ in {r[0]: r for r in rules(args.source_dir)}.values():
-        with open(os.path.join(args.source_dir, 'monitoring', 'rules', f)) as src, \
+    for f in sorted({r[0] for r in rules(source_dir)}):
+        with open(os.path.join(source_dir, 'monitoring', 'rules', f)) as src, \
                 open(os.path.join(work, f), 'w') as dst:
             dst.write(dash.rule_text(src.read()))
         short.append(os.path.join(work, f))
+    return short
+
+
+def serve(args, python, driver, work, log):
+    """Two xtel-exporters (one over the plug-in's node files, one over prometheus_mp stores),
+    Prometheus scraping both as job xtel-exporter, and two pairs of NIXL agents, one each
+    (Prometheus and NIXL take seconds to start: side by side). Returns (the agents' processes,
+    the others, Prometheus, {source: its instance})."""
+    node_dir, store_dir, empty = (os.path.join(work, d) for d in ('node', 'stores', 'empty'))
+    os.mkdir(node_dir)
+    os.mkdir(store_dir, 0o700)  # NIXL refuses a directory others may write to
+    os.mkdir(empty)
+    ports = {'plugin': harness.free_port(), 'store': harness.free_port()}
+    procs = [dash.start([args.exporter, '--dir', node_dir, '--listen',
+                         f'127.0.0.1:{ports["plugin"]}'], log),
+             dash.start([args.exporter, '--dir', empty, '--nixl-multiproc-dir', store_dir,
+                         '--listen', f'127.0.0.1:{ports["store"]}'], log)]
+    instances = {source: f'127.0.0.1:{port}' for source, port in ports.items()}
+    prom_port = harness.free_port()
     config = os.path.join(work, 'prometheus.yml')
     with open(config, 'w') as c:
         c.write('global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n'
-                'rule_files:\n' + ''.join(f"  - '{r}'\n" for r in short) +
-                "scrape_configs:\n  - job_name: 'xtel-exporter'\n    static_configs:\n"
-                f"      - targets: ['127.0.0.1:{exporter_port}']\n")
+                'rule_files:\n' + ''.join(f"  - '{r}'\n" for r in short_rules(args.source_dir, work))
+                + "scrape_configs:\n  - job_name: 'xtel-exporter'\n    static_configs:\n"
+                f"      - targets: {list(instances.values())}\n")
     procs.append(dash.start([args.prometheus, f'--config.file={config}',
                              f'--storage.tsdb.path={os.path.join(work, "data")}',
                              f'--web.listen-address=127.0.0.1:{prom_port}', '--log.level=warn'],
                             log))
-    agents, _ = harness.start_agents(python, driver, node_dir, log)
-    return [agents] + procs, dash.Prometheus(f'127.0.0.1:{prom_port}')
+    agents = [harness.start_agents(python, driver, node_dir, log)[0],
+              harness.start_agents(
+                  python, driver, node_dir, log, names=('mp-initiator', 'mp-target'),
+                  exporter='prometheus_mp',
+                  extra={'NIXL_TELEMETRY_MULTIPROC_DIR': store_dir,
+                         'NIXL_TELEMETRY_PROMETHEUS_PORT': str(harness.free_port()),
+                         'NIXL_TELEMETRY_PROMETHEUS_LOCAL': 'y'})[0]]
+    return agents, procs, dash.Prometheus(f'127.0.0.1:{prom_port}'), instances
+
+
+def evaluate(args, python, driver, work, log):
+    """{source: {rule: (verdict, recorded)}} and the problems found on the way."""
+    problems = []
+    agents, procs, prom, instances = serve(args, python, driver, work, log)
+    try:
+        # The chain's rules record once those they read did: the last inputs, then one more
+        # evaluation.
+        if not dash.wait_for(prom, [f'agent:xtel_telemetry_loss:ratio_rate5m{{instance="{i}"}}'
+                                    for i in instances.values()] +
+                             ['peer_operation:xtel_transfer_goodput_bytes_per_second:5m',
+                              'operation:xtel_transfer_slow:ratio_rate6h'],
+                             time.time() + SETTLE_S):
+            problems.append(f'the rules had no data after {SETTLE_S} s')
+        time.sleep(1.1)  # one more evaluation
+        found = {}
+        for source, instance in instances.items():
+            found[source] = {}
+            # The recording rules first: the alerts read them.
+            for _, name, expr, record in sorted(rules(args.source_dir), key=lambda r: not r[3]):
+                found[source][name] = classify(prom, instance, name, expr, record, found[source])
+            problems += failures_counted(prom, instance)
+    finally:
+        for a in agents:
+            harness.end_agents(a)
+        dash.stop(procs)
+    return found, problems
 
 
 def main():
@@ -189,50 +275,34 @@ def main():
     python = harness.install(args.source_dir, args.venv)
     harness.link_plugin(python, args.plugin)
     driver = os.path.join(args.source_dir, 'tests', 'nixl', 'nixl_agents.py')
-    problems = []
     with tempfile.TemporaryDirectory(prefix='xtel-nixl-rules-') as work:
         log_path = os.path.join(work, 'processes.log')
         with open(log_path, 'w') as log:
-            procs, prom = serve(args, python, driver, work, log)
-            try:
-                # The chain's rules record once those they read did: the last inputs, then one
-                # more evaluation.
-                if not dash.wait_for(prom, ['agent:xtel_telemetry_loss:ratio_rate5m',
-                                            'peer_operation:xtel_transfer_goodput_bytes_per_second:5m',
-                                            'operation:xtel_transfer_slow:ratio_rate6h'],
-                                     time.time() + SETTLE_S):
-                    problems.append(f'the rules had no data after {SETTLE_S} s')
-                time.sleep(1.1)  # one more evaluation
-                found = {}
-                # The recording rules first: the alerts read them.
-                for _, name, expr, record in sorted(rules(args.source_dir), key=lambda r: not r[3]):
-                    found[name] = classify(prom, name, expr, record, found)
-                problems += failures_counted(prom)
-            finally:
-                harness.end_agents(procs[0])
-                dash.stop(procs[1:])
+            found, problems = evaluate(args, python, driver, work, log)
         if problems:
             with open(log_path) as f:
                 print(f.read()[-4000:])
-    for name, (verdict, recorded) in found.items():
-        shown = '' if recorded is None else ('  (records series)' if recorded else
-                                              '  (records nothing)')
-        print(f'{name}: {verdict}{shown}')
-        want = EXPECTED.get(name)
-        if want is None:
-            problems.append(f'{name} is a rule EXPECTED (and docs/nixl.md) does not list')
-        elif (verdict, recorded) != want:
-            problems.append(f'{name} is {verdict}, records {recorded}; expected {want[0]}, '
-                            f'records {want[1]}')
+    summary = []
+    for source, table in found.items():
+        for name, (verdict, recorded) in table.items():
+            shown = '' if recorded is None else ('  (records series)' if recorded else
+                                                  '  (records nothing)')
+            print(f'{source}: {name}: {verdict}{shown}')
+            want = EXPECTED[source].get(name)
+            if want is None:
+                problems.append(f'{name} is a rule EXPECTED (and docs/nixl.md) does not list')
+            elif (verdict, recorded) != want:
+                problems.append(f'{source}: {name} is {verdict}, records {recorded}; expected '
+                                f'{want[0]}, records {want[1]}')
+        verdicts = [v for v, _ in table.values()]
+        summary.append(f'through {source}s {verdicts.count(WORKS)} rules work, '
+                       f'{verdicts.count(PEER)} need a peer, '
+                       f'{sum(v.startswith("no data") for v in verdicts)} have no data')
     for line in problems:
         print(f'FAIL: {line}')
     if problems:
         return 1
-    print(f'monitoring/rules over two real NIXL agents through xtel\'s plug-in: '
-          f'{sum(v == WORKS for v, _ in found.values())} rules work, '
-          f'{sum(v == PEER for v, _ in found.values())} need a peer, '
-          f'{sum(v.startswith("no data") for v, _ in found.values())} have no data here, as '
-          f'docs/nixl.md says '
+    print(f'monitoring/rules over real NIXL agents: {"; ".join(summary)}, as docs/nixl.md says '
           f'({time.monotonic() - started:.1f} s)')
     return 0
 
