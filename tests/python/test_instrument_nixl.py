@@ -34,8 +34,17 @@ def result(proc):
     raise AssertionError(f'no result, exit status {proc.returncode}: {proc.stderr.read()}')
 
 
-def run_flow(tmp_path, nixl_telemetry, plugin=False):
-    """Both processes run; yields (initiator's result, target's result, /metrics samples)."""
+def notifs(request=''):
+    """The notifications the initiator sends, in its order (the first READ's is `request`)."""
+    reads = [request or 'req-0'] + [f'req-{i}' for i in range(1, READS)]
+    return reads + [f'w-{i}' for i in range(WRITES)]
+
+
+def run_flow(tmp_path, nixl_telemetry, plugin=False, poll='get_new_notifs', request='',
+             variables=None, spans=None):
+    """Both processes run, the target polling by `poll`, with `variables` besides
+    XTEL_INSTRUMENT; `spans(node_dir)`, when given, is called while they live. Returns
+    (initiator's result, target's result, /metrics samples, what `spans` returned)."""
     node_dir = tmp_path / 'node'
     flow_dir = tmp_path / 'flow'
     node_dir.mkdir()
@@ -47,9 +56,12 @@ def run_flow(tmp_path, nixl_telemetry, plugin=False):
     elif nixl_telemetry:
         (tmp_path / 'nixl').mkdir()
         env.update(NIXL_TELEMETRY_ENABLE='y', NIXL_TELEMETRY_DIR=str(tmp_path / 'nixl'))
-    target = start('target', 'prefill-0', flow_dir, env, '--expect', str(READS + WRITES))
+    env.update(variables or {})
+    target = start('target', 'prefill-0', flow_dir, env, '--notifs', ','.join(notifs(request)),
+                   '--poll', poll)
     initiator = start('initiator', 'decode-0', flow_dir, env, '--reads', str(READS),
-                      '--writes', str(WRITES))
+                      '--writes', str(WRITES), '--request', request)
+    got_spans = None
     try:
         got_i = result(initiator)
         got_t = result(target)
@@ -61,17 +73,20 @@ def run_flow(tmp_path, nixl_telemetry, plugin=False):
                 samples = scrape(url)
                 moved = value(samples, 'xtel_transfer_bytes_total', agent_name='decode-0')
                 errors = value(samples, 'xtel_errors_total', agent_name='decode-0')
-                if (moved >= (READS + WRITES) * SIZE and errors >= 1 or
-                        time.monotonic() > deadline):
+                told = value(samples, 'xtel_notified_transfers_total', agent_name='prefill-0')
+                if (moved >= (READS + WRITES) * SIZE and errors >= 1 and
+                        (plugin or told >= READS + WRITES) or time.monotonic() > deadline):
                     break
                 time.sleep(0.05)
+        if spans is not None:
+            got_spans = spans(node_dir)
     finally:
         for p in (initiator, target):
             if p.poll() is None:
                 p.stdin.write('\n')
                 p.stdin.flush()
             p.wait(timeout=20)
-    return got_i, got_t, samples
+    return got_i, got_t, samples, got_spans
 
 
 def value(samples, family, **labels):
@@ -80,11 +95,13 @@ def value(samples, family, **labels):
                if k.startswith(family + '{') and all(w in k for w in want))
 
 
-@pytest.mark.parametrize('nixl_telemetry', [False, True], ids=['nixl-telemetry-off',
-                                                               'nixl-telemetry-on'])
+# Each run also polls the target's notifications one of the two ways engines do.
+@pytest.mark.parametrize('nixl_telemetry,poll', [
+    (False, 'get_new_notifs'), (True, 'check_remote_xfer_done')],
+    ids=['nixl-telemetry-off-vllm-poll', 'nixl-telemetry-on-sglang-poll'])
 def test_every_transfer_of_a_two_process_flow_is_served_by_peer_exactly(tmp_path,
-                                                                       nixl_telemetry):
-    got_i, got_t, s = run_flow(tmp_path, nixl_telemetry)
+                                                                       nixl_telemetry, poll):
+    got_i, got_t, s, _ = run_flow(tmp_path, nixl_telemetry, poll=poll)
     # The engine saw what NIXL says, as without the instrumentation.
     assert got_i['instrumented'] and got_t['instrumented']
     assert got_i['instrument_errors'] == 0 and got_t['instrument_errors'] == 0
@@ -115,8 +132,15 @@ def test_every_transfer_of_a_two_process_flow_is_served_by_peer_exactly(tmp_path
     assert value(s, 'xtel_errors_total', agent_name='decode-0', kind='not_found') == 1
     assert value(s, 'xtel_transfer_requests_total', **mine, status='not_found') == 1
     assert value(s, 'xtel_trace_spans_total', agent_name='decode-0', reason='failed') == 1
-    # The target initiated nothing.
+    # The target initiated nothing; it was told of every transfer, by the peer that made it
+    # (as reads: XTEL_INSTRUMENT_NOTIFIED_OP unset), without bytes (NIXL's notification
+    # carries none), and only the target was.
     assert value(s, 'xtel_transfer_requests_total', agent_name='prefill-0') == 0
+    assert value(s, 'xtel_notified_transfers_total', agent_name='prefill-0',
+                 remote_agent='decode-0', operation='read') == READS + WRITES
+    assert value(s, 'xtel_notified_transfers_total', agent_name='prefill-0') == READS + WRITES
+    assert value(s, 'xtel_notified_bytes_total', agent_name='prefill-0') == 0
+    assert value(s, 'xtel_notified_transfers_total', agent_name='decode-0') == 0
     assert value(s, 'xtel_transfer_bytes_total', agent_name='decode-0') == (READS + WRITES) * SIZE
 
 
@@ -146,7 +170,7 @@ def test_with_nixls_xtel_plugin_loaded_an_agent_is_one_node_file_counted_once(tm
     r = subprocess.run([program('xtel'), 'nixl', 'install', '--python', sys.executable],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    got_i, got_t, s = run_flow(tmp_path, True, plugin=True)
+    got_i, got_t, s, _ = run_flow(tmp_path, True, plugin=True)
     assert got_i['states'] == ['DONE'] * (READS + WRITES) and got_i['instrument_errors'] == 0
     assert sorted(os.listdir(tmp_path / 'node')) == [
         'decode-0.metrics', 'decode-0.spans', 'prefill-0.metrics', 'prefill-0.spans']
@@ -170,3 +194,17 @@ def test_the_cost_bench_runs_and_its_figures_are_whole():
     assert got['plain_ns'] > 0 and got['instrumented_ns'] > 0
     assert set(got['polls_per_transfer']) == {'plain', 'instrumented'}
     assert got['instrument_errors'] == 0
+
+
+def test_the_notifications_a_poll_brought_are_told_apart_by_identity_not_by_value():
+    from xtel.instrument import _nixl_values as values
+
+    one, again, two, late = b'req-1', bytes(bytearray(b'req-1')), b'req-2', b'req-3'
+    before = {'decode-0': [one], 'decode-1': [two]}
+    # NIXL's new map: decode-0's message kept, an equal one come after it; decode-1's taken
+    # away by check_remote_xfer_done; a new sender.
+    after = {'decode-0': [one, again], 'decode-1': [], 'decode-2': [late]}
+    added = values.notifs_added(before, after)
+    assert added == [('decode-0', b'req-1'), ('decode-2', b'req-3')]
+    assert added[0][1] is again
+    assert values.notifs_added(before, {'decode-0': [one], 'decode-1': [two]}) == []
