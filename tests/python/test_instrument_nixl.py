@@ -346,3 +346,16 @@ def test_both_sides_spans_of_a_request_are_in_its_trace_as_an_otlp_receiver_deco
         ('decode-0', CLIENT, derived('bad-0'), 'bad-0', 'prefill-0',
          (STATUS_ERROR, 'transfer failed: not_found'), 'not_found')]
     assert [s for s in spans if s['status'][0] == STATUS_ERROR] == failed
+
+
+def test_the_notified_operation_is_read_unless_the_variable_says_write(monkeypatch, caplog):
+    import xtel.instrument.nixl as instrument
+
+    monkeypatch.delenv(instrument.NOTIFIED_OP_VARIABLE, raising=False)
+    assert instrument._notified_op() == 'read'
+    monkeypatch.setenv(instrument.NOTIFIED_OP_VARIABLE, ' Write ')
+    assert instrument._notified_op() == 'write'
+    monkeypatch.setenv(instrument.NOTIFIED_OP_VARIABLE, 'push')
+    assert instrument._notified_op() == 'read'
+    assert ("XTEL_INSTRUMENT_NOTIFIED_OP='push' is invalid: expected read or write"
+            in caplog.text)
