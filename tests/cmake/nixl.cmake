@@ -46,6 +46,11 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
         files_test.py ARGS ${exporter})
     xtel_nixl_test("nixl: the plug-in built for NIXL 1.5 serves exactly what two real NIXL 1.4 agents moved and failed, where NIXL's exporter class has no batch hooks"
         previous_test.py ARGS ${exporter} --previous-venv ${XTEL_NIXL_PREVIOUS_VENV})
+    find_program(XTEL_PROMETHEUS prometheus)
+    if(XTEL_PROMETHEUS)
+        xtel_nixl_test("nixl: monitoring's rules and dashboards over real NIXL agents through the plug-in answer in a real Prometheus, all but those that compare peers"
+            rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
+    endif()
     # It takes the link away and makes it again: alone.
     xtel_nixl_test("nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there"
         install_test.py SERIAL ARGS --xtel $<TARGET_FILE:xtel_cli>)

@@ -24,7 +24,7 @@ from conftest import free_port, program
 pytest.importorskip('nixl._api', reason='NIXL\'s wheel is not installed beside the package '
                     '(tests/python/run_wheel.py installs it)')
 
-LOAD = os.path.join(os.path.dirname(__file__), 'nixl_load.py')
+LOAD = os.path.join(os.path.dirname(__file__), '..', 'nixl', 'nixl_load.py')
 SOURCE_DIR = os.environ.get('XTEL_SOURCE_DIR',
                             os.path.join(os.path.dirname(__file__), '..', '..'))
 THROTTLED = ('ip link set lo mtu 1500 up && tc qdisc add dev lo root tbf rate 100mbit '
