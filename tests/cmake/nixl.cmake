@@ -4,6 +4,8 @@
 # the sanitizers: NIXL's Python does not load a sanitized library.
 set(XTEL_NIXL_VENV ${PROJECT_BINARY_DIR}/nixl-venv CACHE PATH
     "The virtual environment the NIXL plug-in's test installs NIXL's wheel into")
+set(XTEL_NIXL_PREVIOUS_VENV ${PROJECT_BINARY_DIR}/nixl-previous-venv CACHE PATH
+    "The virtual environment tests/nixl/previous_test.py installs the NIXL before it into")
 
 # One NIXL test: tests/nixl/<script> with the arguments every one takes and `ARGS`; skipped
 # (exit status 77) when the package index cannot be reached. They run side by side on what the
@@ -42,6 +44,13 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
         prometheus_test.py ARGS ${exporter})
     xtel_nixl_test("nixl: xtel-exporter serves exactly what two real NIXL agents moved from NIXL's own BUFFER rings, and refuses a copy truncated, of another version, size or owner once, serving nothing of it"
         files_test.py ARGS ${exporter})
+    xtel_nixl_test("nixl: the plug-in built for NIXL 1.5 serves exactly what two real NIXL 1.4 agents moved and failed, where NIXL's exporter class has no batch hooks"
+        previous_test.py ARGS ${exporter} --previous-venv ${XTEL_NIXL_PREVIOUS_VENV})
+    find_program(XTEL_PROMETHEUS prometheus)
+    if(XTEL_PROMETHEUS)
+        xtel_nixl_test("nixl: monitoring's rules and dashboards over real NIXL agents through the plug-in answer in a real Prometheus, all but those that compare peers"
+            rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
+    endif()
     # It takes the link away and makes it again: alone.
     xtel_nixl_test("nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there"
         install_test.py SERIAL ARGS --xtel $<TARGET_FILE:xtel_cli>)
