@@ -21,7 +21,8 @@ becomes one ``record_transfer`` when it completes or fails:
 
 What the engine sees never changes: every wrapped call calls NIXL's with the same arguments and
 returns its value or raises its exception, the same object. The bookkeeping runs after NIXL's
-call, inside ``try``: an error in it is logged once (per place) and counted
+call (and before it a copy of the map of unhandled notifications, for the two polls that replace
+it), inside ``try``: an error in it is logged once (per place) and counted
 (:func:`errors`, and the agent's ``xtel_instrument_errors`` counter), and the engine's call
 goes on. ``get_xfer_telemetry`` is called only when NIXL's telemetry is on, guarded: NIXL raises
 from it when its telemetry is off (dynamo #12952), and the engine's own calls of it are
