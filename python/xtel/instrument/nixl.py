@@ -21,7 +21,8 @@ becomes one ``record_transfer`` when it completes or fails:
 
 What the engine sees never changes: every wrapped call calls NIXL's with the same arguments and
 returns its value or raises its exception, the same object. The bookkeeping runs after NIXL's
-call, inside ``try``: an error in it is logged once (per place) and counted
+call (and before it a copy of the map of unhandled notifications, for the two polls that replace
+it), inside ``try``: an error in it is logged once (per place) and counted
 (:func:`errors`, and the agent's ``xtel_instrument_errors`` counter), and the engine's call
 goes on. ``get_xfer_telemetry`` is called only when NIXL's telemetry is on, guarded: NIXL raises
 from it when its telemetry is off (dynamo #12952), and the engine's own calls of it are
@@ -32,7 +33,13 @@ With NIXL's xtel plug-in loaded too (``NIXL_TELEMETRY_ENABLE`` on and
 then records nothing for the agent, so that an agent is one node file and nothing is counted
 twice (logged once). The plug-in's series carry no peer; to have peers, leave the plug-in out.
 
-Not yet: the target's side (the notifications it polls) is not recorded.
+On the target's side, each notification the agent receives (``get_new_notifs``,
+``update_notifs``, ``check_remote_xfer_done``: the three ways NIXL's Python polls them) is one
+``record_notified``: its sender the remote agent, its message the request, so that the target's
+span (sampled: a notified transfer has no times) joins the trace the initiator's span is in
+when the initiator's request was the same message. NIXL's notification says neither the
+operation nor the bytes: the operation is ``XTEL_INSTRUMENT_NOTIFIED_OP`` (read, the default;
+or write), the bytes 0.
 """
 
 from __future__ import annotations
@@ -133,11 +140,13 @@ class _Transfer:
 class _Agent:
     """One NIXL agent's pipeline and what its transfers are made of."""
 
-    __slots__ = ("telemetry", "nixl_timing", "descs", "dlists", "transfers", "spare")
+    __slots__ = ("telemetry", "nixl_timing", "notified_op", "descs", "dlists", "transfers",
+                 "spare")
 
     def __init__(self, telemetry: Optional[xtel.Telemetry], nixl_timing: bool) -> None:
         self.telemetry = telemetry
         self.nixl_timing = nixl_timing
+        self.notified_op = _notified_op() if telemetry is not None else "read"
         # id(nixlXferDList) -> (the list, kept alive while remembered; its lengths)
         self.descs: Dict[int, Tuple[Any, List[int]]] = {}
         # prepped dlist handle -> (the remote agent, or None for local; its lengths)
@@ -323,9 +332,13 @@ def _creation_failed(agent: _Agent, args: tuple, kwargs: dict, exc: BaseExceptio
         if prepped:
             remote = agent.dlists.get(_values.arg(args, kwargs, 3, "remote_xfer_side")._handle)
             peer = remote[0] if remote and remote[0] else "unknown"
+            notif = _values.arg(args, kwargs, 5, "notif_msg")
         else:
             peer = _values.name(_values.arg(args, kwargs, 3, "remote_agent"))
-        t = _Transfer(op, peer, 0, 1, None)
+            notif = _values.arg(args, kwargs, 4, "notif_msg")
+        # Its request as a posted transfer's: its span joins the request's trace.
+        t = _Transfer(op, peer, 0, 1, notif)
+        t.traceparent = _values.traceparent()
         _record(agent, t, _values.failed_kind(exc), time.perf_counter_ns())
     except Exception as e:
         _failed("recording a refused transfer", e, agent)
@@ -441,6 +454,105 @@ def _wrap_release_dlist_handle(orig: Any) -> Any:
     return release_dlist_handle
 
 
+# ---- the target's side: the notifications it polls --------------------------------------------
+
+#: The operation a notified transfer is recorded as: NIXL's notification says neither the
+#: operation nor the bytes, and a target cannot tell them from it.
+NOTIFIED_OP_VARIABLE = "XTEL_INSTRUMENT_NOTIFIED_OP"
+
+
+def _notified_op() -> str:
+    value = os.environ.get(NOTIFIED_OP_VARIABLE, "").strip().lower()
+    if value in ("read", "write"):
+        return value
+    if value:
+        _log_once("notified-op", "xtel.instrument.nixl: %s='%s' is invalid: expected read or "
+                  "write; notifications are recorded as reads", NOTIFIED_OP_VARIABLE,
+                  os.environ.get(NOTIFIED_OP_VARIABLE))
+    return "read"
+
+
+def _notified(agent: _Agent, added: Any) -> None:
+    """Each (sender, message) of `added` recorded as a transfer `sender` made into (or from) this
+    agent's memory, its request the message: the trace the sender's span is in when it tagged
+    the transfer by the same message (docs/python.md, "Both sides of a request")."""
+    tel = agent.telemetry
+    for sender, message in added:
+        tel.record_notified(agent.notified_op, _values.name(sender), 0,
+                            request_id=_values.request_of(message))
+
+
+def _wrap_get_new_notifs(orig: Any) -> Any:
+    def get_new_notifs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        got = orig(self, *args, **kwargs)
+        agent = _state(self)
+        if got and agent is not None and agent.telemetry is not None:
+            try:
+                _notified(agent, [(s, m) for s, messages in got.items() for m in messages])
+            except Exception as e:
+                _failed("get_new_notifs", e, agent)
+        return got
+    return get_new_notifs
+
+
+def _snapshot(self: Any) -> Dict[str, List[Any]]:
+    """The agent's map of notifications not yet handled, as it is now (NIXL's, copied)."""
+    notifs = getattr(self, "notifs", None)
+    return {k: list(v) for k, v in notifs.items()} if notifs else {}
+
+
+def _wrap_update_notifs(orig: Any) -> Any:
+    def update_notifs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        agent = _state(self)
+        before = None
+        if agent is not None and agent.telemetry is not None:
+            try:
+                before = _snapshot(self)
+            except Exception as e:
+                _failed("update_notifs", e, agent)
+        got = orig(self, *args, **kwargs)
+        if before is not None:
+            try:
+                _notified(agent, _values.notifs_added(before, self.notifs))
+            except Exception as e:
+                _failed("update_notifs", e, agent)
+        return got
+    return update_notifs
+
+
+def _wrap_check_remote_xfer_done(orig: Any) -> Any:
+    def check_remote_xfer_done(self: Any, *args: Any, **kwargs: Any) -> Any:
+        agent = _state(self)
+        before = None
+        if agent is not None and agent.telemetry is not None:
+            try:
+                before = _snapshot(self)
+            except Exception as e:
+                _failed("check_remote_xfer_done", e, agent)
+        found = orig(self, *args, **kwargs)
+        if before is not None:
+            try:
+                _remote_done(agent, before, self.notifs, args, kwargs, found)
+            except Exception as e:
+                _failed("check_remote_xfer_done", e, agent)
+        return found
+    return check_remote_xfer_done
+
+
+def _remote_done(agent: _Agent, before: Dict[str, List[Any]], after: Dict[str, List[Any]],
+                 args: tuple, kwargs: dict, found: Any) -> None:
+    """The notifications check_remote_xfer_done brought recorded, the one it took away too."""
+    added = _values.notifs_added(before, after)
+    if found is True:
+        sender = _values.arg(args, kwargs, 0, "remote_agent_name")
+        arrived = len(after.get(sender, ())) + 1 - len(before.get(sender, ()))
+        if sum(1 for s, _ in added if s == sender) < arrived:
+            # The message found arrived in this very call and NIXL removed it: NIXL answers only
+            # whether one was found, so it is recorded under the tag it was looked up by.
+            added.append((sender, _values.arg(args, kwargs, 1, "lookup_tag")))
+    _notified(agent, added)
+
+
 _WRAPPERS = {
     "__init__": _wrap_init,
     "get_xfer_descs": _wrap_get_xfer_descs,
@@ -451,6 +563,9 @@ _WRAPPERS = {
     "check_xfer_state": _wrap_check_xfer_state,
     "release_xfer_handle": _wrap_release_xfer_handle,
     "release_dlist_handle": _wrap_release_dlist_handle,
+    "get_new_notifs": _wrap_get_new_notifs,
+    "update_notifs": _wrap_update_notifs,
+    "check_remote_xfer_done": _wrap_check_remote_xfer_done,
 }
 
 
