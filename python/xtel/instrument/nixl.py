@@ -33,19 +33,14 @@ With NIXL's xtel plug-in loaded too (``NIXL_TELEMETRY_ENABLE`` on and
 then records nothing for the agent, so that an agent is one node file and nothing is counted
 twice (logged once). The plug-in's series carry no peer; to have peers, leave the plug-in out.
 
-On the target's side, each notification the agent receives (``get_new_notifs``,
-``update_notifs``, ``check_remote_xfer_done``: the three ways NIXL's Python polls them) is one
-``record_notified``: its sender the remote agent, its message the request, so that the target's
-span (sampled: a notified transfer has no times) joins the trace the initiator's span is in
-when the initiator's request was the same message. NIXL's notification says neither the
-operation nor the bytes: the operation is ``XTEL_INSTRUMENT_NOTIFIED_OP`` (read, the default;
-or write), the bytes 0.
+On the target's side (``_nixl_target``), each notification the agent polls is one
+``record_notified``: its sender the remote agent, its message the request, the operation
+``XTEL_INSTRUMENT_NOTIFIED_OP`` (read by default) and the bytes 0, which NIXL does not say.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 import threading
 import time
@@ -53,18 +48,17 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import xtel
 
+from . import _nixl_guard as _guard
 from . import _nixl_values as _values
+from ._nixl_guard import _failed, _log_once, errors
 
 __all__ = ["enable", "enabled", "errors"]
 
-_log = logging.getLogger("xtel.instrument.nixl")
 
 #: The xtel exporter each agent's pipeline uses; "node" when unset.
 EXPORTER_VARIABLE = "XTEL_INSTRUMENT_EXPORTER"
 
 _lock = threading.Lock()
-_errors = 0
-_logged: set = set()
 _enabled_classes: List[type] = []
 
 
@@ -73,42 +67,9 @@ _enabled_classes: List[type] = []
 _MAX_REMEMBERED = 65536
 
 
-def errors() -> int:
-    """Errors inside the instrumentation so far (each logged the first time at its place)."""
-    return _errors
-
-
 def enabled() -> bool:
     """True once :func:`enable` has wrapped NIXL's agent class."""
     return bool(_enabled_classes)
-
-
-def _first_time(where: str) -> bool:
-    """True the first time `where` is asked: what logs once per place."""
-    with _lock:
-        first = where not in _logged
-        _logged.add(where)
-    return first
-
-
-def _failed(where: str, exc: BaseException, agent: Optional["_Agent"] = None) -> None:
-    global _errors
-    with _lock:
-        _errors += 1
-    if _first_time(where):
-        _log.warning("xtel.instrument.nixl: %s failed (%s: %s); NIXL's call was not changed. "
-                     "Further failures there are counted, not logged", where,
-                     type(exc).__name__, exc)
-    if agent is not None and agent.telemetry is not None:
-        try:
-            agent.telemetry.event("custom", "xtel_instrument_errors", 1, "counter")
-        except Exception:
-            pass
-
-
-def _log_once(where: str, message: str, *args: Any) -> None:
-    if _first_time(where):
-        _log.warning(message, *args)
 
 
 def _switch_on(value: Optional[str]) -> bool:
@@ -146,7 +107,7 @@ class _Agent:
     def __init__(self, telemetry: Optional[xtel.Telemetry], nixl_timing: bool) -> None:
         self.telemetry = telemetry
         self.nixl_timing = nixl_timing
-        self.notified_op = _notified_op() if telemetry is not None else "read"
+        self.notified_op = _target.notified_op() if telemetry is not None else "read"
         # id(nixlXferDList) -> (the list, kept alive while remembered; its lengths)
         self.descs: Dict[int, Tuple[Any, List[int]]] = {}
         # prepped dlist handle -> (the remote agent, or None for local; its lengths)
@@ -210,8 +171,7 @@ def _original(self: Any, name: str) -> Any:
     raise LookupError(f"{type(self).__qualname__} is not a class xtel.instrument.nixl wrapped")
 
 
-def _state(self: Any) -> Optional[_Agent]:
-    return getattr(self, "_xtel_agent", None)
+_state = _guard.state
 
 
 def _wrap_init(orig: Any) -> Any:
@@ -454,103 +414,12 @@ def _wrap_release_dlist_handle(orig: Any) -> Any:
     return release_dlist_handle
 
 
-# ---- the target's side: the notifications it polls --------------------------------------------
+# ---- the target's side (_nixl_target.py), named here as the tests and docs name it --------
 
-#: The operation a notified transfer is recorded as: NIXL's notification says neither the
-#: operation nor the bytes, and a target cannot tell them from it.
-NOTIFIED_OP_VARIABLE = "XTEL_INSTRUMENT_NOTIFIED_OP"
+from . import _nixl_target as _target  # noqa: E402
 
-
-def _notified_op() -> str:
-    value = os.environ.get(NOTIFIED_OP_VARIABLE, "").strip().lower()
-    if value in ("read", "write"):
-        return value
-    if value:
-        _log_once("notified-op", "xtel.instrument.nixl: %s='%s' is invalid: expected read or "
-                  "write; notifications are recorded as reads", NOTIFIED_OP_VARIABLE,
-                  os.environ.get(NOTIFIED_OP_VARIABLE))
-    return "read"
-
-
-def _notified(agent: _Agent, added: Any) -> None:
-    """Each (sender, message) of `added` recorded as a transfer `sender` made into (or from) this
-    agent's memory, its request the message: the trace the sender's span is in when it tagged
-    the transfer by the same message (docs/python.md, "Both sides of a request")."""
-    tel = agent.telemetry
-    for sender, message in added:
-        tel.record_notified(agent.notified_op, _values.name(sender), 0,
-                            request_id=_values.request_of(message))
-
-
-def _wrap_get_new_notifs(orig: Any) -> Any:
-    def get_new_notifs(self: Any, *args: Any, **kwargs: Any) -> Any:
-        got = orig(self, *args, **kwargs)
-        agent = _state(self)
-        if got and agent is not None and agent.telemetry is not None:
-            try:
-                _notified(agent, [(s, m) for s, messages in got.items() for m in messages])
-            except Exception as e:
-                _failed("get_new_notifs", e, agent)
-        return got
-    return get_new_notifs
-
-
-def _snapshot(self: Any) -> Dict[str, List[Any]]:
-    """The agent's map of notifications not yet handled, as it is now (NIXL's, copied)."""
-    notifs = getattr(self, "notifs", None)
-    return {k: list(v) for k, v in notifs.items()} if notifs else {}
-
-
-def _wrap_update_notifs(orig: Any) -> Any:
-    def update_notifs(self: Any, *args: Any, **kwargs: Any) -> Any:
-        agent = _state(self)
-        before = None
-        if agent is not None and agent.telemetry is not None:
-            try:
-                before = _snapshot(self)
-            except Exception as e:
-                _failed("update_notifs", e, agent)
-        got = orig(self, *args, **kwargs)
-        if before is not None:
-            try:
-                _notified(agent, _values.notifs_added(before, self.notifs))
-            except Exception as e:
-                _failed("update_notifs", e, agent)
-        return got
-    return update_notifs
-
-
-def _wrap_check_remote_xfer_done(orig: Any) -> Any:
-    def check_remote_xfer_done(self: Any, *args: Any, **kwargs: Any) -> Any:
-        agent = _state(self)
-        before = None
-        if agent is not None and agent.telemetry is not None:
-            try:
-                before = _snapshot(self)
-            except Exception as e:
-                _failed("check_remote_xfer_done", e, agent)
-        found = orig(self, *args, **kwargs)
-        if before is not None:
-            try:
-                _remote_done(agent, before, self.notifs, args, kwargs, found)
-            except Exception as e:
-                _failed("check_remote_xfer_done", e, agent)
-        return found
-    return check_remote_xfer_done
-
-
-def _remote_done(agent: _Agent, before: Dict[str, List[Any]], after: Dict[str, List[Any]],
-                 args: tuple, kwargs: dict, found: Any) -> None:
-    """The notifications check_remote_xfer_done brought recorded, the one it took away too."""
-    added = _values.notifs_added(before, after)
-    if found is True:
-        sender = _values.arg(args, kwargs, 0, "remote_agent_name")
-        arrived = len(after.get(sender, ())) + 1 - len(before.get(sender, ()))
-        if sum(1 for s, _ in added if s == sender) < arrived:
-            # The message found arrived in this very call and NIXL removed it: NIXL answers only
-            # whether one was found, so it is recorded under the tag it was looked up by.
-            added.append((sender, _values.arg(args, kwargs, 1, "lookup_tag")))
-    _notified(agent, added)
+NOTIFIED_OP_VARIABLE = _target.NOTIFIED_OP_VARIABLE
+_notified_op = _target.notified_op
 
 
 _WRAPPERS = {
@@ -563,9 +432,9 @@ _WRAPPERS = {
     "check_xfer_state": _wrap_check_xfer_state,
     "release_xfer_handle": _wrap_release_xfer_handle,
     "release_dlist_handle": _wrap_release_dlist_handle,
-    "get_new_notifs": _wrap_get_new_notifs,
-    "update_notifs": _wrap_update_notifs,
-    "check_remote_xfer_done": _wrap_check_remote_xfer_done,
+    "get_new_notifs": _target.wrap_get_new_notifs,
+    "update_notifs": _target.wrap_update_notifs,
+    "check_remote_xfer_done": _target.wrap_check_remote_xfer_done,
 }
 
 
@@ -599,7 +468,7 @@ def enable(agent_class: Optional[type] = None) -> bool:
                 setattr(agent_class, name, wrapped)
             _enabled_classes.append(agent_class)
             return True
-    # Outside the lock: logging once takes it.
+    # Logged outside the lock, as every other once-only line is.
     _log_once("class", "xtel.instrument.nixl: %s has no %s: a NIXL this version does not know; "
               "nothing is instrumented", agent_class.__qualname__, ", ".join(missing))
     return False
