@@ -4,6 +4,8 @@
 # the sanitizers: NIXL's Python does not load a sanitized library.
 set(XTEL_NIXL_VENV ${PROJECT_BINARY_DIR}/nixl-venv CACHE PATH
     "The virtual environment the NIXL plug-in's test installs NIXL's wheel into")
+set(XTEL_NIXL_PREVIOUS_VENV ${PROJECT_BINARY_DIR}/nixl-previous-venv CACHE PATH
+    "The virtual environment tests/nixl/previous_test.py installs the NIXL before it into")
 
 # One NIXL test: tests/nixl/<script> with the arguments every one takes and `ARGS`; skipped
 # (exit status 77) when the package index cannot be reached. They run side by side on what the
@@ -44,10 +46,11 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
         files_test.py ARGS ${exporter})
     xtel_nixl_test("nixl: xtel-exporter serves the same agent series as NIXL's own prometheus_mp port from its stores, nothing once their writer ended, and refuses a copy truncated, grown, of another schema, pid or owner once, serving nothing of it"
         store_test.py ARGS ${exporter})
-    # monitoring/rules in a real Prometheus over NIXL agents (docs/nixl.md's table of them).
+    xtel_nixl_test("nixl: the plug-in built for NIXL 1.5 serves exactly what two real NIXL 1.4 agents moved and failed, where NIXL's exporter class has no batch hooks"
+        previous_test.py ARGS ${exporter} --previous-venv ${XTEL_NIXL_PREVIOUS_VENV})
     find_program(XTEL_PROMETHEUS prometheus)
     if(XTEL_PROMETHEUS)
-        xtel_nixl_test("nixl: monitoring/rules in a real Prometheus over real NIXL agents through xtel's plug-in and from prometheus_mp stores: those by agent, operation or kind work unchanged, those by peer see the one peer unknown, the latency ones have nothing from a store"
+        xtel_nixl_test("nixl: monitoring's rules and dashboards over real NIXL agents through the plug-in answer in a real Prometheus, all but those that compare peers"
             rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
     endif()
     # It takes the link away and makes it again: alone.

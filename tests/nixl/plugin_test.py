@@ -58,12 +58,13 @@ def index_unreachable():
     return None
 
 
-def install(source_dir, venv):
-    """The environment's Python, after scripts/deps installed what was missing."""
+def install(source_dir, venv, which=''):
+    """The environment's Python, after scripts/deps installed what was missing (`which`:
+    'previous' for the NIXL before the pinned one)."""
     deps = os.path.join(source_dir, 'scripts', 'deps')
     started = time.monotonic()
-    r = subprocess.run(['bash', '-c', 'source "$1" && xtel_install_nixl_test_deps "$2"', 'deps',
-                       deps, venv], capture_output=True, text=True)
+    r = subprocess.run(['bash', '-c', 'source "$1" && xtel_install_nixl_test_deps "$2" "$3"',
+                        'deps', deps, venv, which], capture_output=True, text=True)
     if r.returncode != 0:
         words = r.stdout + r.stderr
         reach = index_unreachable()

@@ -38,11 +38,12 @@ def free_port():
 
 
 @contextlib.contextmanager
-def exporter(directory):
-    """The wheel's xtel-exporter serving `directory` on a free port: yields /metrics's URL."""
+def exporter(directory, path=None, env=None):
+    """xtel-exporter (the wheel's, or the one at `path`) serving `directory` on a free port,
+    with `env` as its environment when given: yields /metrics's URL."""
     port = free_port()
-    proc = subprocess.Popen([program('xtel-exporter'), '--dir', str(directory), '--listen',
-                             f'127.0.0.1:{port}'],
+    proc = subprocess.Popen([path or program('xtel-exporter'), '--dir', str(directory),
+                             '--listen', f'127.0.0.1:{port}'], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f'http://127.0.0.1:{port}/metrics'
     try:

@@ -3,15 +3,20 @@
 program an engine is, with no line of xtel in it (XTEL_INSTRUMENT=nixl in its environment does
 the rest, through the package's .pth hook).
 
-  nixl_flow.py target --name NAME --dir DIR --size N --expect K
+  nixl_flow.py target --name NAME --dir DIR --size N --notifs A,B,...
+      [--poll get_new_notifs|check_remote_xfer_done]
       registers a buffer of 2N bytes, writes its agent's metadata and the buffer's address into
-      DIR, and polls its notifications until K have come; prints "nixl_flow: " and JSON.
-  nixl_flow.py initiator --name NAME --dir DIR --size N --reads R --writes W
+      DIR, and polls its notifications until every one of A, B, ... has come: by
+      get_new_notifs as vLLM's NixlConnector does, or by check_remote_xfer_done for each in
+      turn as SGLang's disaggregation does; prints "nixl_flow: " and JSON.
+  nixl_flow.py initiator --name NAME --dir DIR --size N --reads R --writes W [--request ID]
       reads the target's metadata; prepares both sides' descriptor lists as vLLM's
-      NixlConnector does (prep_xfer_dlist); makes R prepped READs, each with a notification,
-      polled to completion and released; then W WRITEs made with initialize_xfer; then one
-      WRITE into memory the target never registered, which NIXL refuses (not found); and asks
-      NIXL's get_xfer_telemetry for one transfer, as vLLM does. Prints "nixl_flow: " and JSON.
+      NixlConnector does (prep_xfer_dlist); makes R prepped READs, each with a notification
+      (req-0, req-1, ...; the first is ID when given), polled to completion and released; then
+      W WRITEs made with initialize_xfer (notified w-0, w-1, ...); then one WRITE into memory
+      the target never registered (notification bad-0), which NIXL refuses (not found); and
+      asks NIXL's get_xfer_telemetry for one transfer, as vLLM does. Prints "nixl_flow: " and
+      JSON.
 
 Both then wait for a line on stdin before they go (their node files stay live meanwhile), and
 end with os._exit: NIXL 1.5.1's bundled libnl crashes at the exit of a process that loaded UCX.
@@ -47,13 +52,17 @@ def target(a):
         f.write(f'{buf.ctypes.data} {buf.nbytes}')
     os.rename(os.path.join(a.dir, 'target.addr.tmp'), os.path.join(a.dir, 'target.addr'))
     os.rename(os.path.join(a.dir, 'target.meta.tmp'), os.path.join(a.dir, 'target.meta'))
+    expect = a.notifs.split(',')
     got = []
     deadline = time.monotonic() + DEADLINE_S
-    while len(got) < a.expect:
+    while len(got) < len(expect):
         if time.monotonic() > deadline:
-            raise RuntimeError(f'{len(got)} of {a.expect} notifications in {DEADLINE_S} s')
-        for sender, messages in agent.get_new_notifs().items():
-            got += [(sender, m.decode()) for m in messages]
+            raise RuntimeError(f'{len(got)} of {len(expect)} notifications in {DEADLINE_S} s')
+        if a.poll == 'get_new_notifs':
+            for sender, messages in agent.get_new_notifs().items():
+                got += [(sender, m.decode()) for m in messages]
+        elif agent.check_remote_xfer_done('decode-0', expect[len(got)].encode()):
+            got.append(('decode-0', expect[len(got)]))
         time.sleep(0.001)
     return {'notifications': sorted(got), 'written_back': bool(
         np.array_equal(buf[a.size:2 * a.size], np.full(a.size, 7, dtype=np.uint8)))}, agent
@@ -85,7 +94,8 @@ def initiator(a):
     states = []
     for i in range(a.reads):
         h = agent.make_prepped_xfer('READ', local_side, [0], remote_side, [0],
-                                    notif_msg=f'req-{i}'.encode())
+                                    notif_msg=(a.request if a.request and i == 0
+                                               else f'req-{i}').encode())
         posted = agent.transfer(h)
         states.append(posted if posted != 'PROC' else wait_done(agent, h))
         agent.release_xfer_handle(h)
@@ -107,11 +117,11 @@ def initiator(a):
     refused = 'created'
     outside = agent.get_xfer_descs([(remote_addr + remote_len + 4096, a.size, 0)], 'DRAM')
     try:
-        agent.initialize_xfer('WRITE', local_descs, outside, peer)
+        agent.initialize_xfer('WRITE', local_descs, outside, peer, b'bad-0')
     except Exception as e:
         refused = type(e).__name__
-    return {'peer': peer.decode() if isinstance(peer, bytes) else peer, 'states': states, 'read_back': read_back, 'refused': refused,
-            'engine_telemetry': telemetry}, agent
+    return {'peer': peer.decode() if isinstance(peer, bytes) else peer, 'states': states,
+            'read_back': read_back, 'refused': refused, 'engine_telemetry': telemetry}, agent
 
 
 def main():
@@ -120,7 +130,10 @@ def main():
     p.add_argument('--name', required=True)
     p.add_argument('--dir', required=True)
     p.add_argument('--size', type=int, required=True)
-    p.add_argument('--expect', type=int, default=0)
+    p.add_argument('--notifs', default='')
+    p.add_argument('--poll', choices=('get_new_notifs', 'check_remote_xfer_done'),
+                   default='get_new_notifs')
+    p.add_argument('--request', default='')
     p.add_argument('--reads', type=int, default=0)
     p.add_argument('--writes', type=int, default=0)
     a = p.parse_args()

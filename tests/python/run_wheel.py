@@ -4,7 +4,9 @@
 on tests/python/ against that installed package, never the source tree.
 
 Arguments: --source-dir, --build-dir (where the wheel, the tools' venv and the fresh venv go),
-and --telemetry-reader (the C++ telemetry_reader the reader tests compare with). The build's
+--telemetry-reader (the C++ telemetry_reader the reader tests compare with) and, optionally,
+--push-exporter (an xtel-exporter built with XTEL_PUSH=ON, whose OTLP spans a test decodes:
+the wheel's is built without; the test is skipped without it). The build's
 tools (scikit-build-core, nanobind, pytest) come from scripts/deps's
 xtel_install_python_test_deps, once. Extra CMake arguments for the wheel's build can be given
 in CMAKE_ARGS (scikit-build-core reads it), e.g. a compiler launcher. Exits with pytest's
@@ -60,6 +62,7 @@ def main():
     p = argparse.ArgumentParser()
     for a in ('--source-dir', '--build-dir', '--telemetry-reader'):
         p.add_argument(a, required=True)
+    p.add_argument('--push-exporter', default='')
     args = p.parse_args()
     base = os.path.join(args.build_dir, 'python-test')
     python = tools(args.source_dir, os.path.join(base, 'tools'))
@@ -73,7 +76,7 @@ def main():
     if (run([sys.executable, '-m', 'venv', fresh]) != 0 or
             run([os.path.join(fresh, 'bin', 'python3'), '-m', 'pip', 'install', '--quiet',
                  '--disable-pip-version-check', '--no-index', '--find-links', wheelhouse, wheel,
-                 'pytest', 'mypy']) != 0):
+                 'pytest', 'mypy', 'opentelemetry-proto']) != 0):
         return 1
     # NIXL's pinned wheel beside the package, for xtel.instrument.nixl's tests
     # (test_instrument_nixl.py): installed as the NIXL tests install it (scripts/deps).
@@ -83,6 +86,8 @@ def main():
         return 1
     env = dict(os.environ, XTEL_SOURCE_DIR=args.source_dir,
                XTEL_TELEMETRY_READER=args.telemetry_reader)
+    if args.push_exporter:
+        env['XTEL_EXPORTER_PUSH'] = args.push_exporter
     # From a folder of its own: the source tree's python/ must not shadow the installed package.
     return run([os.path.join(fresh, 'bin', 'python3'), '-m', 'pytest', '-q', '-p',
                 'no:cacheprovider', os.path.join(args.source_dir, 'tests', 'python')],

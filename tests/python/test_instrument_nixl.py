@@ -1,11 +1,18 @@
 """xtel.instrument.nixl on the real NIXL (the pinned wheel, installed beside the package): a
 vLLM-shaped flow in two processes (tests/python/nixl_flow.py), instrumented by XTEL_INSTRUMENT
 alone, served by the wheel's xtel-exporter with exact per-peer values; NIXL's answers to the
-engine unchanged, NIXL's telemetry off or on."""
+engine unchanged, NIXL's telemetry off or on; both sides' spans of a request pushed as OTLP by
+a push-enabled xtel-exporter and decoded by OpenTelemetry's own definitions
+(opentelemetry-proto)."""
+import contextlib
+import gzip
+import hashlib
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -34,8 +41,17 @@ def result(proc):
     raise AssertionError(f'no result, exit status {proc.returncode}: {proc.stderr.read()}')
 
 
-def run_flow(tmp_path, nixl_telemetry, plugin=False):
-    """Both processes run; yields (initiator's result, target's result, /metrics samples)."""
+def notifs(request=''):
+    """The notifications the initiator sends, in its order (the first READ's is `request`)."""
+    reads = [request or 'req-0'] + [f'req-{i}' for i in range(1, READS)]
+    return reads + [f'w-{i}' for i in range(WRITES)]
+
+
+def run_flow(tmp_path, nixl_telemetry, plugin=False, poll='get_new_notifs', request='',
+             variables=None, spans=None):
+    """Both processes run, the target polling by `poll`, with `variables` besides
+    XTEL_INSTRUMENT; `spans(node_dir)`, when given, is called while they live. Returns
+    (initiator's result, target's result, /metrics samples, what `spans` returned)."""
     node_dir = tmp_path / 'node'
     flow_dir = tmp_path / 'flow'
     node_dir.mkdir()
@@ -47,9 +63,12 @@ def run_flow(tmp_path, nixl_telemetry, plugin=False):
     elif nixl_telemetry:
         (tmp_path / 'nixl').mkdir()
         env.update(NIXL_TELEMETRY_ENABLE='y', NIXL_TELEMETRY_DIR=str(tmp_path / 'nixl'))
-    target = start('target', 'prefill-0', flow_dir, env, '--expect', str(READS + WRITES))
+    env.update(variables or {})
+    target = start('target', 'prefill-0', flow_dir, env, '--notifs', ','.join(notifs(request)),
+                   '--poll', poll)
     initiator = start('initiator', 'decode-0', flow_dir, env, '--reads', str(READS),
-                      '--writes', str(WRITES))
+                      '--writes', str(WRITES), '--request', request)
+    got_spans = None
     try:
         got_i = result(initiator)
         got_t = result(target)
@@ -61,17 +80,20 @@ def run_flow(tmp_path, nixl_telemetry, plugin=False):
                 samples = scrape(url)
                 moved = value(samples, 'xtel_transfer_bytes_total', agent_name='decode-0')
                 errors = value(samples, 'xtel_errors_total', agent_name='decode-0')
-                if (moved >= (READS + WRITES) * SIZE and errors >= 1 or
-                        time.monotonic() > deadline):
+                told = value(samples, 'xtel_notified_transfers_total', agent_name='prefill-0')
+                if (moved >= (READS + WRITES) * SIZE and errors >= 1 and
+                        (plugin or told >= READS + WRITES) or time.monotonic() > deadline):
                     break
                 time.sleep(0.05)
+        if spans is not None:
+            got_spans = spans(node_dir)
     finally:
         for p in (initiator, target):
             if p.poll() is None:
                 p.stdin.write('\n')
                 p.stdin.flush()
             p.wait(timeout=20)
-    return got_i, got_t, samples
+    return got_i, got_t, samples, got_spans
 
 
 def value(samples, family, **labels):
@@ -80,11 +102,13 @@ def value(samples, family, **labels):
                if k.startswith(family + '{') and all(w in k for w in want))
 
 
-@pytest.mark.parametrize('nixl_telemetry', [False, True], ids=['nixl-telemetry-off',
-                                                               'nixl-telemetry-on'])
+# Each run also polls the target's notifications one of the two ways engines do.
+@pytest.mark.parametrize('nixl_telemetry,poll', [
+    (False, 'get_new_notifs'), (True, 'check_remote_xfer_done')],
+    ids=['nixl-telemetry-off-vllm-poll', 'nixl-telemetry-on-sglang-poll'])
 def test_every_transfer_of_a_two_process_flow_is_served_by_peer_exactly(tmp_path,
-                                                                       nixl_telemetry):
-    got_i, got_t, s = run_flow(tmp_path, nixl_telemetry)
+                                                                       nixl_telemetry, poll):
+    got_i, got_t, s, _ = run_flow(tmp_path, nixl_telemetry, poll=poll)
     # The engine saw what NIXL says, as without the instrumentation.
     assert got_i['instrumented'] and got_t['instrumented']
     assert got_i['instrument_errors'] == 0 and got_t['instrument_errors'] == 0
@@ -115,8 +139,15 @@ def test_every_transfer_of_a_two_process_flow_is_served_by_peer_exactly(tmp_path
     assert value(s, 'xtel_errors_total', agent_name='decode-0', kind='not_found') == 1
     assert value(s, 'xtel_transfer_requests_total', **mine, status='not_found') == 1
     assert value(s, 'xtel_trace_spans_total', agent_name='decode-0', reason='failed') == 1
-    # The target initiated nothing.
+    # The target initiated nothing; it was told of every transfer, by the peer that made it
+    # (as reads: XTEL_INSTRUMENT_NOTIFIED_OP unset), without bytes (NIXL's notification
+    # carries none), and only the target was.
     assert value(s, 'xtel_transfer_requests_total', agent_name='prefill-0') == 0
+    assert value(s, 'xtel_notified_transfers_total', agent_name='prefill-0',
+                 remote_agent='decode-0', operation='read') == READS + WRITES
+    assert value(s, 'xtel_notified_transfers_total', agent_name='prefill-0') == READS + WRITES
+    assert value(s, 'xtel_notified_bytes_total', agent_name='prefill-0') == 0
+    assert value(s, 'xtel_notified_transfers_total', agent_name='decode-0') == 0
     assert value(s, 'xtel_transfer_bytes_total', agent_name='decode-0') == (READS + WRITES) * SIZE
 
 
@@ -146,7 +177,7 @@ def test_with_nixls_xtel_plugin_loaded_an_agent_is_one_node_file_counted_once(tm
     r = subprocess.run([program('xtel'), 'nixl', 'install', '--python', sys.executable],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    got_i, got_t, s = run_flow(tmp_path, True, plugin=True)
+    got_i, got_t, s, _ = run_flow(tmp_path, True, plugin=True)
     assert got_i['states'] == ['DONE'] * (READS + WRITES) and got_i['instrument_errors'] == 0
     assert sorted(os.listdir(tmp_path / 'node')) == [
         'decode-0.metrics', 'decode-0.spans', 'prefill-0.metrics', 'prefill-0.spans']
@@ -170,3 +201,161 @@ def test_the_cost_bench_runs_and_its_figures_are_whole():
     assert got['plain_ns'] > 0 and got['instrumented_ns'] > 0
     assert set(got['polls_per_transfer']) == {'plain', 'instrumented'}
     assert got['instrument_errors'] == 0
+
+
+def test_the_notifications_a_poll_brought_are_told_apart_by_identity_not_by_value():
+    from xtel.instrument import _nixl_values as values
+
+    one, again, two, late = b'req-1', bytes(bytearray(b'req-1')), b'req-2', b'req-3'
+    before = {'decode-0': [one], 'decode-1': [two]}
+    # NIXL's new map: decode-0's message kept, an equal one come after it; decode-1's taken
+    # away by check_remote_xfer_done; a new sender.
+    after = {'decode-0': [one, again], 'decode-1': [], 'decode-2': [late]}
+    added = values.notifs_added(before, after)
+    assert added == [('decode-0', b'req-1'), ('decode-2', b'req-3')]
+    assert added[0][1] is again
+    assert values.notifs_added(before, {'decode-0': [one], 'decode-1': [two]}) == []
+
+
+# ---- both sides' spans, pushed as OTLP ---------------------------------------------------------
+
+# The caller's context, as an engine would put it in the notification of a request's first READ.
+CALLER_TRACE, CALLER_SPAN = '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7'
+TRACEPARENT = f'00-{CALLER_TRACE}-{CALLER_SPAN}-01'
+CLIENT, SERVER, STATUS_ERROR = 3, 2, 2  # OpenTelemetry's SpanKind and StatusCode numbers
+
+
+def derived(request):
+    """docs/trace-format.md's trace id for a request id that is no trace context, by hashlib."""
+    return hashlib.sha256(request.encode()).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def otlp_receiver():
+    """An OTLP/HTTP receiver on a free port: yields (its /v1/traces URL, the bodies posted)."""
+    bodies = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers['Content-Length']))
+            if self.headers.get('Content-Encoding') == 'gzip':
+                body = gzip.decompress(body)
+            bodies.append((self.path, self.headers.get('Content-Type'), body))
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/x-protobuf')
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f'http://127.0.0.1:{server.server_address[1]}/v1/traces', bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def decoded(bodies):
+    """Every span of the bodies, decoded as ExportTraceServiceRequest: dicts of what is checked."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest)
+
+    def values(attributes):
+        return {a.key: getattr(a.value, a.value.WhichOneof('value')) for a in attributes}
+
+    spans = []
+    for path, content_type, body in bodies:
+        assert (path, content_type) == ('/v1/traces', 'application/x-protobuf')
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for rs in request.resource_spans:
+            agent = values(rs.resource.attributes)['xtel.agent.name']
+            for ss in rs.scope_spans:
+                spans += [dict(agent=agent, trace=sp.trace_id.hex(), span=sp.span_id.hex(),
+                               parent=sp.parent_span_id.hex(), kind=sp.kind, name=sp.name,
+                               status=(sp.status.code, sp.status.message),
+                               **values(sp.attributes)) for sp in ss.spans]
+    return spans
+
+
+def pushed_spans(push_exporter, want):
+    """What `run_flow` calls while the agents live: the push-enabled xtel-exporter reads their
+    span rings and pushes to a receiver here until `want` spans came (or 20 s went)."""
+    def push(node_dir):
+        with otlp_receiver() as (url, bodies):
+            env = {k: v for k, v in os.environ.items() if not k.startswith('OTEL_')}
+            env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] = url
+            with exporter(node_dir, push_exporter, env):
+                deadline = time.monotonic() + 20
+                while len(decoded(list(bodies))) < want and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            return decoded(list(bodies))
+    return push
+
+
+def test_both_sides_spans_of_a_request_are_in_its_trace_as_an_otlp_receiver_decodes_them(
+        tmp_path):
+    push_exporter = os.environ.get('XTEL_EXPORTER_PUSH')
+    if not push_exporter:
+        pytest.skip('XTEL_EXPORTER_PUSH is unset: it names an xtel-exporter built with '
+                    'XTEL_PUSH=ON (the wheel\'s has no OTLP client); the ctest python: test '
+                    'passes the C++ build\'s')
+    assert os.access(push_exporter, os.X_OK), f'XTEL_EXPORTER_PUSH={push_exporter}: no program'
+    # Every transfer timed and slow (the initiator's spans), every trace kept (the target's,
+    # which have no times and are never slow): each transfer is a span on both sides.
+    variables = dict(NIXL_TELEMETRY_TIMING_SAMPLE='1', NIXL_TELEMETRY_TRACE_SLOW_US='0',
+                     NIXL_TELEMETRY_TRACE_SAMPLE='1')
+    want = 2 * (READS + WRITES) + 1
+    got_i, got_t, _, spans = run_flow(tmp_path, False, request=TRACEPARENT, variables=variables,
+                                      spans=pushed_spans(push_exporter, want))
+    assert got_i['states'] == ['DONE'] * (READS + WRITES) and got_i['instrument_errors'] == 0
+    assert got_t['instrument_errors'] == 0
+    assert len(spans) == want, spans
+
+    # The request whose notification was the caller's traceparent: on both sides in the
+    # caller's trace, each a child of the caller's span, each naming the other side.
+    caller = sorted((s for s in spans if s.get('xtel.request_id') == TRACEPARENT),
+                    key=lambda s: s['kind'])
+    assert [(s['agent'], s['kind'], s['trace'], s['parent'], s['xtel.peer.agent'])
+            for s in caller] == [
+        ('prefill-0', SERVER, CALLER_TRACE, CALLER_SPAN, 'decode-0'),
+        ('decode-0', CLIENT, CALLER_TRACE, CALLER_SPAN, 'prefill-0')]
+    assert [(s['xtel.trace.origin'], s['xtel.span.reason']) for s in caller] == [
+        ('traceparent', 'sampled'), ('traceparent', 'slow')]
+    assert [s['name'] for s in caller] == ['read decode-0', 'read prefill-0']
+    assert caller[1]['xtel.transfer.bytes'] == SIZE
+    assert len({s['span'] for s in caller} | {CALLER_SPAN}) == 3
+
+    # Every other request: both sides in the trace its id derives, root spans.
+    for request in notifs(TRACEPARENT)[1:]:
+        two = sorted((s for s in spans if s.get('xtel.request_id') == request),
+                     key=lambda s: s['kind'])
+        assert [(s['agent'], s['kind'], s['trace'], s['parent'], s['xtel.span.reason'])
+                for s in two] == [('prefill-0', SERVER, derived(request), '', 'sampled'),
+                                  ('decode-0', CLIENT, derived(request), '', 'slow')], request
+
+    # The WRITE NIXL refused: the initiator's failed span, in its notification's trace, naming
+    # the peer and the failure's kind; the target was told nothing of it.
+    failed = [s for s in spans if s.get('xtel.span.reason') == 'failed']
+    assert [(s['agent'], s['kind'], s['trace'], s['xtel.request_id'], s['xtel.peer.agent'],
+             s['status'], s['error.type']) for s in failed] == [
+        ('decode-0', CLIENT, derived('bad-0'), 'bad-0', 'prefill-0',
+         (STATUS_ERROR, 'transfer failed: not_found'), 'not_found')]
+    assert [s for s in spans if s['status'][0] == STATUS_ERROR] == failed
+
+
+def test_the_notified_operation_is_read_unless_the_variable_says_write(monkeypatch, caplog):
+    import xtel.instrument.nixl as instrument
+
+    monkeypatch.delenv(instrument.NOTIFIED_OP_VARIABLE, raising=False)
+    assert instrument._notified_op() == 'read'
+    monkeypatch.setenv(instrument.NOTIFIED_OP_VARIABLE, ' Write ')
+    assert instrument._notified_op() == 'write'
+    monkeypatch.setenv(instrument.NOTIFIED_OP_VARIABLE, 'push')
+    assert instrument._notified_op() == 'read'
+    assert ("XTEL_INSTRUMENT_NOTIFIED_OP='push' is invalid: expected read or write"
+            in caplog.text)

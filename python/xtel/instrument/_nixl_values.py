@@ -1,9 +1,10 @@
 """What xtel.instrument.nixl reads out of NIXL's calls: each descriptor's length, a call's
-argument given either way, the request a transfer serves, an agent's name, an error's kind."""
+argument given either way, the request a transfer serves, an agent's name, an error's kind,
+the notifications a poll brought."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # The kinds xtel records for NIXL's error classes (its binding raises nixl<Kind>Error).
 _KINDS = {
@@ -92,5 +93,26 @@ def name(value: Any) -> str:
 
 def failed_kind(exc: BaseException) -> str:
     return _KINDS.get(type(exc).__name__, "error")
+
+
+def notifs_added(before: Dict[str, List[Any]], after: Dict[str, List[Any]]
+                 ) -> List[Tuple[str, Any]]:
+    """(sender, message) of every notification in `after` that `before` did not hold.
+
+    NIXL's update_notifs and check_remote_xfer_done replace the agent's map (``notifs``) with
+    a new one, whose lists hold the messages already there (the same objects) followed by the
+    new ones: a message is new when it is not one of `before`'s, by identity (`before` keeps
+    them alive, so no id is reused meanwhile); equal messages stay apart."""
+    added: List[Tuple[str, Any]] = []
+    for sender, messages in after.items():
+        old = before.get(sender)
+        if not messages:
+            continue
+        if not old:
+            added += [(sender, m) for m in messages]
+        elif len(messages) > len(old) or messages[-1] is not old[-1]:
+            seen = {id(m) for m in old}
+            added += [(sender, m) for m in messages if id(m) not in seen]
+    return added
 
 

@@ -21,7 +21,8 @@ becomes one ``record_transfer`` when it completes or fails:
 
 What the engine sees never changes: every wrapped call calls NIXL's with the same arguments and
 returns its value or raises its exception, the same object. The bookkeeping runs after NIXL's
-call, inside ``try``: an error in it is logged once (per place) and counted
+call (and before it a copy of the map of unhandled notifications, for the two polls that replace
+it), inside ``try``: an error in it is logged once (per place) and counted
 (:func:`errors`, and the agent's ``xtel_instrument_errors`` counter), and the engine's call
 goes on. ``get_xfer_telemetry`` is called only when NIXL's telemetry is on, guarded: NIXL raises
 from it when its telemetry is off (dynamo #12952), and the engine's own calls of it are
@@ -32,13 +33,14 @@ With NIXL's xtel plug-in loaded too (``NIXL_TELEMETRY_ENABLE`` on and
 then records nothing for the agent, so that an agent is one node file and nothing is counted
 twice (logged once). The plug-in's series carry no peer; to have peers, leave the plug-in out.
 
-Not yet: the target's side (the notifications it polls) is not recorded.
+On the target's side (``_nixl_target``), each notification the agent polls is one
+``record_notified``: its sender the remote agent, its message the request, the operation
+``XTEL_INSTRUMENT_NOTIFIED_OP`` (read by default) and the bytes 0, which NIXL does not say.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 import threading
 import time
@@ -46,18 +48,17 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import xtel
 
+from . import _nixl_guard as _guard
 from . import _nixl_values as _values
+from ._nixl_guard import _failed, _log_once, errors
 
 __all__ = ["enable", "enabled", "errors"]
 
-_log = logging.getLogger("xtel.instrument.nixl")
 
 #: The xtel exporter each agent's pipeline uses; "node" when unset.
 EXPORTER_VARIABLE = "XTEL_INSTRUMENT_EXPORTER"
 
 _lock = threading.Lock()
-_errors = 0
-_logged: set = set()
 _enabled_classes: List[type] = []
 
 
@@ -66,42 +67,9 @@ _enabled_classes: List[type] = []
 _MAX_REMEMBERED = 65536
 
 
-def errors() -> int:
-    """Errors inside the instrumentation so far (each logged the first time at its place)."""
-    return _errors
-
-
 def enabled() -> bool:
     """True once :func:`enable` has wrapped NIXL's agent class."""
     return bool(_enabled_classes)
-
-
-def _first_time(where: str) -> bool:
-    """True the first time `where` is asked: what logs once per place."""
-    with _lock:
-        first = where not in _logged
-        _logged.add(where)
-    return first
-
-
-def _failed(where: str, exc: BaseException, agent: Optional["_Agent"] = None) -> None:
-    global _errors
-    with _lock:
-        _errors += 1
-    if _first_time(where):
-        _log.warning("xtel.instrument.nixl: %s failed (%s: %s); NIXL's call was not changed. "
-                     "Further failures there are counted, not logged", where,
-                     type(exc).__name__, exc)
-    if agent is not None and agent.telemetry is not None:
-        try:
-            agent.telemetry.event("custom", "xtel_instrument_errors", 1, "counter")
-        except Exception:
-            pass
-
-
-def _log_once(where: str, message: str, *args: Any) -> None:
-    if _first_time(where):
-        _log.warning(message, *args)
 
 
 def _switch_on(value: Optional[str]) -> bool:
@@ -133,11 +101,13 @@ class _Transfer:
 class _Agent:
     """One NIXL agent's pipeline and what its transfers are made of."""
 
-    __slots__ = ("telemetry", "nixl_timing", "descs", "dlists", "transfers", "spare")
+    __slots__ = ("telemetry", "nixl_timing", "notified_op", "descs", "dlists", "transfers",
+                 "spare")
 
     def __init__(self, telemetry: Optional[xtel.Telemetry], nixl_timing: bool) -> None:
         self.telemetry = telemetry
         self.nixl_timing = nixl_timing
+        self.notified_op = _target.notified_op() if telemetry is not None else "read"
         # id(nixlXferDList) -> (the list, kept alive while remembered; its lengths)
         self.descs: Dict[int, Tuple[Any, List[int]]] = {}
         # prepped dlist handle -> (the remote agent, or None for local; its lengths)
@@ -201,8 +171,7 @@ def _original(self: Any, name: str) -> Any:
     raise LookupError(f"{type(self).__qualname__} is not a class xtel.instrument.nixl wrapped")
 
 
-def _state(self: Any) -> Optional[_Agent]:
-    return getattr(self, "_xtel_agent", None)
+_state = _guard.state
 
 
 def _wrap_init(orig: Any) -> Any:
@@ -323,9 +292,13 @@ def _creation_failed(agent: _Agent, args: tuple, kwargs: dict, exc: BaseExceptio
         if prepped:
             remote = agent.dlists.get(_values.arg(args, kwargs, 3, "remote_xfer_side")._handle)
             peer = remote[0] if remote and remote[0] else "unknown"
+            notif = _values.arg(args, kwargs, 5, "notif_msg")
         else:
             peer = _values.name(_values.arg(args, kwargs, 3, "remote_agent"))
-        t = _Transfer(op, peer, 0, 1, None)
+            notif = _values.arg(args, kwargs, 4, "notif_msg")
+        # Its request as a posted transfer's: its span joins the request's trace.
+        t = _Transfer(op, peer, 0, 1, notif)
+        t.traceparent = _values.traceparent()
         _record(agent, t, _values.failed_kind(exc), time.perf_counter_ns())
     except Exception as e:
         _failed("recording a refused transfer", e, agent)
@@ -441,6 +414,14 @@ def _wrap_release_dlist_handle(orig: Any) -> Any:
     return release_dlist_handle
 
 
+# ---- the target's side (_nixl_target.py), named here as the tests and docs name it --------
+
+from . import _nixl_target as _target  # noqa: E402
+
+NOTIFIED_OP_VARIABLE = _target.NOTIFIED_OP_VARIABLE
+_notified_op = _target.notified_op
+
+
 _WRAPPERS = {
     "__init__": _wrap_init,
     "get_xfer_descs": _wrap_get_xfer_descs,
@@ -451,6 +432,9 @@ _WRAPPERS = {
     "check_xfer_state": _wrap_check_xfer_state,
     "release_xfer_handle": _wrap_release_xfer_handle,
     "release_dlist_handle": _wrap_release_dlist_handle,
+    "get_new_notifs": _target.wrap_get_new_notifs,
+    "update_notifs": _target.wrap_update_notifs,
+    "check_remote_xfer_done": _target.wrap_check_remote_xfer_done,
 }
 
 
@@ -484,7 +468,7 @@ def enable(agent_class: Optional[type] = None) -> bool:
                 setattr(agent_class, name, wrapped)
             _enabled_classes.append(agent_class)
             return True
-    # Outside the lock: logging once takes it.
+    # Logged outside the lock, as every other once-only line is.
     _log_once("class", "xtel.instrument.nixl: %s has no %s: a NIXL this version does not know; "
               "nothing is instrumented", agent_class.__qualname__, ", ".join(missing))
     return False

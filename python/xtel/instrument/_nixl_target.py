@@ -1,0 +1,110 @@
+"""xtel.instrument.nixl's target side: each notification a NIXL agent polls is one
+``record_notified``, its sender the remote agent and its message the request (the package's
+docs/python.md, "Both sides of a request"). Its wrappers are installed by
+:func:`xtel.instrument.nixl.enable` beside the initiator's, and follow the same rule: NIXL's
+call unchanged, the bookkeeping guarded, an error logged once and counted.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List
+
+from . import _nixl_values as _values
+from ._nixl_guard import _failed, _log_once, state
+
+#: The operation a notified transfer is recorded as: NIXL's notification says neither the
+#: operation nor the bytes, and a target cannot tell them from it.
+NOTIFIED_OP_VARIABLE = "XTEL_INSTRUMENT_NOTIFIED_OP"
+
+
+def notified_op() -> str:
+    value = os.environ.get(NOTIFIED_OP_VARIABLE, "").strip().lower()
+    if value in ("read", "write"):
+        return value
+    if value:
+        _log_once("notified-op", "xtel.instrument.nixl: %s='%s' is invalid: expected read or "
+                  "write; notifications are recorded as reads", NOTIFIED_OP_VARIABLE,
+                  os.environ.get(NOTIFIED_OP_VARIABLE))
+    return "read"
+
+
+def _notified(agent: Any, added: Any) -> None:
+    """Each (sender, message) of `added` recorded as a transfer `sender` made into (or from) this
+    agent's memory, its request the message: the trace the sender's span is in when it tagged
+    the transfer by the same message (docs/python.md, "Both sides of a request")."""
+    tel = agent.telemetry
+    for sender, message in added:
+        tel.record_notified(agent.notified_op, _values.name(sender), 0,
+                            request_id=_values.request_of(message))
+
+
+def wrap_get_new_notifs(orig: Any) -> Any:
+    def get_new_notifs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        got = orig(self, *args, **kwargs)
+        agent = state(self)
+        if got and agent is not None and agent.telemetry is not None:
+            try:
+                _notified(agent, [(s, m) for s, messages in got.items() for m in messages])
+            except Exception as e:
+                _failed("get_new_notifs", e, agent)
+        return got
+    return get_new_notifs
+
+
+def _snapshot(self: Any) -> Dict[str, List[Any]]:
+    """The agent's map of notifications not yet handled, as it is now (NIXL's, copied)."""
+    notifs = getattr(self, "notifs", None)
+    return {k: list(v) for k, v in notifs.items()} if notifs else {}
+
+
+def wrap_update_notifs(orig: Any) -> Any:
+    def update_notifs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        agent = state(self)
+        before = None
+        if agent is not None and agent.telemetry is not None:
+            try:
+                before = _snapshot(self)
+            except Exception as e:
+                _failed("update_notifs", e, agent)
+        got = orig(self, *args, **kwargs)
+        if before is not None:
+            try:
+                _notified(agent, _values.notifs_added(before, self.notifs))
+            except Exception as e:
+                _failed("update_notifs", e, agent)
+        return got
+    return update_notifs
+
+
+def wrap_check_remote_xfer_done(orig: Any) -> Any:
+    def check_remote_xfer_done(self: Any, *args: Any, **kwargs: Any) -> Any:
+        agent = state(self)
+        before = None
+        if agent is not None and agent.telemetry is not None:
+            try:
+                before = _snapshot(self)
+            except Exception as e:
+                _failed("check_remote_xfer_done", e, agent)
+        found = orig(self, *args, **kwargs)
+        if before is not None:
+            try:
+                _remote_done(agent, before, self.notifs, args, kwargs, found)
+            except Exception as e:
+                _failed("check_remote_xfer_done", e, agent)
+        return found
+    return check_remote_xfer_done
+
+
+def _remote_done(agent: Any, before: Dict[str, List[Any]],
+                 after: Dict[str, List[Any]], args: tuple, kwargs: dict, found: Any) -> None:
+    """The notifications check_remote_xfer_done brought recorded, the one it took away too."""
+    added = _values.notifs_added(before, after)
+    if found is True:
+        sender = _values.arg(args, kwargs, 0, "remote_agent_name")
+        arrived = len(after.get(sender, ())) + 1 - len(before.get(sender, ()))
+        if sum(1 for s, _ in added if s == sender) < arrived:
+            # The message found arrived in this very call and NIXL removed it: NIXL answers only
+            # whether one was found, so it is recorded under the tag it was looked up by.
+            added.append((sender, _values.arg(args, kwargs, 1, "lookup_tag")))
+    _notified(agent, added)
