@@ -52,6 +52,8 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
     if(XTEL_PROMETHEUS)
         xtel_nixl_test("nixl: monitoring's rules and dashboards over real NIXL agents through the plug-in answer in a real Prometheus, all but those that compare peers"
             rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
+        xtel_nixl_test("nixl: monitoring's recording rules over real NIXL agents' prometheus_mp stores answer in a real Prometheus, all but those over transfer time and those that compare peers"
+            store_rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
     endif()
     # It takes the link away and makes it again: alone.
     xtel_nixl_test("nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there"
