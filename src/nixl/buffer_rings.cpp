@@ -7,12 +7,8 @@
 #include <utility>
 
 #include "core/log.hpp"
-#include "nixl/event_mapping.hpp"
-#include "xtel/core/clock.hpp"
-#include "xtel/core/label_table.hpp"
+#include "nixl/event_model.hpp"
 #include "xtel/core/parse.hpp"
-#include "xtel/metrics/agent_metrics.hpp"
-#include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/nixl/buffer_ring.hpp"
 
 namespace xtel::nixl {
@@ -22,18 +18,12 @@ struct buffer_rings::ring {
     int fd = -1;
     std::optional<buffer_ring::reader> reader;
     /// Made at the first drain the header allows; null while refused.
-    std::unique_ptr<metrics::agent_metrics> model;
-    /// NIXL's events name no peer: the table holds none but `unknown`.
-    label_table labels{16};
+    std::unique_ptr<event_model> model;
     /// Refused until the file changes.
     bool refused = false;
     /// The refusal logged and counted last: a file is reported once per reason.
     std::optional<node::refusal> reported;
     std::vector<abi_v2::event> events;
-    mapped_flush mapped;
-    /// The model's latest snapshot, and it as served: as a node file would carry it.
-    std::shared_ptr<const metrics::snapshot> published;
-    std::shared_ptr<const metrics::snapshot> served;
 
     ring() = default;
     ring(const ring&) = delete;
@@ -51,8 +41,6 @@ struct buffer_rings::ring {
 
 namespace {
 
-using buffer_rings_ring = buffer_rings::ring;
-
 node::scanner::settings scanner_settings(const buffer_rings::settings& s) {
     return {.dir = s.dir,
             .program = s.program,
@@ -61,36 +49,6 @@ node::scanner::settings scanner_settings(const buffer_rings::settings& s) {
             .span_rings = false,
             .nixl_rings = true,
             .max_nixl_ring_bytes = buffer_ring::max_file_bytes};
-}
-
-/// Whether one of `globs` matches `family`; true when there are none.
-bool chosen(const std::vector<std::string>& globs, std::string_view family) {
-    return globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
-               return metrics::glob_matches(g, family);
-           });
-}
-
-/// The latest snapshot of `r`'s model as a node file's reader serves it: without the labels a
-/// reader adds itself (the model's xtel_agent_info names this process's pid, not the agent's,
-/// which a ring does not say), and with only the families `globs` choose. Made again only when
-/// the model published another.
-std::shared_ptr<const metrics::snapshot> served(buffer_rings_ring& r,
-                                                const std::vector<std::string>& globs) {
-    if (r.model == nullptr) {
-        return nullptr;
-    }
-    auto latest = r.model->latest();
-    if (latest != r.published) {
-        std::vector<std::byte> encoded;
-        metrics::encode_snapshot(*latest, encoded, metrics::reserved_label_names);
-        metrics::snapshot s = metrics::decode_snapshot(encoded);
-        std::erase_if(s.families, [&](const metrics::family_snapshot& f) {
-            return !chosen(globs, f.spec.name);
-        });
-        r.served = std::make_shared<const metrics::snapshot>(std::move(s));
-        r.published = std::move(latest);
-    }
-    return r.served;
 }
 
 }  // namespace
@@ -129,8 +87,8 @@ std::vector<std::shared_ptr<const metrics::snapshot>> buffer_rings::refresh() no
             }
         }
         for (auto& [name, r] : rings_) {
-            if (auto s = served(r, settings_.families)) {
-                out.push_back(std::move(s));
+            if (r.model != nullptr) {
+                out.push_back(r.model->served(settings_.families));
             }
         }
     } catch (const std::exception& e) {
@@ -172,18 +130,10 @@ void buffer_rings::drain(const std::string& name, ring& r) {
             break;
     }
     if (r.model == nullptr) {
-        r.model = std::make_unique<metrics::agent_metrics>(name, settings_.model);
+        r.model = std::make_unique<event_model>(name, settings_.model);
     }
     r.reported.reset();
-    r.mapped.clear();
-    map_flush(r.events, clock::now_us(), r.mapped);
-    if (!r.mapped.transfers.empty()) {
-        r.model->apply_transfers(r.mapped.transfers, r.labels);
-    }
-    if (!r.mapped.events.empty()) {
-        r.model->apply(r.mapped.events);
-    }
-    r.model->publish();
+    r.model->apply(r.events);
 }
 
 void buffer_rings::refuse(const std::string& name,

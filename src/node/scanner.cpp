@@ -58,6 +58,8 @@ constexpr kind_words words_of(file_kind k) {
             return {"a notice", "read", ""};
         case file_kind::nixl_ring:
             return {"a NIXL ring", "read", ""};
+        case file_kind::nixl_store:
+            return {"a NIXL store", "read", ""};
         case file_kind::span_ring:
             break;
     }
@@ -119,6 +121,8 @@ std::string_view to_string(file_kind k) noexcept {
             return "span_ring";
         case file_kind::nixl_ring:
             return "nixl_ring";
+        case file_kind::nixl_store:
+            return "nixl_store";
     }
     return "unknown";
 }
@@ -133,6 +137,8 @@ std::span<const refusal> reasons_of(file_kind k) noexcept {
             return span_ring_reasons;
         case file_kind::nixl_ring:
             return nixl_ring_reasons;
+        case file_kind::nixl_store:
+            return nixl_store_reasons;
     }
     return {};
 }
@@ -168,6 +174,13 @@ std::optional<file_kind> scanner::kind_of(std::string_view name) const noexcept 
     const auto named = [&](std::string_view suffix) {
         return name.size() > suffix.size() && name.ends_with(suffix);
     };
+    if (settings_.nixl_stores) {
+        constexpr std::string_view prefix = "nixl.", suffix = ".mmap";
+        return name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) &&
+                       name.ends_with(suffix)
+                   ? std::optional(file_kind::nixl_store)
+                   : std::nullopt;
+    }
     // Not a crashed writer's `<agent>.metrics.crashed.<pid>`: kept for a person to look at,
     // and its agent may be running again under the plain name.
     if (named(file::file_suffix) && name.find(".crashed.") == std::string_view::npos) {
@@ -233,6 +246,8 @@ std::uint64_t scanner::max_bytes(file_kind k) const noexcept {
             return max_notice_bytes;
         case file_kind::nixl_ring:
             return settings_.max_nixl_ring_bytes;
+        case file_kind::nixl_store:
+            return settings_.max_nixl_store_bytes;
         case file_kind::span_ring:
             break;
     }

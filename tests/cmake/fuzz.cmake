@@ -17,8 +17,8 @@ foreach(src IN LISTS XTEL_FUZZ_TARGETS)
         endif()
         set(extra xtel_push xtel_push_proto xtel_snappy)
     endif()
-    # NIXL's ring reader is in the nixl component, which xtel::xtel leaves out.
-    if(name STREQUAL "fuzz_nixl_ring")
+    # NIXL's ring and store readers are in the nixl component, which xtel::xtel leaves out.
+    if(name STREQUAL "fuzz_nixl_ring" OR name STREQUAL "fuzz_nixl_store")
         set(extra xtel_nixl)
     endif()
 

@@ -44,12 +44,16 @@ if(TARGET xtel_nixl_plugin AND TARGET xtel-exporter AND TARGET xtel_cli AND NOT 
         prometheus_test.py ARGS ${exporter})
     xtel_nixl_test("nixl: xtel-exporter serves exactly what two real NIXL agents moved from NIXL's own BUFFER rings, and refuses a copy truncated, of another version, size or owner once, serving nothing of it"
         files_test.py ARGS ${exporter})
+    xtel_nixl_test("nixl: xtel-exporter serves the same agent series as NIXL's own prometheus_mp port from its stores, nothing once their writer ended, and refuses a copy truncated, grown, of another schema, pid or owner once, serving nothing of it"
+        store_test.py ARGS ${exporter})
     xtel_nixl_test("nixl: the plug-in built for NIXL 1.5 serves exactly what two real NIXL 1.4 agents moved and failed, where NIXL's exporter class has no batch hooks"
         previous_test.py ARGS ${exporter} --previous-venv ${XTEL_NIXL_PREVIOUS_VENV})
     find_program(XTEL_PROMETHEUS prometheus)
     if(XTEL_PROMETHEUS)
         xtel_nixl_test("nixl: monitoring's rules and dashboards over real NIXL agents through the plug-in answer in a real Prometheus, all but those that compare peers"
             rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
+        xtel_nixl_test("nixl: monitoring's recording rules over real NIXL agents' prometheus_mp stores answer in a real Prometheus, all but those over transfer time and those that compare peers"
+            store_rules_test.py ARGS ${exporter} --prometheus ${XTEL_PROMETHEUS})
     endif()
     # It takes the link away and makes it again: alone.
     xtel_nixl_test("nixl: xtel nixl install links the plug-in into the real NIXL's plug-in directory once, refuses what is not its own, and NIXL loads it from there"

@@ -37,6 +37,7 @@
 #include "xtel/http/request.hpp"
 #include "xtel/http/server.hpp"
 #include "xtel/nixl/buffer_rings.hpp"
+#include "xtel/nixl/multiproc_stores.hpp"
 #include "xtel/node/file.hpp"
 #include "xtel/node/scanner.hpp"
 #include "xtel/push/otlp_config.hpp"
@@ -92,6 +93,21 @@ std::unique_ptr<nixl::buffer_rings> nixl_rings(const options& o) {
                                      .families = o.metrics});
 }
 
+/// The NIXL prometheus_mp directory's reader, as the options say; null without
+/// --nixl-multiproc-dir.
+std::unique_ptr<nixl::multiproc_stores> nixl_stores(const options& o) {
+    if (o.nixl_multiproc_dir.empty()) {
+        return nullptr;
+    }
+    // NIXL_TELEMETRY_ENABLED_METRICS of this process's environment narrows the NIXL set served.
+    return std::make_unique<nixl::multiproc_stores>(
+        nixl::multiproc_stores::settings{.dir = o.nixl_multiproc_dir,
+                                         .program = "xtel-exporter",
+                                         .allowed_uids = o.allowed_uids,
+                                         .model = metrics::agent_metrics_settings::from_env(),
+                                         .families = o.metrics});
+}
+
 /// One line when the listing node.start() made has no node file: an empty or mistyped --dir
 /// would otherwise serve no agent silently. The directory is listed by the scanner alone.
 void warn_if_no_agent(const node::scanner& files, const std::filesystem::path& dir) {
@@ -134,8 +150,9 @@ int serve(const options& o,
     pushers push(o, files, std::move(otlp), std::move(traces));
     // Declared before node, which reads it.
     const std::unique_ptr<nixl::buffer_rings> rings = nixl_rings(o);
+    const std::unique_ptr<nixl::multiproc_stores> stores = nixl_stores(o);
     node_metrics node(collecting, files, push.health(), push.span_health(), o.compat_names);
-    node.serve_nixl_rings(rings.get());
+    node.serve_nixl(rings.get(), stores.get());
     http::server server(
         o.listen, "/metrics", "Accept, Accept-Encoding",
         [&node](const http::request_head& head) { return node.answer(http::negotiate(head)); }, {},

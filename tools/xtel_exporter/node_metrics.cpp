@@ -8,6 +8,7 @@
 
 #include "xtel/metrics/process_metrics.hpp"
 #include "xtel/nixl/buffer_rings.hpp"
+#include "xtel/nixl/multiproc_stores.hpp"
 
 namespace xtel::xtel_exporter {
 
@@ -141,7 +142,8 @@ node_metrics::node_metrics(node::collector::settings collector,
       refused_(store_.add_family(labelled(
           labelled(spec("xtel_exporter_files_refused_total",
                         "Files of the agents' directory not served, by kind (node_file, notice, "
-                        "span_ring) and reason: foreign, not a regular file, too large, not of "
+                        "span_ring, nixl_ring, nixl_store) and reason: foreign, not a regular "
+                        "file, too large, not of "
                         "its format, damaged, undecodable, an unverified writer, past the series "
                         "cap; once per change of the file",
                         counter),
@@ -327,10 +329,11 @@ void node_metrics::count_endpoint(std::function<http::server_stats()> probe) {
     endpoint_probe_ = std::move(probe);
 }
 
-void node_metrics::serve_nixl_rings(nixl::buffer_rings* rings) {
+void node_metrics::serve_nixl(nixl::buffer_rings* rings, nixl::multiproc_stores* stores) {
     const std::lock_guard lock(mutex_);
     nixl_rings_ = rings;
-    set_refusals();  // its reasons at 0 from the first scrape
+    nixl_stores_ = stores;
+    set_refusals();  // their reasons at 0 from the first scrape
 }
 
 std::optional<node_metrics::clock::time_point> node_metrics::drain_nixl_rings(
@@ -361,11 +364,13 @@ void node_metrics::set_refusals() {
             store_.set(refused_, {node::to_string(k), node::to_string(r)}, files_.refused(k, r));
         }
     }
-    if (nixl_rings_ != nullptr) {
-        const file_kind k = file_kind::nixl_ring;
-        for (const node::refusal r : node::reasons_of(k)) {
-            store_.set(refused_, {node::to_string(k), node::to_string(r)},
-                       nixl_rings_->files().refused(k, r));
+    // NIXL's files, each kind from its own directory's scanner.
+    for (const auto& [k, scanner] :
+         {std::pair{file_kind::nixl_ring, nixl_rings_ ? &nixl_rings_->files() : nullptr},
+          std::pair{file_kind::nixl_store, nixl_stores_ ? &nixl_stores_->files() : nullptr}}) {
+        for (const node::refusal r :
+             scanner ? node::reasons_of(k) : std::span<const node::refusal>{}) {
+            store_.set(refused_, {node::to_string(k), node::to_string(r)}, scanner->refused(k, r));
         }
     }
     if (old_read_errors_) {
@@ -426,6 +431,10 @@ void node_metrics::refresh_locked(bool force) {
         const auto rings = nixl_rings_->refresh();
         agents_served_.insert(agents_served_.end(), rings.begin(), rings.end());
         nixl_drained_ = now;
+    }
+    if (nixl_stores_ != nullptr) {
+        const auto stores = nixl_stores_->refresh();
+        agents_served_.insert(agents_served_.end(), stores.begin(), stores.end());
     }
     agents_served_.insert(agents_served_.end(), extras_.begin(), extras_.end());
     refreshed_ = now;

@@ -20,7 +20,8 @@
 
 namespace xtel::nixl {
 class buffer_rings;
-}
+class multiproc_stores;
+}  // namespace xtel::nixl
 
 namespace xtel::xtel_exporter {
 
@@ -68,10 +69,11 @@ class node_metrics {
                  std::function<metrics::snapshot()> extra = {},
                  bool old_names = false);
 
-    /// Also serves the NIXL agents of `rings` (--nixl-buffer-dir), after the node files' agents,
-    /// and its refusals as xtel_exporter_files_refused_total{kind="nixl_ring"}. Before start();
-    /// `rings` outlives this. Null: none.
-    void serve_nixl_rings(nixl::buffer_rings* rings);
+    /// Also serves the NIXL agents of `rings` (--nixl-buffer-dir) and of `stores`
+    /// (--nixl-multiproc-dir), in that order after the node files' agents, and their refusals
+    /// as xtel_exporter_files_refused_total{kind="nixl_ring"} and {kind="nixl_store"}. Before
+    /// start(); both outlive this. Null: none of that kind.
+    void serve_nixl(nixl::buffer_rings* rings, nixl::multiproc_stores* stores);
     /// Drains the NIXL rings into their agents' models if they were not drained for
     /// nixl_drain_interval, between refreshes: NIXL drops the events a full ring has no slot
     /// for. Returns when to call it again; nullopt without rings.
@@ -152,6 +154,7 @@ class node_metrics {
     std::vector<push_families> pushers_;
     std::function<metrics::snapshot()> extra_;
     nixl::buffer_rings* nixl_rings_ = nullptr;
+    nixl::multiproc_stores* nixl_stores_ = nullptr;
     std::optional<clock::time_point> nixl_drained_;
     /// When the exporter started: its own cumulative values' start.
     std::uint64_t start_time_us_;

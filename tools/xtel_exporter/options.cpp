@@ -24,7 +24,7 @@ constexpr std::string_view usage_text =
     "                      [--otlp-interval SECONDS] [--otlp-header NAME=VALUE]...]\n"
     "                     [--user NAME] [--allow-uid UID|NAME[,...]]...\n"
     "                     [--max-file-bytes BYTES] [--max-series N] [--metrics GLOB[,...]]...\n"
-    "                     [--nixl-buffer-dir DIR]\n"
+    "                     [--nixl-buffer-dir DIR] [--nixl-multiproc-dir DIR]\n"
     "\n"
     "Serves on one /metrics the metrics every agent of this node publishes into\n"
     "DIR/<agent name>.metrics (NIXL_TELEMETRY_EXPORTER=node), and its own health. Each series\n"
@@ -56,6 +56,11 @@ constexpr std::string_view usage_text =
     "                        (their NIXL_TELEMETRY_DIR; NIXL_TELEMETRY_ENABLE=y, no exporter),\n"
     "                        as if they used xtel's plug-in. It drains the rings: it is their\n"
     "                        one reader, and takes their events from any other reader\n"
+    "  --nixl-multiproc-dir DIR\n"
+    "                        also serve the NIXL agents whose prometheus_mp exporter keeps its\n"
+    "                        stores in DIR (their NIXL_TELEMETRY_MULTIPROC_DIR), read only,\n"
+    "                        each while its writer lives, as if they used xtel's plug-in\n"
+    "                        (but for xtel's latency histograms, which a store cannot fill)\n"
     "  --remote-write URL    also push the same series to a Prometheus remote-write receiver\n"
     "                        (e.g. http://prometheus:9090/api/v1/write), retrying while it is\n"
     "                        down; xtel_exporter_remote_write_* count how it goes"
@@ -115,7 +120,8 @@ constexpr std::string_view option_names[] = {"--dir",
                                              "--max-file-bytes",
                                              "--max-series",
                                              "--metrics",
-                                             "--nixl-buffer-dir"};
+                                             "--nixl-buffer-dir",
+                                             "--nixl-multiproc-dir"};
 
 /// A Prometheus label name a push may add: [a-zA-Z_][a-zA-Z0-9_]*, not reserved (__*) and not
 /// one the series' form gives (le).
@@ -182,6 +188,8 @@ void set(options& o, std::string_view arg, std::string_view value) {
         o.dir = parse::existing_directory("--dir", value);
     } else if (arg == "--nixl-buffer-dir") {
         o.nixl_buffer_dir = parse::existing_directory("--nixl-buffer-dir", value);
+    } else if (arg == "--nixl-multiproc-dir") {
+        o.nixl_multiproc_dir = parse::existing_directory("--nixl-multiproc-dir", value);
     } else if (arg == "--listen") {
         o.listen = host_port::parse("--listen", value);
     } else if (arg == "--stale-ttl") {
@@ -288,7 +296,7 @@ options parse_options(int argc, char** argv, const env_lookup& lookup) {
                             "--otlp-endpoint, --otlp-protocol, --otlp-temporality, "
                             "--otlp-compression, --otlp-interval, --otlp-header, "
                             "--user, --allow-uid, --max-file-bytes, --max-series, --metrics, "
-                            "--nixl-buffer-dir or --help",
+                            "--nixl-buffer-dir, --nixl-multiproc-dir or --help",
                             arg, did_you_mean(arg, option_names)));
         }
         if (!has_value) {

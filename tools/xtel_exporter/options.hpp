@@ -54,6 +54,9 @@ struct options {
     /// --nixl-buffer-dir: NIXL's BUFFER directory, whose rings are drained and served; empty:
     /// none (xtel/nixl/buffer_rings.hpp).
     std::filesystem::path nixl_buffer_dir;
+    /// --nixl-multiproc-dir: NIXL's prometheus_mp directory, whose stores are read and served;
+    /// empty: none (xtel/nixl/multiproc_stores.hpp).
+    std::filesystem::path nixl_multiproc_dir;
     /// NIXL_TELEMETRY_COMPAT_NAMES, the agents' variable: also serve the refusal families
     /// renamed in this release under their old names (node_metrics), for one release.
     bool compat_names = false;

@@ -2,7 +2,8 @@
 /// The agents' directory, listed once for every reader of it and trusted by one set of rules
 /// (xtel-exporter and `xtel top`). The directory may be writable by other users (/dev/shm is),
 /// so every kind of file served from it (node files `<agent>.metrics`, unpublished notices
-/// `<agent>.<pid>.unpublished`, span rings `<agent>.spans`) is listed without following links
+/// `<agent>.<pid>.unpublished`, span rings `<agent>.spans`; in directories of their own, NIXL's
+/// BUFFER rings and prometheus_mp stores) is listed without following links
 /// and opened only when, as listed and again as opened (O_NOFOLLOW, O_NONBLOCK: the name may
 /// have been replaced meanwhile), it is a regular file of an allowed owner within its kind's
 /// size limit. A reader adds its format's own checks and reports through count(): one list of
@@ -60,8 +61,10 @@ enum class file_kind : std::uint8_t {
     span_ring,  ///< `<agent>.spans` (docs/trace-format.md)
     /// NIXL's BUFFER exporter's ring `<agent>`, in a directory of its own (docs/nixl.md)
     nixl_ring,
+    /// NIXL's prometheus_mp store `nixl.<pid>.<number>.<index>.mmap`, in a directory of its own
+    nixl_store,
 };
-inline constexpr std::size_t file_kind_count = 4;
+inline constexpr std::size_t file_kind_count = 5;
 
 /// The name of `k` as the kind label shows it ("node_file").
 std::string_view to_string(file_kind k) noexcept;
@@ -82,6 +85,10 @@ inline constexpr std::array span_ring_reasons = {refusal::foreign_owner, refusal
 inline constexpr std::array nixl_ring_reasons = {refusal::foreign_owner, refusal::not_regular,
                                                  refusal::too_large,     refusal::unreadable,
                                                  refusal::not_nixl_file, refusal::damaged};
+inline constexpr std::array nixl_store_reasons = {
+    refusal::foreign_owner,   refusal::not_regular,      refusal::too_large,
+    refusal::unreadable,      refusal::not_nixl_file,    refusal::damaged,
+    refusal::writer_mismatch, refusal::writer_unverified};
 /// The reasons of kind `k`, as above.
 std::span<const refusal> reasons_of(file_kind k) noexcept;
 
@@ -170,6 +177,12 @@ class scanner {
         bool nixl_rings = false;
         /// A NIXL ring larger than this is refused unread.
         std::uint64_t max_nixl_ring_bytes = 0;
+        /// The directory is NIXL's prometheus_mp directory (NIXL_TELEMETRY_MULTIPROC_DIR): its
+        /// `nixl.*.mmap` files are NIXL stores, opened read-only, and nothing else is listed (not
+        /// NIXL's own `nixl-owner.*.lock`).
+        bool nixl_stores = false;
+        /// A NIXL store larger than this is refused unread.
+        std::uint64_t max_nixl_store_bytes = 0;
     };
 
     explicit scanner(settings s);
