@@ -13,8 +13,8 @@
 
 #include "test_util.hpp"
 #include "xtel/agent/basic_agent.hpp"
-#include "xtel/agent/registry.hpp"
 #include "xtel/exporters/pipelines.hpp"
+#include "xtel/registry/exporter_sets.hpp"
 
 namespace registry_test {
 
