@@ -2,7 +2,8 @@
 /// How a configuration becomes one of the precompiled pipelines, chosen once for both factories:
 /// make_telemetry (this component) builds the pipeline of the mask chosen, make_agent (the agent
 /// component, which links UCX) the agent over it. What the choice refuses and warns about is
-/// therefore the same for both, and the pipelines' instantiations live here, without UCX.
+/// therefore the same for both; the pipelines themselves are compiled in this component
+/// (src/registry/pipelines.cpp), without UCX.
 
 #include <string>
 
