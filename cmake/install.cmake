@@ -3,7 +3,8 @@ include(CMakePackageConfigHelpers)
 
 # Every component, and xtel::xtel over them (a consumer links that; the others are there for the
 # link).
-install(TARGETS xtel xtel_core xtel_metrics xtel_http xtel_node xtel_trace xtel_exporters xtel_agent
+install(TARGETS xtel xtel_core xtel_metrics xtel_http xtel_node xtel_trace xtel_exporters
+    xtel_registry xtel_agent
     EXPORT xtel-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 # xtel::plugin_api: the header-only target third-party exporter plugins link (docs/plugins.md).
 # Its headers (xtel/plugin/exporter_v1.hpp, xtel/core/event.hpp) are in the include/xtel install.

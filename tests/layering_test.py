@@ -5,16 +5,19 @@ Each component has its public headers in include/xtel/<component>/ and its code 
 src/<component>/. A file of a component may include its own headers and those of the components
 below it, never one above:
 
-    core < metrics < http, node < push, exporters < agent; core < trace < node, push,
-    exporters, agent;
+    core < metrics < http, node < push, exporters < registry < agent; core < trace < node,
+    push, exporters, registry, agent;
     plugin (the plug-in API) < exporters; core, metrics, exporters, node < nixl (NIXL's plug-in
     and the reader of NIXL's own files)
 
 (http serves metrics: negotiation and the /metrics body; metrics names no transport; node
-knows no http; push sits beside exporters). The plug-in API
+knows no http; push sits beside exporters; the registry, which makes pipelines, names no
+transport either: only the agent, above it, is UCX's). The plug-in API
 (include/xtel/plugin/) may include core only. Tools (tools/) are users of the library: they
 include public headers only (xtel/...), never a private header of src/, and name nothing in a
-detail namespace; so do the Python package's bindings (python/src/). Prints each violation on
+detail namespace; so do the Python package's bindings (python/src/). UCX's headers (<ucp/...>,
+<ucs/...>, <uct/...>, <ucm/...>) are included by the agent component alone, the one that links
+UCX, and by no tool or binding: tests/link_test.py checks the link side. Prints each violation on
 a line and exits 1, or prints a summary and exits 0.
 Argument: the source directory.
 """
@@ -30,11 +33,14 @@ ALLOWED = {
     'trace': {'core'},
     'push': {'core', 'metrics', 'http', 'trace'},
     'exporters': {'core', 'metrics', 'http', 'node', 'trace', 'plugin'},
-    'agent': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin'},
+    'registry': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin'},
+    'agent': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin', 'registry'},
     'plugin': {'core'},
     'nixl': {'core', 'metrics', 'exporters', 'node'},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+UCX_INCLUDE = re.compile(r'^\s*#\s*include\s+<(uc[pstm]/[^>]+)>', re.M)
+UCX_COMPONENT = 'agent'
 DETAIL = re.compile(r'\bdetail::')
 
 
@@ -55,6 +61,12 @@ def sources(root, top):
                 yield os.path.join(base, n)
 
 
+def ucx_includes(rel, who, text):
+    """A finding for each UCX header `text` includes, which only the agent component may."""
+    return [f'{rel}: {who} includes <{inc}> of UCX, which only the {UCX_COMPONENT} component '
+            f'may (it alone links UCX)' for inc in UCX_INCLUDE.findall(text)]
+
+
 def main(root):
     problems = []
     checked = 0
@@ -68,6 +80,8 @@ def main(root):
             own = parts[0]
             text = open(path, encoding='utf-8', errors='replace').read()
             checked += 1
+            if own != UCX_COMPONENT:
+                problems += ucx_includes(rel, own, text)
             for inc in INCLUDE.findall(text):
                 other = component_of(inc)
                 if other is None or other == own:
@@ -84,6 +98,7 @@ def main(root):
         rel = os.path.relpath(path, root)
         text = open(path, encoding='utf-8', errors='replace').read()
         checked += 1
+        problems += ucx_includes(rel, 'a tool', text)
         for inc in INCLUDE.findall(text):
             if component_of(inc) is not None and not inc.startswith('xtel/'):
                 problems.append(f'{rel}: a tool includes the private header "{inc}" of src/')

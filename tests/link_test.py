@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""The programs that only read files need no UCX library (issue 46): xtel-exporter and xtel top.
+"""The programs that do not move data need no UCX library: those that only read files,
+xtel-exporter and xtel top (issue 46); the NIXL plug-in; and those that make pipelines and no
+agent (make_telemetry, the registry component): README.md's minimal_pipeline and the Python
+module, which engines load beside the UCX NIXL bundles (tests/python/test_package.py checks the
+installed module with `needed` and `UCX` from here).
 
 Two checks for each program, because either alone can pass by accident:
 
 - its link line, as the build wrote it (build.ninja's LINK_LIBRARIES and the libraries its link
   step depends on, or Makefiles' link.txt), names no UCX library: none of the components it
-  links (metrics, node, http, push...) carries UCX in its link interface. A linker that drops
+  links (metrics, node, http, push, registry...) carries UCX in its link interface. A linker that drops
   unused libraries (--as-needed, Debian's default) would hide such an edge from the check below.
 - the program's dynamic section (readelf -d) needs no UCX library.
 

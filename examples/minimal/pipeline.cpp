@@ -4,9 +4,9 @@
 #include <exception>
 #include <string_view>
 
-#include "xtel/agent/runtime_telemetry.hpp"  // the pipeline interface and make_telemetry
 #include "xtel/core/clock.hpp"
 #include "xtel/core/names.hpp"
+#include "xtel/registry/runtime_telemetry.hpp"  // the pipeline interface and make_telemetry
 
 int main(int argc, char** argv) try {
     if (argc > 1) {  // no options: the NIXL_TELEMETRY_* variables configure its telemetry

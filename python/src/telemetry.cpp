@@ -1,4 +1,4 @@
-// xtel.Telemetry: a pipeline of make_telemetry (xtel/agent/runtime_telemetry.hpp) as Python
+// xtel.Telemetry: a pipeline of make_telemetry (xtel/registry/runtime_telemetry.hpp) as Python
 // sees it. The record calls hold the GIL: what they call is noexcept, takes no lock and
 // allocates nothing (a record into this thread's staging ring, tens of nanoseconds), so
 // releasing and taking the GIL again would cost more than the record and let nothing run in
@@ -20,10 +20,10 @@
 #include "bindings.hpp"
 #include "peer_attributes.hpp"
 #include "transfer_args.hpp"
-#include "xtel/agent/runtime_telemetry.hpp"
 #include "xtel/core/clock.hpp"
 #include "xtel/core/config.hpp"
 #include "xtel/core/names.hpp"
+#include "xtel/registry/runtime_telemetry.hpp"
 
 namespace xtel::python {
 

@@ -1,18 +1,14 @@
-// Every pipeline xtel hands out, compiled once: the telemetry and the agent of each mask over
-// the built-in exporters and plugins (xtel/exporters/pipelines.hpp declares them extern), so
-// programs that use them pay no compile time for them. Generated from the list of built-in
-// exporters; nothing here changes when one is added.
-
-#include "xtel/exporters/pipelines.hpp"
+// Every agent xtel hands out, compiled once: the agent over each mask's pipeline
+// (xtel/agent/basic_agent.hpp declares them extern; the pipelines themselves are compiled in
+// src/registry/pipelines.cpp, without UCX). Generated from the list of built-in exporters;
+// nothing here changes when one is added.
 
 #include "xtel/agent/basic_agent.hpp"
 
 namespace xtel {
 
-#define XTEL_INSTANTIATE_PIPELINE(mask)                         \
-    template class basic_telemetry<pipeline_exporters_t<mask>>; \
-    template class basic_agent<pipeline_t<mask>>;
-XTEL_FOR_EACH_PIPELINE_MASK(XTEL_INSTANTIATE_PIPELINE)
-#undef XTEL_INSTANTIATE_PIPELINE
+#define XTEL_INSTANTIATE_AGENT(mask) template class basic_agent<pipeline_t<mask>>;
+XTEL_FOR_EACH_PIPELINE_MASK(XTEL_INSTANTIATE_AGENT)
+#undef XTEL_INSTANTIATE_AGENT
 
 }  // namespace xtel

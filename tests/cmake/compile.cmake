@@ -49,10 +49,17 @@ add_test(NAME "compile: xtel/agent/agent.hpp includes neither the UCX backend no
         "-DFLAGS=${XTEL_COMPILE_FLAGS}"
         -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_agent_header.cpp
         -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
-add_test(NAME "compile: xtel/agent/runtime_telemetry.hpp includes neither the pipeline nor an exporter"
+add_test(NAME "compile: xtel/registry/runtime_telemetry.hpp includes neither the pipeline nor an exporter"
     COMMAND ${CMAKE_COMMAND}
         -DCOMPILER=${CMAKE_CXX_COMPILER}
         "-DFLAGS=${XTEL_COMPILE_FLAGS}"
+        -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_telemetry_header.cpp
+        -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
+# Its old path, xtel/agent/runtime_telemetry.hpp, still works for programs that include it.
+add_test(NAME "compile: the old path xtel/agent/runtime_telemetry.hpp still compiles, as light"
+    COMMAND ${CMAKE_COMMAND}
+        -DCOMPILER=${CMAKE_CXX_COMPILER}
+        "-DFLAGS=${XTEL_COMPILE_FLAGS};-DXTEL_OLD_INCLUDE_PATH"
         -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_telemetry_header.cpp
         -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
 

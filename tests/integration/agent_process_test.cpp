@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agent_support.hpp"
-#include "xtel/agent/registry.hpp"
+#include "xtel/agent/agent.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
 

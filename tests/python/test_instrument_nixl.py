@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -187,6 +188,35 @@ def test_with_nixls_xtel_plugin_loaded_an_agent_is_one_node_file_counted_once(tm
                  remote_agent='prefill-0') == 0
     assert value(s, 'xtel_transfer_requests_total', agent_name='decode-0',
                  status='success') == READS + WRITES
+
+
+# A process of an engine: xtel imported, then a NIXL agent with its UCX backend; prints the UCX
+# libraries mapped in it.
+UCX_MAPS_PROBE = r"""
+import os, re
+import xtel
+from nixl._api import nixl_agent, nixl_agent_config
+agent = nixl_agent('maps-probe', nixl_agent_config(backends=['UCX']))
+print('mapped:', *sorted({l.split()[-1] for l in open('/proc/self/maps')
+                         if re.search(r'/libuc[pstm][-.]', l)}), flush=True)
+os._exit(0)  # NIXL 1.5.1's bundled libnl crashes at exit after UCX was loaded
+"""
+
+
+def test_an_engine_that_imports_xtel_maps_one_ucx_the_one_nixl_bundles():
+    # Before the module linked the registry alone, such a process mapped Debian's libucp,
+    # libucs, libuct and libucm as well as NIXL's own four.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('NIXL_', 'XTEL_'))}
+    r = subprocess.run([sys.executable, '-c', UCX_MAPS_PROBE], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith('mapped:')]
+    assert len(lines) == 1, r.stdout
+    mapped = lines[0].split()[1:]
+    names = sorted(re.match(r'libuc[pstm]', os.path.basename(p)).group() for p in mapped)
+    assert names == ['libucm', 'libucp', 'libucs', 'libuct'], mapped
+    site = os.path.dirname(os.path.dirname(nixl.__file__))  # NIXL's bundled libraries are there
+    assert all(p.startswith(site + os.sep) for p in mapped), mapped
 
 
 def test_the_cost_bench_runs_and_its_figures_are_whole():

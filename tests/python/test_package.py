@@ -1,12 +1,18 @@
 """The installed package as a whole: its version against the C++ programs', its stub and
-py.typed, its programs, and `xtel nixl install` finding the plug-in inside the package."""
+py.typed, its programs, `xtel nixl install` finding the plug-in inside the package, and what the
+module, the plug-in and the programs need from the dynamic loader."""
+import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 
+import pytest
+
 import xtel
 from conftest import program
+from xtel import _xtel
 
 
 def project_version():
@@ -76,3 +82,28 @@ def test_xtel_nixl_install_says_the_plugin_default_is_the_packages():
     r = subprocess.run([program('xtel'), 'nixl', 'install', '--help'], capture_output=True,
                        text=True, check=True)
     assert 'the plug-in to link (default: the one in the xtel package PYTHON imports)' in r.stdout
+
+
+def link_test():
+    """tests/link_test.py of the source tree: its reader of NEEDED entries (readelf -d) and its
+    pattern of UCX's libraries, the ones the ctest link checks use."""
+    path = os.path.join(os.environ['XTEL_SOURCE_DIR'], 'tests', 'link_test.py')
+    spec = importlib.util.spec_from_file_location('link_test', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_installed_module_plugin_and_programs_need_no_ucx_library():
+    # Inside an engine the module is loaded beside the UCX NIXL bundles: a UCX of its own (it
+    # makes pipelines and no agent) would be a second copy of UCX's libraries in the process.
+    readelf = shutil.which('readelf')
+    if readelf is None:
+        pytest.skip('readelf (binutils) is not installed: the NEEDED entries cannot be read')
+    check = link_test()
+    binaries = {'xtel._xtel': _xtel.__file__, 'the NIXL plug-in': xtel.nixl_plugin_path(),
+                'xtel-exporter': program('xtel-exporter'), 'xtel': program('xtel')}
+    for name, path in binaries.items():
+        libs = check.needed(readelf, path)
+        assert 'libc.so.6' in libs, f'{name} ({path}): NEEDED read as {libs}'
+        assert [lib for lib in libs if check.UCX.search(lib)] == [], f'{name} ({path}): {libs}'

@@ -9,15 +9,15 @@
 #include <string>
 #include <type_traits>
 
-#include "agent/pipeline_telemetry.hpp"
+#include "registry/pipeline_telemetry.hpp"
 #include "test_util.hpp"
-#include "xtel/agent/runtime_telemetry.hpp"
 #include "xtel/core/clock.hpp"
 #include "xtel/core/names.hpp"
 #include "xtel/exporters/flight_recorder.hpp"
 #include "xtel/exporters/pipelines.hpp"
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/node/file.hpp"
+#include "xtel/registry/runtime_telemetry.hpp"
 
 namespace make_telemetry_test {
 

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "xtel/agent/runtime_telemetry.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/exporters/buffer_settings.hpp"
 #include "xtel/exporters/output_path.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/registry/runtime_telemetry.hpp"
 
 namespace output_path_test {
 

@@ -13,8 +13,9 @@
 
 #include "test_util.hpp"
 #include "xtel/agent/basic_agent.hpp"
-#include "xtel/agent/registry.hpp"
 #include "xtel/exporters/pipelines.hpp"
+#include "xtel/registry/exporter_sets.hpp"
+#include "xtel/registry/pipeline_choice.hpp"
 
 namespace registry_test {
 
@@ -75,6 +76,23 @@ TEST_CASE("the registry builds the buffer pipeline") {
         }
         CHECK(xtel::canonical_exporter_set(names) == s);
     }
+}
+
+TEST_CASE("the choice both factories share is the named exporters' mask, spelled as declared") {
+    temp_dir dir;
+    const xtel_test::log_capture log;  // NOP's warning
+    const auto both = xtel::detail::choose_pipeline(buffer_config(dir, {"Node", "buffer"}));
+    CHECK(both.mask == xtel::pipeline_mask<xtel::buffer_exporter, xtel::node_exporter>);
+    CHECK(both.cfg.exporters == std::vector<std::string>{"node", "buffer"});
+    CHECK(both.cfg.output_path == dir.path().string());
+    const auto unset = xtel::detail::choose_pipeline(buffer_config(dir, {}));
+    CHECK(unset.mask == xtel::pipeline_mask<xtel::buffer_exporter>);
+    auto off_config = buffer_config(dir);
+    off_config.enabled = false;
+    CHECK(xtel::detail::choose_pipeline(off_config).mask == 0);
+    CHECK(xtel::detail::choose_pipeline(buffer_config(dir, {"NOP"})).mask == 0);
+    // The masks index make_agent's and make_telemetry's tables: every one is a pipeline's.
+    CHECK(both.mask < xtel::pipeline_count);
 }
 
 TEST_CASE("telemetry off gives an agent that records nothing and writes no file") {

@@ -32,13 +32,9 @@
 #include "xtel/core/transfer_record.hpp"
 #include "xtel/core/tsc_clock.hpp"
 #include "xtel/exporters/pipelines.hpp"
+#include "xtel/registry/pipeline_choice.hpp"
 
 namespace xtel {
-
-namespace detail {
-/// Checks an agent name (it becomes a file name); throws config_error.
-std::string checked_agent_name(std::string name);
-}  // namespace detail
 
 /// The agent for one telemetry pipeline. `basic_agent<telemetry<>>` records nothing and reads
 /// no clock for telemetry; `basic_agent<buffer_telemetry>` and the other precompiled ones are

@@ -1,22 +1,6 @@
 #pragma once
-/// The registry behind make_agent (xtel/agent/agent.hpp) and make_telemetry
-/// (xtel/agent/runtime_telemetry.hpp), for tools and tests: which exporter sets it can build. A set
-/// is order-free: "prometheus,buffer" and "buffer,prometheus" name the same pipeline; "plugin"
-/// stands for any number of plugins.
-
-#include <span>
-#include <string>
-#include <vector>
-
+/// The old path of xtel/registry/exporter_sets.hpp, with make_agent beside it as it was, kept
+/// for programs that include it: the registry moved below the agent so that make_telemetry
+/// links no UCX (docs/architecture.md).
 #include "xtel/agent/agent.hpp"
-
-namespace xtel {
-
-/// The exporter sets the registry can build, in canonical form ("buffer", ...): every
-/// combination of the built-in exporters and "plugin" (xtel/exporters/pipelines.hpp).
-std::vector<std::string> exporter_sets();
-
-/// The canonical form of an exporter set: names sorted and joined with ','.
-std::string canonical_exporter_set(std::span<const std::string> names);
-
-}  // namespace xtel
+#include "xtel/registry/exporter_sets.hpp"

@@ -1,7 +1,8 @@
 #pragma once
 /// The built-in exporters, named once, and every pipeline made of them: declared extern here,
-/// instantiated once in src/agent/pipelines.cpp, handed out by the registry (xtel/agent/agent.hpp's
-/// make_agent) by the names in NIXL_TELEMETRY_EXPORTER.
+/// instantiated once in src/registry/pipelines.cpp, handed out by the registry
+/// (xtel/registry/runtime_telemetry.hpp's make_telemetry, and xtel/agent/agent.hpp's make_agent
+/// for the agent over one) by the names in NIXL_TELEMETRY_EXPORTER.
 ///
 /// Adding a built-in exporter is its header (included below), its .cpp, and one entry in
 /// `builtin_exporters`; its `static constexpr std::string_view name` is the name users give.

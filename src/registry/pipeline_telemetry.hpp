@@ -1,16 +1,16 @@
 #pragma once
-// The pipeline behind runtime_telemetry (xtel/agent/runtime_telemetry.hpp): one final class per
-// precompiled pipeline, each of whose overrides is the pipeline's own inline call, so that a
-// record through the interface costs one virtual call and nothing more. The registry
-// (registry.cpp) makes them.
+// The pipeline behind runtime_telemetry (xtel/registry/runtime_telemetry.hpp): one final class
+// per precompiled pipeline, each of whose overrides is the pipeline's own inline call, so that a
+// record through the interface costs one virtual call and nothing more. make_telemetry
+// (make_telemetry.cpp) makes them.
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
 
-#include "xtel/agent/runtime_telemetry.hpp"
 #include "xtel/core/telemetry.hpp"
+#include "xtel/registry/runtime_telemetry.hpp"
 
 namespace xtel::detail {
 

@@ -1,4 +1,6 @@
-#include "xtel/agent/registry.hpp"
+// The registry (xtel/registry/pipeline_choice.hpp, exporter_sets.hpp): NIXL_TELEMETRY_EXPORTER's
+// names to the mask of a precompiled pipeline, with the refusals and warnings both factories share.
+#include "xtel/registry/pipeline_choice.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,17 +10,15 @@
 #include <utility>
 #include <vector>
 
-#include "agent/pipeline_telemetry.hpp"
 #include "core/log.hpp"
 #include "core/suggest.hpp"
-#include "xtel/agent/basic_agent.hpp"
-#include "xtel/agent/runtime_telemetry.hpp"
 #include "xtel/core/error.hpp"
 #include "xtel/core/parse.hpp"
 #include "xtel/exporters/output_path.hpp"
 #include "xtel/exporters/pipelines.hpp"
 #include "xtel/exporters/plugin.hpp"
 #include "xtel/exporters/prometheus_settings.hpp"
+#include "xtel/registry/exporter_sets.hpp"
 
 namespace xtel {
 
@@ -89,28 +89,10 @@ void warn_unread(const config& cfg, std::span<const std::string> names, bool plu
     }
 }
 
-using agent_factory = std::unique_ptr<agent> (*)(std::string, const config&, const agent_options&);
-using telemetry_factory = std::unique_ptr<runtime_telemetry> (*)(std::string,
-                                                                 const config&,
-                                                                 const telemetry_options&);
-
-template <class Telemetry>
-std::unique_ptr<agent> make(std::string name, const config& cfg, const agent_options& opts) {
-    return std::make_unique<basic_agent<Telemetry>>(std::move(name), cfg, opts);
-}
-
-template <class Telemetry>
-std::unique_ptr<runtime_telemetry> make_pipeline(std::string name,
-                                                 const config& cfg,
-                                                 const telemetry_options& opts) {
-    return std::make_unique<detail::pipeline_telemetry<Telemetry>>(cfg, std::move(name), opts);
-}
-
-/// One precompiled pipeline: the agent over it and the pipeline on its own.
+/// One precompiled pipeline by its exporter set.
 struct pipeline_entry {
     std::string exporters;  ///< canonical: sorted, comma-joined
-    agent_factory make_agent;
-    telemetry_factory make_telemetry;
+    unsigned mask;          ///< of pipeline_t
 };
 
 /// The canonical exporter set of a pipeline mask: its policies' names
@@ -125,21 +107,19 @@ std::string exporter_set_of(unsigned mask) {
     return canonical_exporter_set(names);
 }
 
-/// Masks 1 to pipeline_count - 1 (0 is telemetry off, which no exporter set names).
-template <unsigned... M>
-std::vector<pipeline_entry> make_table(std::integer_sequence<unsigned, M...>) {
-    std::vector<pipeline_entry> table{
-        {exporter_set_of(M + 1), &make<pipeline_t<M + 1>>, &make_pipeline<pipeline_t<M + 1>>}...};
-    std::sort(table.begin(), table.end(),
-              [](const auto& a, const auto& b) { return a.exporters < b.exporters; });
-    return table;
-}
-
 /// Every precompiled pipeline by its exporter set, generated from the list of built-in
-/// exporters; "plugin" stands for every name that is not built in (plugin_exporter loads them).
+/// exporters: masks 1 to pipeline_count - 1 (0 is telemetry off, which no exporter set names);
+/// "plugin" stands for every name that is not built in (plugin_exporter loads them).
 const std::vector<pipeline_entry>& pipelines() {
-    static const std::vector<pipeline_entry> table =
-        make_table(std::make_integer_sequence<unsigned, pipeline_count - 1>{});
+    static const std::vector<pipeline_entry> table = [] {
+        std::vector<pipeline_entry> t;
+        for (unsigned mask = 1; mask < pipeline_count; ++mask) {
+            t.push_back({exporter_set_of(mask), mask});
+        }
+        std::sort(t.begin(), t.end(),
+                  [](const auto& x, const auto& y) { return x.exporters < y.exporters; });
+        return t;
+    }();
     return table;
 }
 
@@ -171,9 +151,9 @@ config with_builtin_spelling(const config& cfg) {
     return out;
 }
 
-/// The pipeline an enabled configuration names. Throws config_error when it names a plugin that
-/// is not there, or a set of exporters no pipeline was compiled for.
-const pipeline_entry& pipeline_for(const config& cfg) {
+/// The mask of the pipeline an enabled configuration names. Throws config_error when it names a
+/// plugin that is not there, or a set of exporters no pipeline was compiled for.
+unsigned pipeline_for(const config& cfg) {
     const std::vector<std::string> defaults{config::default_exporter};
     const auto& names = cfg.exporters.empty() ? defaults : cfg.exporters;
     // What NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH means depends on the exporters named: a
@@ -217,7 +197,7 @@ const pipeline_entry& pipeline_for(const config& cfg) {
     for (const auto& p : pipelines()) {
         if (p.exporters == key) {
             warn_unread(cfg, names, !plugins.empty());
-            return p;
+            return p.mask;
         }
     }
     throw config_error(fmt::format(
@@ -244,32 +224,22 @@ std::vector<std::string> exporter_sets() {
     return out;
 }
 
-std::unique_ptr<agent> make_agent(std::string name, const config& given, agent_options opts) {
+namespace detail {
+
+std::string checked_agent_name(std::string name) {
+    parse::file_name("agent name", name);
+    return name;
+}
+
+pipeline_choice choose_pipeline(const config& given) {
     if (!given.enabled || names_collect_only(given)) {
-        return make<disabled_telemetry>(std::move(name), given, opts);
+        return {0, given};
     }
-    const config cfg = with_builtin_spelling(given);
-    return pipeline_for(cfg).make_agent(std::move(name), cfg, opts);
+    config cfg = with_builtin_spelling(given);
+    const unsigned mask = pipeline_for(cfg);
+    return {mask, std::move(cfg)};
 }
 
-std::unique_ptr<agent> make_agent(std::string name) {
-    return make_agent(std::move(name), config::from_env());
-}
-
-std::unique_ptr<runtime_telemetry> make_telemetry(std::string name,
-                                                  const config& given,
-                                                  telemetry_options opts) {
-    // Checked before anything starts, as an agent's is: it names the exporters' files.
-    name = detail::checked_agent_name(std::move(name));
-    if (!given.enabled || names_collect_only(given)) {
-        return make_pipeline<disabled_telemetry>(std::move(name), given, opts);
-    }
-    const config cfg = with_builtin_spelling(given);
-    return pipeline_for(cfg).make_telemetry(std::move(name), cfg, opts);
-}
-
-std::unique_ptr<runtime_telemetry> make_telemetry(std::string name) {
-    return make_telemetry(std::move(name), config::from_env());
-}
+}  // namespace detail
 
 }  // namespace xtel
