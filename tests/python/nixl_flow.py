@@ -10,13 +10,15 @@ the rest, through the package's .pth hook).
       get_new_notifs as vLLM's NixlConnector does, or by check_remote_xfer_done for each in
       turn as SGLang's disaggregation does; prints "nixl_flow: " and JSON.
   nixl_flow.py initiator --name NAME --dir DIR --size N --reads R --writes W [--request ID]
+      [--otel-span]
       reads the target's metadata; prepares both sides' descriptor lists as vLLM's
       NixlConnector does (prep_xfer_dlist); makes R prepped READs, each with a notification
       (req-0, req-1, ...; the first is ID when given), polled to completion and released; then
       W WRITEs made with initialize_xfer (notified w-0, w-1, ...); then one WRITE into memory
       the target never registered (notification bad-0), which NIXL refuses (not found); and
-      asks NIXL's get_xfer_telemetry for one transfer, as vLLM does. Prints "nixl_flow: " and
-      JSON.
+      asks NIXL's get_xfer_telemetry for one transfer, as vLLM does. With --otel-span, the
+      first READ is posted inside a span of OpenTelemetry's SDK (the engine's own tracing),
+      whose ids the JSON gives as "caller". Prints "nixl_flow: " and JSON.
 
 Both then wait for a line on stdin before they go (their node files stay live meanwhile), and
 end with os._exit: NIXL 1.5.1's bundled libnl crashes at the exit of a process that loaded UCX.
@@ -92,11 +94,19 @@ def initiator(a):
     remote_side = agent.prep_xfer_dlist(
         peer, [(remote_addr, a.size, 0), (remote_addr + a.size, a.size, 0)], 'DRAM')
     states = []
+    caller = None
     for i in range(a.reads):
         h = agent.make_prepped_xfer('READ', local_side, [0], remote_side, [0],
                                     notif_msg=(a.request if a.request and i == 0
                                                else f'req-{i}').encode())
-        posted = agent.transfer(h)
+        if a.otel_span and i == 0:
+            # The engine's own tracing: the first READ posted inside a span of its request.
+            with otel_tracer().start_as_current_span('request') as span:
+                posted = agent.transfer(h)
+                context = span.get_span_context()
+                caller = {'trace': f'{context.trace_id:032x}', 'span': f'{context.span_id:016x}'}
+        else:
+            posted = agent.transfer(h)
         states.append(posted if posted != 'PROC' else wait_done(agent, h))
         agent.release_xfer_handle(h)
     read_back = bool(np.array_equal(local, np.arange(a.size, dtype=np.uint8)))
@@ -121,7 +131,17 @@ def initiator(a):
     except Exception as e:
         refused = type(e).__name__
     return {'peer': peer.decode() if isinstance(peer, bytes) else peer, 'states': states,
-            'read_back': read_back, 'refused': refused, 'engine_telemetry': telemetry}, agent
+            'read_back': read_back, 'refused': refused, 'engine_telemetry': telemetry,
+            'caller': caller}, agent
+
+
+def otel_tracer():
+    """OpenTelemetry's SDK tracer, its spans recorded and exported nowhere: the engine's."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())
+    return trace.get_tracer('engine')
 
 
 def main():
@@ -134,6 +154,7 @@ def main():
     p.add_argument('--poll', choices=('get_new_notifs', 'check_remote_xfer_done'),
                    default='get_new_notifs')
     p.add_argument('--request', default='')
+    p.add_argument('--otel-span', action='store_true')
     p.add_argument('--reads', type=int, default=0)
     p.add_argument('--writes', type=int, default=0)
     a = p.parse_args()

@@ -76,7 +76,7 @@ def main():
     if (run([sys.executable, '-m', 'venv', fresh]) != 0 or
             run([os.path.join(fresh, 'bin', 'python3'), '-m', 'pip', 'install', '--quiet',
                  '--disable-pip-version-check', '--no-index', '--find-links', wheelhouse, wheel,
-                 'pytest', 'mypy', 'opentelemetry-proto']) != 0):
+                 'pytest', 'mypy', 'opentelemetry-proto', 'opentelemetry-sdk']) != 0):
         return 1
     # NIXL's pinned wheel beside the package, for xtel.instrument.nixl's tests
     # (test_instrument_nixl.py): installed as the NIXL tests install it (scripts/deps).

@@ -49,7 +49,7 @@ def notifs(request=''):
 
 
 def run_flow(tmp_path, nixl_telemetry, plugin=False, poll='get_new_notifs', request='',
-             variables=None, spans=None):
+             variables=None, spans=None, otel_span=False):
     """Both processes run, the target polling by `poll`, with `variables` besides
     XTEL_INSTRUMENT; `spans(node_dir)`, when given, is called while they live. Returns
     (initiator's result, target's result, /metrics samples, what `spans` returned)."""
@@ -68,7 +68,8 @@ def run_flow(tmp_path, nixl_telemetry, plugin=False, poll='get_new_notifs', requ
     target = start('target', 'prefill-0', flow_dir, env, '--notifs', ','.join(notifs(request)),
                    '--poll', poll)
     initiator = start('initiator', 'decode-0', flow_dir, env, '--reads', str(READS),
-                      '--writes', str(WRITES), '--request', request)
+                      '--writes', str(WRITES), '--request', request,
+                      *(['--otel-span'] if otel_span else []))
     got_spans = None
     try:
         got_i = result(initiator)
@@ -376,6 +377,34 @@ def test_both_sides_spans_of_a_request_are_in_its_trace_as_an_otlp_receiver_deco
         ('decode-0', CLIENT, derived('bad-0'), 'bad-0', 'prefill-0',
          (STATUS_ERROR, 'transfer failed: not_found'), 'not_found')]
     assert [s for s in spans if s['status'][0] == STATUS_ERROR] == failed
+
+
+def test_an_opentelemetry_span_current_at_the_post_is_the_parent_of_the_initiators_span(
+        tmp_path):
+    """The engine's own tracing (OpenTelemetry's SDK, a span current around transfer()): the
+    initiator's span is its child, in its trace; the target, told only the notification, is in
+    the trace that notification derives (docs/python.md, "Both sides of a request")."""
+    push_exporter = os.environ.get('XTEL_EXPORTER_PUSH')
+    if not push_exporter:
+        pytest.skip('XTEL_EXPORTER_PUSH is unset (see the test above)')
+    pytest.importorskip('opentelemetry.sdk.trace', reason='opentelemetry-sdk is not installed '
+                        '(tests/python/run_wheel.py installs it from the wheelhouse)')
+    variables = dict(NIXL_TELEMETRY_TIMING_SAMPLE='1', NIXL_TELEMETRY_TRACE_SLOW_US='0',
+                     NIXL_TELEMETRY_TRACE_SAMPLE='1')
+    want = 2 * (READS + WRITES) + 1
+    got_i, _, _, spans = run_flow(tmp_path, False, variables=variables, otel_span=True,
+                                  spans=pushed_spans(push_exporter, want))
+    caller = got_i['caller']
+    assert len(caller['trace']) == 32 and caller['trace'] != '0' * 32
+    mine = [s for s in spans if s['agent'] == 'decode-0' and s['trace'] == caller['trace']]
+    assert [(s['parent'], s['xtel.trace.origin'], s['xtel.peer.agent'], s['name'])
+            for s in mine] == [(caller['span'], 'traceparent', 'prefill-0', 'read prefill-0')]
+    # Its flags are the SDK's (sampled, and W3C's random-trace-id bit in this version: 03).
+    assert mine[0]['xtel.request_id'].startswith(f'00-{caller["trace"]}-{caller["span"]}-')
+    told = [s for s in spans if s['agent'] == 'prefill-0' and s.get('xtel.request_id') == 'req-0']
+    assert [(s['trace'], s['parent']) for s in told] == [(derived('req-0'), '')]
+    # Only the span posted inside the engine's span is in its trace.
+    assert [s for s in spans if s['trace'] == caller['trace']] == mine
 
 
 def test_the_notified_operation_is_read_unless_the_variable_says_write(monkeypatch, caplog):
