@@ -379,6 +379,33 @@ void metric_store::observe(series_ref s, std::uint64_t value) {
     ++changes_;
 }
 
+void metric_store::add_observations(series_ref s,
+                                    std::span<const std::uint64_t> bucket_counts,
+                                    std::uint64_t sum) {
+    series& x = at(s);
+    const family_spec& spec = families_[s.family].spec_;
+    if (takes_values(spec.type) || spec.native || bucket_counts.size() != spec.bounds.size() + 1) {
+        throw metrics_error(fmt::format(
+            "add_observations on metric family '{}' ({}{}) with {} bucket counts: expected a "
+            "histogram without native buckets or a summary, and {} counts",
+            spec.name, to_string(spec.type), spec.native ? ", native" : "", bucket_counts.size(),
+            spec.bounds.size() + 1));
+    }
+    std::uint64_t count = 0;
+    for (std::size_t i = 0; i < bucket_counts.size(); ++i) {
+        if (i < spec.bounds.size()) {
+            x.buckets[i] += bucket_counts[i];
+        }
+        count += bucket_counts[i];
+    }
+    if (count == 0) {
+        return;
+    }
+    x.sum += sum;
+    x.count += count;
+    changes_ += count;
+}
+
 void metric_store::observe(series_ref s, std::uint64_t value, const exemplar& ex) {
     exemplar_view view(ex.label_name, ex.label_value, ex.timestamp_us);
     view.trace_id = ex.trace_id;

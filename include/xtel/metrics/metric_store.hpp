@@ -235,6 +235,15 @@ class metric_store {
     /// falls in, observing nothing. For a caller that observes a round's values first and then
     /// gives each bucket only the exemplar the last of them would have left.
     void keep_exemplar(series_ref s, std::uint64_t value, const exemplar_view& ex);
+    /// Adds to histogram or summary series `s` what observing values one by one would have:
+    /// `bucket_counts[i]` observations in bucket i (one count per bound and the last for +Inf;
+    /// a summary's one count), whose values add up to `sum`. For a fold that buckets a round's
+    /// values itself (bucket_index) and adds each series' once. Throws metrics_error for a
+    /// counter or gauge, a histogram with native buckets (they need each value), or counts of
+    /// another size.
+    void add_observations(series_ref s,
+                          std::span<const std::uint64_t> bucket_counts,
+                          std::uint64_t sum);
     /// The bucket `value` falls in, in histogram series `s`: an index into its bounds, or
     /// bounds().size() for +Inf.
     std::size_t bucket_index(series_ref s, std::uint64_t value) const noexcept {
