@@ -177,12 +177,26 @@ void agent_metrics::keep_last_exemplars(std::span<const transfer_record> transfe
     // From the last transfer back: the first met in a bucket is the one whose exemplar an
     // observation of each in turn would have left there.
     auto trace = traces.rbegin();
+    // The buckets of the transfer met last (the next one in the round): a request's blocks
+    // are mostly one peer's and in the same buckets, which that one has taken already.
+    series_ref last_series{UINT32_MAX, UINT32_MAX};
+    std::size_t last_buckets[2] = {};
     for (std::size_t i = transfers.size(); i-- > 0;) {
         const transfer_record& r = transfers[i];
         if (r.notified || r.attrs.status != transfer_status::success || !r.timed ||
             r.request_id.empty()) {
             continue;
         }
+        const series_ref to[2] = {xfer_time_us_, latency_series(r, labels).duration};
+        const std::size_t buckets[2] = {store.bucket_index(to[0], r.xfer_us),
+                                        store.bucket_index(to[1], r.xfer_us)};
+        if (to[1].family == last_series.family && to[1].index == last_series.index &&
+            buckets[0] == last_buckets[0] && buckets[1] == last_buckets[1]) {
+            continue;
+        }
+        last_series = to[1];
+        last_buckets[0] = buckets[0];
+        last_buckets[1] = buckets[1];
         // A view: the bucket's exemplar copies it into memory it keeps, so a tagged transfer
         // allocates nothing here.
         metrics::exemplar_view ex("request_id", r.request_id, r.timestamp_us);
@@ -193,10 +207,10 @@ void agent_metrics::keep_last_exemplars(std::span<const transfer_record> transfe
             ex.trace_id = trace->trace_id;
             ex.span_id = trace->span_id;
         }
-        for (const series_ref s : {xfer_time_us_, latency_series(r, labels).duration}) {
-            const std::size_t buckets = store.families()[s.family].spec().bounds.size() + 1;
-            if (exemplar_marks_.first(s, store.bucket_index(s, r.xfer_us), buckets)) {
-                store.keep_exemplar(s, r.xfer_us, ex);
+        for (std::size_t k = 0; k < 2; ++k) {
+            const std::size_t count = store.families()[to[k].family].spec().bounds.size() + 1;
+            if (exemplar_marks_.first(to[k], buckets[k], count)) {
+                store.keep_exemplar(to[k], r.xfer_us, ex);
             }
         }
     }

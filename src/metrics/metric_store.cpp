@@ -319,21 +319,6 @@ series_ref metric_store::series_of(family_id id, std::span<const std::string_vie
     return {id, index};
 }
 
-std::size_t metric_store::bucket_of(const family& f, std::uint64_t value) noexcept {
-    // Where lower_bound over every bound would end, from the first bound of the value's bit
-    // width on: the bounds before it are below the value, and with bounds spread over
-    // magnitudes (the default's 10 us to 10 s) one or two are left to compare. A fold observes
-    // each timed transfer four times, and lower_bound's binary search over 18 bounds was a
-    // third of the fold's time, mostly its mispredicted branches.
-    const std::vector<double>& bounds = f.spec_.bounds;
-    std::size_t i = f.bucket_start_[static_cast<std::size_t>(std::bit_width(value))];
-    const auto v = static_cast<double>(value);
-    while (i < bounds.size() && bounds[i] < v) {
-        ++i;
-    }
-    return i;
-}
-
 void metric_store::throw_no_series(series_ref s) {
     throw metrics_error(
         fmt::format("series {} of metric family id {} does not exist", s.index, s.family));

@@ -476,6 +476,29 @@ TEST_CASE("each latency bucket keeps the exemplar of the round's last tagged tra
 
 namespace metrics_prometheus_test {
 
+TEST_CASE("with peers interleaved each peer's bucket keeps its own last tagged transfer") {
+    configured c({"comprehensive"});
+    // All in the first bucket (bound 10 µs): p1's last is c, p2's is d; the histogram of all
+    // transfers keeps d, the round's last. a and b, each a run's earlier block, keep nothing.
+    const std::string_view peer[] = {"p1", "p1", "p2", "p2", "p1", "p2"};
+    const char* ids[] = {"a", "a", "b", "b2", "c", "d"};
+    transfer_round round;
+    for (std::size_t i = 0; i < 6; ++i) {
+        xtel::transfer_record r = c.to(peer[i], xtel::transfer_op::write, 4096, 1, 3).transfers[0];
+        r.request_id = ids[i];
+        round.transfers.push_back(r);
+    }
+    c.metrics->apply_transfers(round.transfers, c.labels);
+    c.metrics->publish();
+    const auto snap = c.metrics->latest();
+    REQUIRE(snap != nullptr);
+    CHECK(exemplar_ids(*snap, "xtel_transfer_duration_seconds", "p1") ==
+          std::vector<std::string>{"c", "", ""});
+    CHECK(exemplar_ids(*snap, "xtel_transfer_duration_seconds", "p2") ==
+          std::vector<std::string>{"d", "", ""});
+    CHECK(exemplar_ids(*snap, "agent_xfer_time_us", "h") == std::vector<std::string>{"d", "", ""});
+}
+
 TEST_CASE("a round's latencies between peers count as each observed alone would, classic or both") {
     // Classic histograms take the round's transfers bucketed first and added at its end; with
     // native buckets too each value is observed in turn. Their classic buckets, sums and

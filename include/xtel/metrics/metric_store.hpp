@@ -15,6 +15,7 @@
 /// Not thread-safe: one thread updates (the flusher); readers take turns with it.
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -307,7 +308,20 @@ class metric_store {
     }
     [[noreturn]] static void throw_no_series(series_ref s);
     /// The bucket `value` falls in: the first bound not below it (bounds.size(): +Inf's).
-    static std::size_t bucket_of(const family& f, std::uint64_t value) noexcept;
+    /// Where lower_bound over every bound would end, from the first bound of the value's bit
+    /// width on: the bounds before it are below the value, and with bounds spread over
+    /// magnitudes (the default's 10 us to 10 s) one or two are left to compare. lower_bound's
+    /// binary search over 18 bounds was a third of the fold's time, mostly its mispredicted
+    /// branches. Inline: the fold asks it twice for every timed transfer.
+    static std::size_t bucket_of(const family& f, std::uint64_t value) noexcept {
+        const std::vector<double>& bounds = f.spec_.bounds;
+        std::size_t i = f.bucket_start_[static_cast<std::size_t>(std::bit_width(value))];
+        const auto v = static_cast<double>(value);
+        while (i < bounds.size() && bounds[i] < v) {
+            ++i;
+        }
+        return i;
+    }
     /// at(s), for add() and set(): throws metrics_error naming `call` when the family takes
     /// observations instead of values.
     series& value_series(series_ref s, std::string_view call);
