@@ -89,11 +89,15 @@ const std::optional<context>& span_stage::context_for(std::string_view request_i
     if (request_id.empty()) {
         return none;
     }
+    if (request_id.data() == last_seen_.data() && request_id.size() == last_seen_.size()) {
+        return last_context_;
+    }
     // A request's blocks share its id: one parse (or one SHA-256) for a run of them.
     if (request_id != last_id_) {
         last_context_ = context_of(request_id);
         last_id_.assign(request_id);  // at most max_request_id bytes: reserved, no allocation
     }
+    last_seen_ = request_id;
     return last_context_;
 }
 
@@ -103,6 +107,7 @@ void span_stage::sample(std::span<const transfer_record> transfers,
     batch_.clear();
     traces_.clear();
     batch_traces_.clear();
+    last_seen_ = {};  // the last call's ids may have been overwritten since
     std::size_t next = 0;
     try {
         for (; next < transfers.size(); ++next) {
