@@ -188,8 +188,10 @@ void agent_metrics::keep_last_exemplars(std::span<const transfer_record> transfe
             continue;
         }
         const series_ref to[2] = {xfer_time_us_, latency_series(r, labels).duration};
-        const std::size_t buckets[2] = {store.bucket_index(to[0], r.xfer_us),
-                                        store.bucket_index(to[1], r.xfer_us)};
+        // With the bounds shared (tallies_latency), a value's bucket is one in both.
+        const std::size_t first = store.bucket_index(to[0], r.xfer_us);
+        const std::size_t buckets[2] = {
+            first, tally_latency_ ? first : store.bucket_index(to[1], r.xfer_us)};
         if (to[1].family == last_series.family && to[1].index == last_series.index &&
             buckets[0] == last_buckets[0] && buckets[1] == last_buckets[1]) {
             continue;
