@@ -1,5 +1,6 @@
-// The agent's metric model: its set-up, the transfer records and health rows it folds, and
-// what it publishes. Its families are in agent_families.cpp, its events in agent_events.cpp.
+// The agent's metric model: its set-up, the health rows it folds, and what it publishes. Its
+// families are in agent_families.cpp, its events in agent_events.cpp, its transfer records in
+// agent_transfers.cpp.
 #include "xtel/metrics/agent_metrics.hpp"
 
 #include <fmt/format.h>
