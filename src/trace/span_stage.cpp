@@ -92,6 +92,10 @@ const std::optional<context>& span_stage::context_for(std::string_view request_i
     if (request_id.data() == last_seen_.data() && request_id.size() == last_seen_.size()) {
         return last_context_;
     }
+    return read_context(request_id);
+}
+
+const std::optional<context>& span_stage::read_context(std::string_view request_id) {
     // A request's blocks share its id: one parse (or one SHA-256) for a run of them.
     if (request_id != last_id_) {
         last_context_ = context_of(request_id);

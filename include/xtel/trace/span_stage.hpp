@@ -95,7 +95,9 @@ class span_stage {
     /// Within one sample() call an id at the same address and of the same size as the last is
     /// the same text (the records' ids do not change during the call, and the back end's round
     /// keeps a run of one id as one copy), so it is not compared again.
+    /// Small, so that it is inlined into sample(); read_context has the rest, out of line.
     const std::optional<context>& context_for(std::string_view request_id);
+    [[gnu::noinline]] const std::optional<context>& read_context(std::string_view request_id);
 
     bool on_ = false;
     std::string agent_name_;
