@@ -1,5 +1,6 @@
-// The agent's metric model: its set-up, the transfer records and health rows it folds, and
-// what it publishes. Its families are in agent_families.cpp, its events in agent_events.cpp.
+// The agent's metric model: its set-up, the health rows it folds, and what it publishes. Its
+// families are in agent_families.cpp, its events in agent_events.cpp, its transfer records in
+// agent_transfers.cpp.
 #include "xtel/metrics/agent_metrics.hpp"
 
 #include <fmt/format.h>
@@ -75,6 +76,7 @@ agent_metrics::agent_metrics(std::string agent_name, const agent_metrics_setting
                                                       metrics::default_attributes(), opts);
     add_nixl_set(settings.latency());
     add_xtel_set(settings.latency());
+    tally_latency_ = tallies_latency();
     report_unmatched_allowlist();
     publish();
 }
@@ -194,164 +196,6 @@ const std::string& agent_metrics::peer_name(label_id id, const label_table& labe
         peers_[id] = metrics::shown_value(labels.name(id));
     }
     return peers_[id];
-}
-
-void agent_metrics::apply_transfers(std::span<const transfer_record> transfers,
-                                    const label_table& labels,
-                                    std::span<const transfer_trace> traces) {
-    const std::lock_guard lock(state_mutex_);
-    if (transfers.empty()) {
-        return;
-    }
-    const std::span<const transfer_record> own = count_notified(transfers, labels);
-    if (own.empty()) {
-        return;
-    }
-    processor_->process(own, labels);
-    observe_completed(transfers, labels, traces);
-}
-
-std::span<const transfer_record> agent_metrics::count_notified(
-    std::span<const transfer_record> transfers, const label_table& labels) {
-    // The split is here, not in the pipeline: the span recorder needs the notified records in
-    // the same round as the rest, and every family and builder of transfers is fed from here.
-    // A round without notified records (an initiator's) is passed on as it came, uncopied.
-    const bool mixed = std::any_of(transfers.begin(), transfers.end(),
-                                   [](const transfer_record& r) { return r.notified; });
-    if (!mixed) {
-        return transfers;
-    }
-    auto& store = processor_->store();
-    own_transfers_.clear();
-    for (const transfer_record& r : transfers) {
-        if (!r.notified) {
-            own_transfers_.push_back(r);
-            continue;
-        }
-        const std::string_view op = to_string(r.attrs.op);
-        const std::string_view peer = peer_name(r.attrs.remote_agent, labels);
-        store.add(store.series_of(notified_transfers_, {op, peer}), r.requests);
-        store.add(store.series_of(notified_bytes_, {op, peer}), r.bytes);
-    }
-    return own_transfers_;
-}
-
-const agent_metrics::peer_latency& agent_metrics::latency_series(const transfer_record& r,
-                                                                 const label_table& labels) {
-    const label_id id = r.attrs.remote_agent;
-    if (id >= peer_latency_.size()) {
-        peer_latency_.resize(static_cast<std::size_t>(id) + 1);
-    }
-    peer_latency& p = peer_latency_[id][r.attrs.op == transfer_op::read ? 0 : 1];
-    if (!p.found) {
-        auto& store = processor_->store();
-        const std::string_view op = to_string(r.attrs.op);
-        const std::string_view peer = peer_name(id, labels);
-        p.duration = store.series_of(duration_, {op, peer});
-        p.post = store.series_of(post_duration_, {op, peer});
-        p.found = true;
-    }
-    return p;
-}
-
-void agent_metrics::observe_completed(std::span<const transfer_record> transfers,
-                                      const label_table& labels,
-                                      std::span<const transfer_trace> traces) {
-    auto& store = processor_->store();
-    // The histograms need each value, which the processor's groups sum away: one observation
-    // per completed transfer whose times were measured (config::timing_sample). The totals and
-    // last values are set once for the round, as its last transfer leaves them.
-    std::optional<std::uint64_t> last_bytes[2];  // by direction: tx, rx
-    const transfer_record* last_timed = nullptr;
-    std::uint64_t xfer_sum = 0, post_sum = 0;
-    bool tagged = false;
-    for (std::size_t i = 0; i < transfers.size(); ++i) {
-        const transfer_record& r = transfers[i];
-        if (r.notified || r.attrs.status != transfer_status::success) {
-            continue;
-        }
-        if (r.requests > 0) {
-            last_bytes[r.dir == direction::tx ? 0 : 1] = r.bytes / r.requests;
-        }
-        if (!r.timed) {
-            continue;
-        }
-        last_timed = &r;
-        xfer_sum += r.xfer_us;
-        post_sum += r.post_us;
-        const peer_latency& series = latency_series(r, labels);
-        tagged = tagged || !r.request_id.empty();
-        store.observe(xfer_time_us_, r.xfer_us);
-        store.observe(series.duration, r.xfer_us);
-        store.observe(post_time_us_, r.post_us);
-        store.observe(series.post, r.post_us);
-    }
-    if (last_bytes[0]) {
-        store.set(tx_last_bytes_, *last_bytes[0]);
-    }
-    if (last_bytes[1]) {
-        store.set(rx_last_bytes_, *last_bytes[1]);
-    }
-    if (last_timed != nullptr) {
-        store.add(xfer_time_total_, xfer_sum);
-        store.add(post_time_total_, post_sum);
-        store.set(xfer_time_last_, last_timed->xfer_us);
-        store.set(post_time_last_, last_timed->post_us);
-    }
-    if (tagged) {
-        keep_last_exemplars(transfers, labels, traces);
-    }
-}
-
-void agent_metrics::keep_last_exemplars(std::span<const transfer_record> transfers,
-                                        const label_table& labels,
-                                        std::span<const transfer_trace> traces) {
-    auto& store = processor_->store();
-    exemplar_marks_.series.clear();
-    exemplar_marks_.marked.clear();
-    // From the last transfer back: the first met in a bucket is the one whose exemplar an
-    // observation of each in turn would have left there.
-    auto trace = traces.rbegin();
-    for (std::size_t i = transfers.size(); i-- > 0;) {
-        const transfer_record& r = transfers[i];
-        if (r.notified || r.attrs.status != transfer_status::success || !r.timed ||
-            r.request_id.empty()) {
-            continue;
-        }
-        // A view: the bucket's exemplar copies it into memory it keeps, so a tagged transfer
-        // allocates nothing here.
-        metrics::exemplar_view ex("request_id", r.request_id, r.timestamp_us);
-        while (trace != traces.rend() && trace->index > i) {
-            ++trace;
-        }
-        if (trace != traces.rend() && trace->index == i) {
-            ex.trace_id = trace->trace_id;
-            ex.span_id = trace->span_id;
-        }
-        for (const series_ref s : {xfer_time_us_, latency_series(r, labels).duration}) {
-            const std::size_t buckets = store.families()[s.family].spec().bounds.size() + 1;
-            if (exemplar_marks_.first(s, store.bucket_index(s, r.xfer_us), buckets)) {
-                store.keep_exemplar(s, r.xfer_us, ex);
-            }
-        }
-    }
-}
-
-bool agent_metrics::exemplar_marks::first(series_ref s, std::size_t bucket, std::size_t buckets) {
-    auto it = std::find_if(series.begin(), series.end(), [s](const auto& e) {
-        return e.first.family == s.family && e.first.index == s.index;
-    });
-    if (it == series.end()) {
-        series.emplace_back(s, marked.size());
-        marked.resize(marked.size() + buckets, false);
-        it = series.end() - 1;
-    }
-    const std::size_t at = it->second + std::min(bucket, buckets - 1);
-    if (marked[at]) {
-        return false;
-    }
-    marked[at] = true;
-    return true;
 }
 
 void agent_metrics::apply_health(std::span<const exporter_health> rows) {

@@ -319,21 +319,6 @@ series_ref metric_store::series_of(family_id id, std::span<const std::string_vie
     return {id, index};
 }
 
-std::size_t metric_store::bucket_of(const family& f, std::uint64_t value) noexcept {
-    // Where lower_bound over every bound would end, from the first bound of the value's bit
-    // width on: the bounds before it are below the value, and with bounds spread over
-    // magnitudes (the default's 10 us to 10 s) one or two are left to compare. A fold observes
-    // each timed transfer four times, and lower_bound's binary search over 18 bounds was a
-    // third of the fold's time, mostly its mispredicted branches.
-    const std::vector<double>& bounds = f.spec_.bounds;
-    std::size_t i = f.bucket_start_[static_cast<std::size_t>(std::bit_width(value))];
-    const auto v = static_cast<double>(value);
-    while (i < bounds.size() && bounds[i] < v) {
-        ++i;
-    }
-    return i;
-}
-
 void metric_store::throw_no_series(series_ref s) {
     throw metrics_error(
         fmt::format("series {} of metric family id {} does not exist", s.index, s.family));
@@ -377,6 +362,33 @@ void metric_store::observe(series_ref s, std::uint64_t value) {
     x.sum += value;
     ++x.count;
     ++changes_;
+}
+
+void metric_store::add_observations(series_ref s,
+                                    std::span<const std::uint64_t> bucket_counts,
+                                    std::uint64_t sum) {
+    series& x = at(s);
+    const family_spec& spec = families_[s.family].spec_;
+    if (takes_values(spec.type) || spec.native || bucket_counts.size() != spec.bounds.size() + 1) {
+        throw metrics_error(fmt::format(
+            "add_observations on metric family '{}' ({}{}) with {} bucket counts: expected a "
+            "histogram without native buckets or a summary, and {} counts",
+            spec.name, to_string(spec.type), spec.native ? ", native" : "", bucket_counts.size(),
+            spec.bounds.size() + 1));
+    }
+    std::uint64_t count = 0;
+    for (std::size_t i = 0; i < bucket_counts.size(); ++i) {
+        if (i < spec.bounds.size()) {
+            x.buckets[i] += bucket_counts[i];
+        }
+        count += bucket_counts[i];
+    }
+    if (count == 0) {
+        return;
+    }
+    x.sum += sum;
+    x.count += count;
+    changes_ += count;
 }
 
 void metric_store::observe(series_ref s, std::uint64_t value, const exemplar& ex) {

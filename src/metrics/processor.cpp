@@ -24,6 +24,12 @@ std::uint64_t hash(const transfer_attributes& a, direction dir) noexcept {
 
 constexpr std::size_t initial_slots = 64;
 
+/// Whether `r` belongs to group `g`: its 16 bytes of attributes (no padding: the size is
+/// asserted where they are declared) compared as two words, and its direction.
+bool same_group(const group_state& g, const transfer_record& r) noexcept {
+    return std::memcmp(&g.attrs, &r.attrs, sizeof r.attrs) == 0 && g.dir == r.dir;
+}
+
 }  // namespace
 
 processor_core::processor_core(metrics::context ctx,
@@ -54,7 +60,9 @@ void processor_core::group(std::span<const transfer_record> records, const label
         labels_ = &labels;
     }
     for (const transfer_record& r : records) {
-        const std::uint32_t i = find_or_add(r);
+        // Consecutive records mostly share a group: that test here, the lookup out of line.
+        const std::uint32_t i =
+            last_ < groups_.size() && same_group(groups_[last_], r) ? last_ : find_or_add(r);
         measurements& m = groups_[i].totals;
         if (m.transfers == 0) {
             touched_.push_back(i);
@@ -77,9 +85,6 @@ void processor_core::group(std::span<const transfer_record> records, const label
 }
 
 std::uint32_t processor_core::find_or_add(const transfer_record& r) {
-    if (last_ < groups_.size() && groups_[last_].attrs == r.attrs && groups_[last_].dir == r.dir) {
-        return last_;
-    }
     std::size_t mask = slots_.size() - 1;
     for (std::size_t s = hash(r.attrs, r.dir) & mask;; s = (s + 1) & mask) {
         const std::uint32_t slot = slots_[s];
@@ -103,8 +108,7 @@ std::uint32_t processor_core::find_or_add(const transfer_record& r) {
             }
             return last_ = index;
         }
-        const group_state& g = groups_[slot - 1];
-        if (g.attrs == r.attrs && g.dir == r.dir) {
+        if (same_group(groups_[slot - 1], r)) {
             return last_ = slot - 1;
         }
     }

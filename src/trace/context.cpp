@@ -29,13 +29,6 @@ bool read_id(std::string_view s, std::array<std::uint8_t, N>& out) noexcept {
     return !is_zero(out);
 }
 
-/// SplitMix64's output function: spreads a counter's bits over the whole word.
-std::uint64_t mix(std::uint64_t z) noexcept {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 std::uint64_t random_seed() {
     std::uint64_t seed = 0;
     try {
@@ -45,8 +38,8 @@ std::uint64_t random_seed() {
         // No entropy source: the clock and the pid still set processes apart.
     }
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    return seed ^
-           mix(static_cast<std::uint64_t>(now) ^ static_cast<std::uint64_t>(::getpid()) << 40);
+    return seed ^ id_generator::mix(static_cast<std::uint64_t>(now) ^
+                                    static_cast<std::uint64_t>(::getpid()) << 40);
 }
 
 }  // namespace
@@ -112,34 +105,5 @@ std::optional<context> context_of(std::string_view request_id) noexcept {
 }
 
 id_generator::id_generator() : state_(random_seed()) {}
-
-std::uint64_t id_generator::next() noexcept {
-    state_ += 0x9e3779b97f4a7c15ULL;
-    return mix(state_);
-}
-
-span_id id_generator::next_span_id() noexcept {
-    span_id id{};
-    while (is_zero(id)) {
-        const std::uint64_t v = next();
-        for (std::size_t i = 0; i < id.size(); ++i) {
-            id[i] = static_cast<std::uint8_t>(v >> (8 * i));
-        }
-    }
-    return id;
-}
-
-trace_id id_generator::next_trace_id() noexcept {
-    trace_id id{};
-    while (is_zero(id)) {
-        const std::uint64_t a = next();
-        const std::uint64_t b = next();
-        for (std::size_t i = 0; i < 8; ++i) {
-            id[i] = static_cast<std::uint8_t>(a >> (8 * i));
-            id[8 + i] = static_cast<std::uint8_t>(b >> (8 * i));
-        }
-    }
-    return id;
-}
 
 }  // namespace xtel::trace

@@ -75,52 +75,11 @@ std::uint64_t sample_threshold(double fraction) noexcept {
     return two_to_56 - std::min(kept, two_to_56);
 }
 
-bool head_sampled(const trace_id& trace, std::uint64_t threshold) noexcept {
-    // The last 7 bytes, big-endian: the 8 from byte 8 in one load, byte 8 masked off.
-    std::uint64_t word = 0;
-    std::memcpy(&word, trace.data() + 8, sizeof word);
-    if constexpr (std::endian::native == std::endian::little) {
-        word = __builtin_bswap64(word);
-    }
-    return (word & 0x00ff'ffff'ffff'ffffu) >= threshold;
-}
-
 sampler::sampler(const sampler_settings& settings, std::uint64_t now_us) noexcept
     : settings_(settings),
       threshold_(sample_threshold(settings.sample)),
       tokens_(settings.budget * micro),
       last_us_(now_us) {}
-
-span_reason sampler::reason(bool failed,
-                            std::optional<std::uint64_t> duration_us,
-                            const trace_id& trace) const noexcept {
-    if (failed) {
-        return span_reason::failed;
-    }
-    if (duration_us && *duration_us >= settings_.slow_us) {
-        return span_reason::slow;
-    }
-    if (head_sampled(trace, threshold_)) {
-        return span_reason::sampled;
-    }
-    return span_reason::none;
-}
-
-span_reason sampler::decide(bool failed,
-                            std::optional<std::uint64_t> duration_us,
-                            const trace_id& trace,
-                            std::uint64_t now_us) noexcept {
-    const span_reason r = reason(failed, duration_us, trace);
-    if (r == span_reason::none) {
-        return r;
-    }
-    if (!take_token(now_us)) {
-        ++dropped_;
-        return span_reason::none;
-    }
-    ++kept_[static_cast<std::size_t>(r)];
-    return r;
-}
 
 bool sampler::take_token(std::uint64_t now_us) noexcept {
     const std::uint64_t full = settings_.budget * micro;

@@ -473,3 +473,77 @@ TEST_CASE("each latency bucket keeps the exemplar of the round's last tagged tra
 }
 
 }  // namespace metrics_prometheus_test
+
+namespace metrics_prometheus_test {
+
+TEST_CASE("with peers interleaved each peer's bucket keeps its own last tagged transfer") {
+    configured c({"comprehensive"});
+    // All in the first bucket (bound 10 µs): p1's last is c, p2's is d; the histogram of all
+    // transfers keeps d, the round's last. a and b, each a run's earlier block, keep nothing.
+    const std::string_view peer[] = {"p1", "p1", "p2", "p2", "p1", "p2"};
+    const char* ids[] = {"a", "a", "b", "b2", "c", "d"};
+    transfer_round round;
+    for (std::size_t i = 0; i < 6; ++i) {
+        xtel::transfer_record r = c.to(peer[i], xtel::transfer_op::write, 4096, 1, 3).transfers[0];
+        r.request_id = ids[i];
+        round.transfers.push_back(r);
+    }
+    c.metrics->apply_transfers(round.transfers, c.labels);
+    c.metrics->publish();
+    const auto snap = c.metrics->latest();
+    REQUIRE(snap != nullptr);
+    CHECK(exemplar_ids(*snap, "xtel_transfer_duration_seconds", "p1") ==
+          std::vector<std::string>{"c", "", ""});
+    CHECK(exemplar_ids(*snap, "xtel_transfer_duration_seconds", "p2") ==
+          std::vector<std::string>{"d", "", ""});
+    CHECK(exemplar_ids(*snap, "agent_xfer_time_us", "h") == std::vector<std::string>{"d", "", ""});
+}
+
+TEST_CASE("a round's latencies between peers count as each observed alone would, classic or both") {
+    // Classic histograms take the round's transfers bucketed first and added at its end; with
+    // native buckets too each value is observed in turn. Their classic buckets, sums and
+    // counts must agree, for interleaved peers and operations, across two rounds.
+    auto classic = configured::model({"comprehensive"}, 1000);
+    auto both = classic;
+    both.histograms = xtel::metrics::histogram_kind::both;
+    xtel::metrics::agent_metrics tallied("a1", classic);
+    xtel::metrics::agent_metrics each("a1", both);
+    configured c({"comprehensive"});
+    const std::string_view peers[] = {"p1", "p2", "p1", "p3"};
+    std::vector<xtel::transfer_record> round;
+    for (std::uint64_t i = 0; i < 40; ++i) {
+        const auto op = i % 3 == 0 ? xtel::transfer_op::read : xtel::transfer_op::write;
+        round.push_back(c.to(peers[i % 4], op, 100 + i, i * 7 % 150, i * 13 % 300).transfers[0]);
+    }
+    round[5].timed = false;  // counted, not observed
+    for (int pass = 0; pass < 2; ++pass) {
+        tallied.apply_transfers(round, c.labels);
+        each.apply_transfers(round, c.labels);
+    }
+    tallied.publish();
+    each.publish();
+    std::size_t compared = 0;
+    for (const auto& f : tallied.latest()->families) {
+        if (f.spec.type != xtel::metrics::metric_type::histogram) {
+            continue;
+        }
+        const auto other =
+            std::find_if(each.latest()->families.begin(), each.latest()->families.end(),
+                         [&](const auto& g) { return g.spec.name == f.spec.name; });
+        REQUIRE(other != each.latest()->families.end());
+        REQUIRE(f.series.size() == other->series.size());
+        for (std::size_t s = 0; s < f.series.size(); ++s) {
+            INFO(f.spec.name << " series " << s);
+            CHECK(f.series[s].label_values == other->series[s].label_values);
+            CHECK(f.series[s].buckets == other->series[s].buckets);
+            CHECK(f.series[s].sum == other->series[s].sum);
+            CHECK(f.series[s].count == other->series[s].count);
+            compared += f.series[s].count;
+        }
+    }
+    // The two histograms of all transfers and the two of each {op, peer}: four observations
+    // of each of the 39 timed transfers, twice.
+    CHECK(compared == 4 * 39 * 2);
+}
+
+}  // namespace metrics_prometheus_test

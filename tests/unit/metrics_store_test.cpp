@@ -213,6 +213,53 @@ TEST_CASE("a histogram's bucket is the first bound not below the value, at every
     }
 }
 
+TEST_CASE("observations added as bucket counts leave a series as observing each value would") {
+    metric_store s;
+    const auto h =
+        s.add_family({"latency", "h", metric_type::histogram, {"way"}, 0, {10, 100, 1000}});
+    const auto one_by_one = s.series_of(h, {"one by one"});
+    const auto counted = s.series_of(h, {"counted"});
+    const std::uint64_t values[] = {3, 10, 11, 100, 5000, 7, 999, 20000};
+    std::vector<std::uint64_t> counts(4, 0);
+    std::uint64_t sum = 0;
+    for (const std::uint64_t v : values) {
+        s.observe(one_by_one, v);
+        ++counts[s.bucket_index(counted, v)];
+        sum += v;
+    }
+    const auto before = s.changes();
+    s.add_observations(counted, counts, sum);
+    CHECK(s.changes() > before);
+    const series* a = s.find_series("latency", {"one by one"});
+    const series* b = s.find_series("latency", {"counted"});
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    CHECK(b->buckets == std::vector<std::uint64_t>{3, 2, 1});
+    CHECK(b->buckets == a->buckets);
+    CHECK(b->sum == 26130);
+    CHECK(b->count == 8);
+    CHECK(b->count == a->count);
+}
+
+TEST_CASE("observations as bucket counts are refused where each value is needed or sizes differ") {
+    metric_store s;
+    const auto c = s.add_family({"c_total", "h", metric_type::counter, {}});
+    const auto h = s.add_family({"h", "h", metric_type::histogram, {}, 0, {1, 2}});
+    family_spec native{"n", "h", metric_type::histogram, {}, 0, {1, 2}};
+    native.native = true;
+    const auto n = s.add_family(native);
+    const std::vector<std::uint64_t> three = {1, 0, 1};
+    CHECK_THROWS_WITH(s.add_observations(s.series_of(c, {}), three, 5),
+                      Catch::Contains("'c_total' (counter)"));
+    CHECK_THROWS_WITH(s.add_observations(s.series_of(n, {}), three, 5),
+                      Catch::Contains("'n' (histogram, native)"));
+    CHECK_THROWS_WITH(s.add_observations(s.series_of(h, {}), std::vector<std::uint64_t>{1, 1}, 5),
+                      Catch::Contains("with 2 bucket counts") && Catch::Contains("and 3 counts"));
+    s.add_observations(s.series_of(h, {}), three, 5);
+    CHECK(s.find_series("h", {})->buckets == std::vector<std::uint64_t>{1, 0});
+    CHECK(s.find_series("h", {})->count == 2);
+}
+
 TEST_CASE("a histogram keeps the latest exemplar of each bucket beside its counts") {
     metric_store s;
     const auto h =

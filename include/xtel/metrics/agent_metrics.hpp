@@ -186,13 +186,41 @@ class agent_metrics {
         /// True the first time bucket `bucket` of `s` (of `buckets`) is asked for this round.
         bool first(series_ref s, std::size_t bucket, std::size_t buckets);
     };
+    /// One round's observations of a peer's timed transfers, bucketed as they come and added
+    /// to the latency series once, at the round's end (metric_store::add_observations): an
+    /// observation per value cost the fold more than anything else.
+    struct latency_tally {
+        std::vector<std::uint64_t> xfer, post;  // per bucket: bounds + 1
+        std::uint64_t xfer_sum = 0, post_sum = 0;
+        bool touched = false;  // this round
+    };
     /// A peer's {op, peer} latency series (by label id, then op), found by their label strings
-    /// once: every timed transfer is observed in two of them.
+    /// once: every timed transfer is observed in two of them, and in the two histograms of
+    /// all transfers.
     struct peer_latency {
         series_ref duration, post;
         bool found = false;
+        latency_tally tally;
     };
-    const peer_latency& latency_series(const transfer_record& r, const label_table& labels);
+    peer_latency& latency_series(const transfer_record& r, const label_table& labels) {
+        const label_id id = r.attrs.remote_agent;
+        if (id < peer_latency_.size()) [[likely]] {
+            peer_latency& p = peer_latency_[id][r.attrs.op == transfer_op::read ? 0 : 1];
+            if (p.found) [[likely]] {
+                return p;
+            }
+        }
+        return find_latency_series(r, labels);
+    }
+    peer_latency& find_latency_series(const transfer_record& r, const label_table& labels);
+    /// Whether the latency histograms take tallies: classic buckets only (native ones need
+    /// each value), and the four of them on one set of bounds, as the settings' latency shape
+    /// makes them, so that a value's bucket is found once for the four.
+    bool tallies_latency() const;
+    /// Counts timed transfer `r` in the tally of its peer's series `p` (latency_series(r)).
+    void tally(peer_latency& p, const transfer_record& r);
+    /// Adds the round's tallies to the latency histograms and clears them.
+    void add_tallies();
 
     const std::string agent_name_;
     const std::string hostname_;
@@ -235,6 +263,9 @@ class agent_metrics {
     std::uint64_t deregistered_sum_ = 0;
     std::vector<std::string> peers_;  // label id -> name, filled as ids are met
     std::vector<std::array<peer_latency, 2>> peer_latency_;
+    /// The peer_latency_ entries (label id * 2 + op's index) tallied this round.
+    std::vector<std::size_t> tallied_;
+    bool tally_latency_ = false;     // tallies_latency(), once the families are made
     exemplar_marks exemplar_marks_;  // keep_last_exemplars' scratch, kept for its capacity
     std::vector<event_family> events_;
     std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index

@@ -87,6 +87,8 @@ class processor_core {
     std::size_t cached_groups() const noexcept { return groups_.size(); }
 
   private:
+    /// The index of `r`'s group, found by hashing its attributes, or added (group() tries the
+    /// last group first).
     std::uint32_t find_or_add(const transfer_record& r);
     void reset();
 

@@ -5,7 +5,9 @@
 /// whose overflow is counted. docs/trace-format.md ("Which transfers become spans") says why.
 
 #include <array>
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -72,9 +74,18 @@ std::uint64_t sample_threshold(double fraction) noexcept;
 
 /// True when a trace is in the head-sampled fraction whose threshold is `threshold`: the trace
 /// id's last 7 bytes, read as a big-endian number, are at or above it.
-bool head_sampled(const trace_id& trace, std::uint64_t threshold) noexcept;
+inline bool head_sampled(const trace_id& trace, std::uint64_t threshold) noexcept {
+    // The last 7 bytes, big-endian: the 8 from byte 8 in one load, byte 8 masked off.
+    std::uint64_t word = 0;
+    std::memcpy(&word, trace.data() + 8, sizeof word);
+    if constexpr (std::endian::native == std::endian::little) {
+        word = __builtin_bswap64(word);
+    }
+    return (word & 0x00ff'ffff'ffff'ffffu) >= threshold;
+}
 
-/// The decisions of one agent (its flusher: not for concurrent use).
+/// The decisions of one agent (its flusher: not for concurrent use). reason() and decide() are
+/// inline: the span stage asks them of every candidate transfer of a round.
 class sampler {
   public:
     /// The budget starts full (one second's worth) at `now_us`.
@@ -84,14 +95,36 @@ class sampler {
     /// timed transfer has a duration), else sampled, else none.
     span_reason reason(bool failed,
                        std::optional<std::uint64_t> duration_us,
-                       const trace_id& trace) const noexcept;
+                       const trace_id& trace) const noexcept {
+        if (failed) {
+            return span_reason::failed;
+        }
+        if (duration_us && *duration_us >= settings_.slow_us) {
+            return span_reason::slow;
+        }
+        if (head_sampled(trace, threshold_)) {
+            return span_reason::sampled;
+        }
+        return span_reason::none;
+    }
 
     /// reason(), then the budget at `now_us`: none when there is no reason, or when the budget
     /// is spent (the span is dropped and counted in dropped()).
     span_reason decide(bool failed,
                        std::optional<std::uint64_t> duration_us,
                        const trace_id& trace,
-                       std::uint64_t now_us) noexcept;
+                       std::uint64_t now_us) noexcept {
+        const span_reason r = reason(failed, duration_us, trace);
+        if (r == span_reason::none) {
+            return r;
+        }
+        if (!take_token(now_us)) {
+            ++dropped_;
+            return span_reason::none;
+        }
+        ++kept_[static_cast<std::size_t>(r)];
+        return r;
+    }
 
     /// Spans dropped because the budget was spent: xtel_trace_spans_dropped_total{reason="budget"}.
     std::uint64_t dropped() const noexcept { return dropped_; }

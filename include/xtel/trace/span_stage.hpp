@@ -92,7 +92,12 @@ class span_stage {
                         const label_table& labels);
 
     /// The context of `request_id`, the last one's kept: a request's blocks share its id.
+    /// Within one sample() call an id at the same address and of the same size as the last is
+    /// the same text (the records' ids do not change during the call, and the back end's round
+    /// keeps a run of one id as one copy), so it is not compared again.
+    /// Small, so that it is inlined into sample(); read_context has the rest, out of line.
     const std::optional<context>& context_for(std::string_view request_id);
+    [[gnu::noinline]] const std::optional<context>& read_context(std::string_view request_id);
 
     bool on_ = false;
     std::string agent_name_;
@@ -106,6 +111,8 @@ class span_stage {
     std::vector<std::size_t> batch_traces_;
     std::string last_id_;
     std::optional<context> last_context_;
+    /// The id last_id_ was last found equal to, in this sample() call (empty: none yet).
+    std::string_view last_seen_;
     span_counts counts_;
 };
 
