@@ -89,8 +89,9 @@ def main():
                 states['created outside'] += 1
             except Exception as e:  # nixl's binding raises its nixlNotFoundError
                 states[type(e).__name__] += 1
-        # In a shuffled order: the first transfer after the sleep pays the process's wake-up, and
-        # one peer always first would make that peer's latency the wake-up's.
+        # In a shuffled order: the first transfer after the sleep is the round's slowest (most
+        # likely the process waking up), and one peer always first would make that peer look
+        # slow.
         for remote_side in random.sample(remote_sides, len(remote_sides)):
             states[transfer_once(decode, a.op, local_side, remote_side)] += 1
         next_round += period
