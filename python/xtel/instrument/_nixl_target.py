@@ -8,7 +8,7 @@ call unchanged, the bookkeeping guarded, an error logged once and counted.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 from . import _nixl_values as _values
 from ._nixl_guard import _failed, _log_once, state
@@ -58,42 +58,38 @@ def _snapshot(self: Any) -> Dict[str, List[Any]]:
     return {k: list(v) for k, v in notifs.items()} if notifs else {}
 
 
-def wrap_update_notifs(orig: Any) -> Any:
-    def update_notifs(self: Any, *args: Any, **kwargs: Any) -> Any:
+def _around_replacing_poll(where: str, orig: Any,
+                           after: Callable[..., None]) -> Any:
+    """A wrapper of `orig`, a poll that replaces the agent's map of notifications: the map
+    copied before NIXL's call, and `after(agent, before, now, args, kwargs, answer)` once it
+    returned (`now`: the map NIXL left), each guarded; NIXL's answer returned as it is."""
+    def poll(self: Any, *args: Any, **kwargs: Any) -> Any:
         agent = state(self)
         before = None
         if agent is not None and agent.telemetry is not None:
             try:
                 before = _snapshot(self)
             except Exception as e:
-                _failed("update_notifs", e, agent)
-        got = orig(self, *args, **kwargs)
+                _failed(where, e, agent)
+        answer = orig(self, *args, **kwargs)
         if before is not None:
             try:
-                _notified(agent, _values.notifs_added(before, self.notifs))
+                after(agent, before, self.notifs, args, kwargs, answer)
             except Exception as e:
-                _failed("update_notifs", e, agent)
-        return got
-    return update_notifs
+                _failed(where, e, agent)
+        return answer
+    return poll
+
+
+def wrap_update_notifs(orig: Any) -> Any:
+    def added(agent: Any, before: Dict[str, List[Any]], now: Dict[str, List[Any]],
+              args: tuple, kwargs: dict, answer: Any) -> None:
+        _notified(agent, _values.notifs_added(before, now))
+    return _around_replacing_poll("update_notifs", orig, added)
 
 
 def wrap_check_remote_xfer_done(orig: Any) -> Any:
-    def check_remote_xfer_done(self: Any, *args: Any, **kwargs: Any) -> Any:
-        agent = state(self)
-        before = None
-        if agent is not None and agent.telemetry is not None:
-            try:
-                before = _snapshot(self)
-            except Exception as e:
-                _failed("check_remote_xfer_done", e, agent)
-        found = orig(self, *args, **kwargs)
-        if before is not None:
-            try:
-                _remote_done(agent, before, self.notifs, args, kwargs, found)
-            except Exception as e:
-                _failed("check_remote_xfer_done", e, agent)
-        return found
-    return check_remote_xfer_done
+    return _around_replacing_poll("check_remote_xfer_done", orig, _remote_done)
 
 
 def _remote_done(agent: Any, before: Dict[str, List[Any]],

@@ -63,7 +63,7 @@ def traceparent() -> Optional[str]:
     if not _otel_checked:
         _otel_checked = True
         try:
-            from opentelemetry import trace  # type: ignore[import-not-found]
+            from opentelemetry import trace  # type: ignore  # absent, or untyped
 
             _otel = trace
         except Exception:
