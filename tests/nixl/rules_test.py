@@ -54,6 +54,10 @@ BLIND = {
         'with no request and no operation, so no request of a NIXL agent fails',
 }
 
+# The agents nixl_load.py makes: the initiators, which make every transfer, and their targets.
+INITIATORS = {'decode-w', 'decode-r'}
+TARGETS = {'prefill-w', 'prefill-r'}
+
 # Recording rules of an agent's health, not its transfers: every agent answers, targets too.
 EVERY_AGENT = {'agent_kind:xtel_errors:rate5m', 'agent:xtel_telemetry_loss:ratio_rate5m'}
 
@@ -102,30 +106,65 @@ def series(prom, expr):
     return prom.query(expr).get('data', {}).get('result') or []
 
 
-def check_rules(prom, source_dir, agents, targets, problems):
+def check_rules(prom, source_dir, problems, absent=None, over='NIXL agents'):
+    """Every recording rule answers over the agents, except those of `absent` (rule -> why;
+    NEEDS_PEER by default), which must not; see the module's docstring for the rest."""
+    absent = NEEDS_PEER if absent is None else absent
     for rule in recording_rules(source_dir):
         got = series(prom, rule)
-        if rule in NEEDS_PEER:
+        if rule in absent:
             if got:
-                problems.append(f'{rule} answered over NIXL agents, though listed as needing a '
-                                f'peer ({NEEDS_PEER[rule]}): {got[0]["metric"]}')
+                problems.append(f'{rule} answered over {over}, though listed as absent '
+                                f'({absent[rule]}): {got[0]["metric"]}')
             continue
         if not got:
-            problems.append(f'{rule} has no series over NIXL agents')
+            problems.append(f'{rule} has no series over {over}')
             continue
         named = {s['metric'].get('agent_name') for s in got}
-        want = agents | targets if rule in EVERY_AGENT else agents
+        want = INITIATORS | TARGETS if rule in EVERY_AGENT else INITIATORS
         if None not in named and named != want:
             problems.append(f'{rule} answers for agents {sorted(named)}, expected '
                             f'{sorted(want)}')
         if rule in BLIND and any(float(s['value'][1]) != 0 for s in got):
-            problems.append(f'{rule} is not 0 over NIXL agents, though listed as blind '
+            problems.append(f'{rule} is not 0 over {over}, though listed as blind '
                             f'({BLIND[rule]}): {got}')
         print(f'ok   {rule}: {len(got)} series, e.g. {got[0]["metric"]} {got[0]["value"][1]}')
     kinds = {s['metric'].get('kind') for s in series(prom, 'agent_kind:xtel_errors:rate5m > 0')}
     if kinds != {'not_found'}:
         problems.append(f'agent_kind:xtel_errors:rate5m > 0 names kinds {kinds}, expected '
                         f'not_found alone')
+
+
+def start_loads(python, source_dir, env, log):
+    """The two processes of real agents (see the module's docstring), running for 300 s."""
+    load = os.path.join(source_dir, 'tests', 'nixl', 'nixl_load.py')
+    common = ['--size', '65536', '--rate', '50', '--seconds', '300']
+    return [subprocess.Popen([python, load, *argv, *common], env=env, stdin=subprocess.PIPE,
+                             stdout=log, stderr=subprocess.STDOUT)
+            for argv in (['--initiator', 'decode-w', '--target', 'prefill-w', '--op', 'WRITE',
+                          '--fail-every', '10'],
+                         ['--initiator', 'decode-r', '--target', 'prefill-r', '--op', 'READ'])]
+
+
+def finish(procs, log, problems):
+    """Every process stopped; the last of their output shown when something failed."""
+    if any(p.poll() is not None for p in procs):
+        problems.append('an agents\' process, xtel-exporter or Prometheus ended early')
+    dash.stop(procs)
+    if problems:
+        log.seek(0)
+        print('---- processes\' output (last 40 lines)\n' + ''.join(log.readlines()[-40:]))
+    log.close()
+
+
+def verdict(problems, summary):
+    """The exit status: 1 with each problem printed, else 0 with `summary`."""
+    for line in problems:
+        print(f'FAIL: {line}')
+    if problems:
+        return 1
+    print(summary)
+    return 0
 
 
 def check_dashboards(prom, source_dir, problems):
@@ -155,21 +194,14 @@ def main():
     started = time.monotonic()
     python = harness.install(args.source_dir, args.venv)
     harness.link_plugin(python, args.plugin)
-    load = os.path.join(args.source_dir, 'tests', 'nixl', 'nixl_load.py')
     problems, procs = [], []
     with tempfile.TemporaryDirectory(prefix='xtel-nixl-rules-') as work:
         node = os.path.join(work, 'node')
         os.mkdir(node)
         log = open(os.path.join(work, 'processes.log'), 'w+')
         env = harness.agent_env(node, {'NIXL_TELEMETRY_METRIC_SET': 'xtel'})
-        common = ['--size', '65536', '--rate', '50', '--seconds', '300']
         try:
-            for argv in (['--initiator', 'decode-w', '--target', 'prefill-w', '--op', 'WRITE',
-                          '--fail-every', '10'],
-                         ['--initiator', 'decode-r', '--target', 'prefill-r', '--op', 'READ']):
-                procs.append(subprocess.Popen([python, load, *argv, *common], env=env,
-                                              stdin=subprocess.PIPE, stdout=log,
-                                              stderr=subprocess.STDOUT))
+            procs += start_loads(python, args.source_dir, env, log)
             exporter_port = dash.free_port()
             # --remote-write to a port no one listens on, as tests/dashboards_test.py does, so
             # that the remote-write panel's counters exist.
@@ -186,26 +218,14 @@ def main():
                                          'ratio_rate6h'], time.time() + SETTLE_S)
             if not ready:
                 problems.append(f'the rules had no data after {SETTLE_S} s')
-            agents = {'decode-w', 'decode-r'}
-            check_rules(prom, args.source_dir, agents, {'prefill-w', 'prefill-r'}, problems)
-            empty = check_dashboards(prom, args.source_dir, problems)
-            if any(p.poll() is not None for p in procs):
-                problems.append('an agents\' process, xtel-exporter or Prometheus ended early')
+            check_rules(prom, args.source_dir, problems)
+            check_dashboards(prom, args.source_dir, problems)
         finally:
-            dash.stop(procs)
-            if problems:
-                log.seek(0)
-                print('---- processes\' output (last 40 lines)\n' +
-                      ''.join(log.readlines()[-40:]))
-            log.close()
-    for line in problems:
-        print(f'FAIL: {line}')
-    if problems:
-        return 1
-    print(f'monitoring/ over real NIXL agents: every recording rule but the {len(NEEDS_PEER)} '
-          f'that compare peers answers; every dashboard query but {len(empty)} listed '
-          f'({time.monotonic() - started:.1f} s)')
-    return 0
+            finish(procs, log, problems)
+    return verdict(problems, f'monitoring/ over real NIXL agents: every recording rule but the '
+                             f'{len(NEEDS_PEER)} that compare peers answers; every dashboard '
+                             f'query but {len(NIXL_EMPTY)} listed '
+                             f'({time.monotonic() - started:.1f} s)')
 
 
 if __name__ == '__main__':

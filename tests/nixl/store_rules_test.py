@@ -19,7 +19,6 @@ Arguments: those of every NIXL test (tests/cmake/nixl.cmake) and --prometheus.
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,28 +46,10 @@ NO_LATENCY = {
 }
 
 
-def check_rules(prom, source_dir, agents, targets, problems):
-    for rule in base.recording_rules(source_dir):
-        got = base.series(prom, rule)
-        if rule in NO_LATENCY or rule in base.NEEDS_PEER:
-            if got:
-                problems.append(f'{rule} answered over NIXL stores, though it needs transfer '
-                                f'time or a peer: {got[0]["metric"]}')
-            continue
-        if not got:
-            problems.append(f'{rule} has no series over NIXL stores')
-            continue
-        named = {s['metric'].get('agent_name') for s in got}
-        want = agents | targets if rule in base.EVERY_AGENT else agents
-        if None not in named and named != want:
-            problems.append(f'{rule} answers for agents {sorted(named)}, expected {sorted(want)}')
-        if rule in base.BLIND and any(float(s['value'][1]) != 0 for s in got):
-            problems.append(f'{rule} is not 0 over NIXL stores ({base.BLIND[rule]}): {got}')
-        print(f'ok   {rule}: {len(got)} series, e.g. {got[0]["metric"]} {got[0]["value"][1]}')
-    kinds = {s['metric'].get('kind') for s in base.series(prom, 'agent_kind:xtel_errors:rate5m > 0')}
-    if kinds != {'not_found'}:
-        problems.append(f'agent_kind:xtel_errors:rate5m > 0 names kinds {kinds}, expected '
-                        f'not_found alone')
+def check_rules(prom, source_dir, problems):
+    absent = dict(base.NEEDS_PEER, **{r: 'transfer time, which a store does not tell apart by '
+                                         'operation' for r in NO_LATENCY})
+    base.check_rules(prom, source_dir, problems, absent, over='NIXL stores')
 
 
 def main():
@@ -79,7 +60,6 @@ def main():
     started = time.monotonic()
     python = harness.install(args.source_dir, args.venv)
     harness.link_plugin(python, args.plugin)
-    load = os.path.join(args.source_dir, 'tests', 'nixl', 'nixl_load.py')
     problems, procs = [], []
     with tempfile.TemporaryDirectory(prefix='xtel-nixl-store-rules-') as work:
         stores, empty = os.path.join(work, 'stores'), os.path.join(work, 'empty')
@@ -90,14 +70,8 @@ def main():
                                         'NIXL_TELEMETRY_PROMETHEUS_PORT': str(dash.free_port()),
                                         'NIXL_TELEMETRY_PROMETHEUS_LOCAL': 'y'},
                                 exporter='prometheus_mp')
-        common = ['--size', '65536', '--rate', '50', '--seconds', '300']
         try:
-            for argv in (['--initiator', 'decode-w', '--target', 'prefill-w', '--op', 'WRITE',
-                          '--fail-every', '10'],
-                         ['--initiator', 'decode-r', '--target', 'prefill-r', '--op', 'READ']):
-                procs.append(subprocess.Popen([python, load, *argv, *common], env=env,
-                                              stdin=subprocess.PIPE, stdout=log,
-                                              stderr=subprocess.STDOUT))
+            procs += base.start_loads(python, args.source_dir, env, log)
             exporter_port = dash.free_port()
             procs.append(dash.start([args.exporter, '--dir', empty, '--nixl-multiproc-dir', stores,
                                      '--listen', f'127.0.0.1:{exporter_port}'], log))
@@ -113,25 +87,14 @@ def main():
             if not ready:
                 problems.append(f'the rules had no data after {base.SETTLE_S} s')
             time.sleep(1.1)  # one more evaluation: a rule that would answer has
-            check_rules(prom, args.source_dir, {'decode-w', 'decode-r'},
-                        {'prefill-w', 'prefill-r'}, problems)
-            if any(p.poll() is not None for p in procs):
-                problems.append('an agents\' process, xtel-exporter or Prometheus ended early')
+            check_rules(prom, args.source_dir, problems)
         finally:
-            dash.stop(procs)
-            if problems:
-                log.seek(0)
-                print('---- processes\' output (last 40 lines)\n' +
-                      ''.join(log.readlines()[-40:]))
-            log.close()
-    for line in problems:
-        print(f'FAIL: {line}')
-    if problems:
-        return 1
-    print(f'monitoring/rules over real NIXL agents\' prometheus_mp stores: every recording rule '
-          f'but the {len(NO_LATENCY)} over transfer time and the {len(base.NEEDS_PEER)} that '
-          f'compare peers answers ({time.monotonic() - started:.1f} s)')
-    return 0
+            base.finish(procs, log, problems)
+    return base.verdict(
+        problems, f'monitoring/rules over real NIXL agents\' prometheus_mp stores: every '
+                  f'recording rule but the {len(NO_LATENCY)} over transfer time and the '
+                  f'{len(base.NEEDS_PEER)} that compare peers answers '
+                  f'({time.monotonic() - started:.1f} s)')
 
 
 if __name__ == '__main__':
