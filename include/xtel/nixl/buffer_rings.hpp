@@ -27,24 +27,14 @@
 
 #include "xtel/metrics/agent_metrics_settings.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/nixl/dir_reader_settings.hpp"
 #include "xtel/node/scanner.hpp"
 
 namespace xtel::nixl {
 
 class buffer_rings {
   public:
-    struct settings {
-        std::filesystem::path dir;
-        /// What its log lines start with ("xtel-exporter").
-        std::string program;
-        /// The owners whose rings are read besides this process's effective uid.
-        std::vector<uid_t> allowed_uids;
-        /// What every agent's model is made with (the reader's environment; its rank is left
-        /// out: it is the reader's, not the agent's).
-        metrics::agent_metrics_settings model;
-        /// Globs (fnmatch) of the families served (xtel-exporter's --metrics); empty: all.
-        std::vector<std::string> families;
-    };
+    using settings = dir_reader_settings;
 
     explicit buffer_rings(settings s);
     ~buffer_rings();

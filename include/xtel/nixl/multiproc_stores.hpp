@@ -36,6 +36,7 @@
 
 #include "xtel/metrics/agent_metrics_settings.hpp"
 #include "xtel/metrics/snapshot.hpp"
+#include "xtel/nixl/dir_reader_settings.hpp"
 #include "xtel/node/scanner.hpp"
 
 namespace xtel::nixl {
@@ -51,18 +52,7 @@ namespace xtel::nixl {
 
 class multiproc_stores {
   public:
-    struct settings {
-        std::filesystem::path dir;
-        /// What its log lines start with ("xtel-exporter").
-        std::string program;
-        /// The owners whose stores are read besides this process's effective uid.
-        std::vector<uid_t> allowed_uids;
-        /// The sets served, and the families of each a model made with these settings serves
-        /// (NIXL_TELEMETRY_METRIC_SET, _ENABLED_METRICS).
-        metrics::agent_metrics_settings model;
-        /// Globs (fnmatch) of the families served (xtel-exporter's --metrics); empty: all.
-        std::vector<std::string> families;
-    };
+    using settings = dir_reader_settings;
 
     explicit multiproc_stores(settings s);
     ~multiproc_stores();
