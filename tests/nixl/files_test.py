@@ -74,11 +74,34 @@ def scrape(url):
         return harness.samples(r.read().decode())
 
 
-def refused(s, reason):
-    """xtel_exporter_files_refused_total{kind="nixl_ring", reason}; None when not served."""
-    want = {('kind', 'nixl_ring'), ('reason', reason)}
+def refused(s, reason, kind='nixl_ring'):
+    """xtel_exporter_files_refused_total{kind, reason}; None when not served."""
+    want = {('kind', kind), ('reason', reason)}
     return next((v for (n, ls), v in s.items()
                  if n == 'xtel_exporter_files_refused_total' and want <= ls), None)
+
+
+def refusals_judged(s, lines, want, files, kind, said_of):
+    """What is wrong with the refusals of hostile copies: `want` (reason -> count) against the
+    counts of `kind` in samples `s`; for each of `files` (name -> reason, None for the intact
+    copy) one log line of `lines` (`said_of(line, name)` picks a file's) saying the reason, or
+    none for the intact copy; and nothing of a refused copy served."""
+    problems = []
+    for reason, count in sorted(want.items()):
+        if refused(s, reason, kind) != count:
+            problems.append(f'refused for {reason}: {refused(s, reason, kind)}, expected {count}')
+    for name, reason in files.items():
+        said = [l for l in lines if said_of(l, name)]
+        if reason is None:
+            if said:
+                problems.append(f'the intact copy was refused: {said}')
+            continue
+        if len(said) != 1 or f'({reason})' not in said[0]:
+            problems.append(f'expected one line refusing {name} ({reason}), got {said}')
+        served = [n for (n, ls) in s if ('agent_name', name) in ls]
+        if served:
+            problems.append(f'{name}, refused, is served: {sorted(set(served))}')
+    return problems
 
 
 def real_rings(args, python, driver, work, log):
@@ -178,20 +201,8 @@ def hostile(args, done, ring, work, log_path):
             stop(exporter)
         log.seek(0)
         lines = log.read().splitlines()
-    for reason, count in sorted(want.items()):
-        if refused(s, reason) != count:
-            problems.append(f'refused for {reason}: {refused(s, reason)}, expected {count}')
-    for name, reason in files.items():
-        said = [l for l in lines if 'NIXL ring' in l and f'/{name} refused' in l]
-        if reason is None:
-            if said:
-                problems.append(f'the intact copy was refused: {said}')
-            continue
-        if len(said) != 1 or f'({reason})' not in said[0]:
-            problems.append(f'expected one line refusing {name} ({reason}), got {said}')
-        served = [n for (n, ls) in s if ('agent_name', name) in ls]
-        if served:
-            problems.append(f'{name}, refused, is served: {sorted(set(served))}')
+    problems += refusals_judged(s, lines, want, files, 'nixl_ring',
+                                lambda line, name: 'NIXL ring' in line and f'/{name} refused' in line)
     return problems, files
 
 

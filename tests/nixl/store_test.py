@@ -53,9 +53,7 @@ def agent_series(s):
 
 
 def refused(s, reason):
-    want = {('kind', 'nixl_store'), ('reason', reason)}
-    return next((v for (n, ls), v in s.items()
-                 if n == 'xtel_exporter_files_refused_total' and want <= ls), None)
+    return files_test.refused(s, reason, 'nixl_store')
 
 
 # xtel's families a store cannot fill: it holds no transfer, and its one time histogram does not
@@ -208,20 +206,9 @@ def hostile(args, done, store, work, log_path):
                 f.close()
         log.seek(0)
         lines = log.read().splitlines()
-    for reason, count in sorted(want.items()):
-        if refused(s, reason) != count:
-            problems.append(f'refused for {reason}: {refused(s, reason)}, expected {count}')
-    for case, reason in files.items():
-        said = [l for l in lines if 'NIXL store' in l and f'/nixl.{case}.mmap refused' in l]
-        if reason is None:
-            if said:
-                problems.append(f'the intact copy was refused: {said}')
-            continue
-        if len(said) != 1 or f'({reason})' not in said[0]:
-            problems.append(f'expected one line refusing {case} ({reason}), got {said}')
-        served = [n for (n, ls) in s if ('agent_name', case) in ls]
-        if served:
-            problems.append(f'{case}, refused, is served: {sorted(set(served))}')
+    problems += files_test.refusals_judged(
+        s, lines, want, files, 'nixl_store',
+        lambda line, case: 'NIXL store' in line and f'/nixl.{case}.mmap refused' in line)
     return problems, files
 
 
