@@ -77,24 +77,32 @@ bool agent_metrics::tallies_latency() const {
            same_shape(series_ref{duration_, 0}) && same_shape(series_ref{post_duration_, 0});
 }
 
-void agent_metrics::tally(peer_latency& p, const transfer_record& r) {
+void agent_metrics::tally(peer_latency& p, const transfer_record& r, std::size_t index) {
     latency_tally& t = p.tally;
+    const auto& store = processor_->store();
     if (!t.touched) [[unlikely]] {
-        const std::size_t buckets =
-            processor_->store().families()[xfer_time_us_.family].spec().bounds.size() + 1;
+        const std::size_t buckets = store.families()[xfer_time_us_.family].spec().bounds.size() + 1;
         t.xfer.resize(buckets);
         t.post.resize(buckets);
+        t.last_tagged.resize(buckets);
+        last_tagged_.resize(buckets);
         t.touched = true;
         tallied_.push_back(static_cast<std::size_t>(r.attrs.remote_agent) * 2 +
                            (r.attrs.op == transfer_op::read ? 0 : 1));
     }
     // The four histograms share their bounds (tallies_latency): a value's bucket, found in
     // one, is its bucket in all four.
-    const auto& store = processor_->store();
-    ++t.xfer[store.bucket_index(xfer_time_us_, r.xfer_us)];
+    const std::size_t bucket = store.bucket_index(xfer_time_us_, r.xfer_us);
+    ++t.xfer[bucket];
     ++t.post[store.bucket_index(xfer_time_us_, r.post_us)];
     t.xfer_sum += r.xfer_us;
     t.post_sum += r.post_us;
+    // The bucket's exemplar is the last tagged transfer's in it: its index noted here, with the
+    // bucket at hand, instead of a second walk that finds every transfer's bucket again.
+    if (!r.request_id.empty()) {
+        t.last_tagged[bucket] = index + 1;
+        last_tagged_[bucket] = index + 1;
+    }
 }
 
 void agent_metrics::add_tallies() {
@@ -142,13 +150,16 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
         peer_latency& series = latency_series(r, labels);
         tagged = tagged || !r.request_id.empty();
         if (tally_latency_) [[likely]] {
-            tally(series, r);
+            tally(series, r, i);
             continue;
         }
         store.observe(xfer_time_us_, r.xfer_us);
         store.observe(series.duration, r.xfer_us);
         store.observe(post_time_us_, r.post_us);
         store.observe(series.post, r.post_us);
+    }
+    if (tagged && tally_latency_) {
+        keep_tallied_exemplars(transfers, traces);
     }
     add_tallies();
     if (last_bytes[0]) {
@@ -163,8 +174,43 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
         store.set(xfer_time_last_, last_timed->xfer_us);
         store.set(post_time_last_, last_timed->post_us);
     }
-    if (tagged) {
+    if (tagged && !tally_latency_) {
         keep_last_exemplars(transfers, labels, traces);
+    }
+}
+
+void agent_metrics::keep_tallied_exemplars(std::span<const transfer_record> transfers,
+                                           std::span<const transfer_trace> traces) {
+    for (const std::size_t at : tallied_) {
+        peer_latency& p = peer_latency_[at / 2][at % 2];
+        keep_bucket_exemplars(p.duration, p.tally.last_tagged, transfers, traces);
+    }
+    keep_bucket_exemplars(xfer_time_us_, last_tagged_, transfers, traces);
+}
+
+void agent_metrics::keep_bucket_exemplars(series_ref s,
+                                          std::vector<std::size_t>& last_tagged,
+                                          std::span<const transfer_record> transfers,
+                                          std::span<const transfer_trace> traces) {
+    auto& store = processor_->store();
+    for (std::size_t& at : last_tagged) {
+        if (at == 0) {
+            continue;
+        }
+        const std::size_t i = at - 1;
+        at = 0;
+        const transfer_record& r = transfers[i];
+        // A view: the bucket's exemplar copies it into memory it keeps.
+        metrics::exemplar_view ex("request_id", r.request_id, r.timestamp_us);
+        // The traces are in order of index, one at most a record.
+        const auto trace = std::lower_bound(
+            traces.begin(), traces.end(), i,
+            [](const transfer_trace& t, std::size_t index) { return t.index < index; });
+        if (trace != traces.end() && trace->index == i) {
+            ex.trace_id = trace->trace_id;
+            ex.span_id = trace->span_id;
+        }
+        store.keep_exemplar(s, r.xfer_us, ex);
     }
 }
 

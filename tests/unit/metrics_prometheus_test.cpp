@@ -547,3 +547,68 @@ TEST_CASE("a round's latencies between peers count as each observed alone would,
 }
 
 }  // namespace metrics_prometheus_test
+
+namespace metrics_prometheus_test {
+
+TEST_CASE(
+    "tagged transfers leave the same exemplars, traces and spans with tallies as one by one") {
+    // Classic histograms note each bucket's last tagged transfer as the round is tallied; with
+    // native buckets too the round is walked back. Both must leave each bucket the exemplar of
+    // its last tagged transfer, with that transfer's trace and span.
+    auto classic = configured::model({"comprehensive"}, 1000);
+    auto both = classic;
+    both.histograms = xtel::metrics::histogram_kind::both;
+    xtel::metrics::agent_metrics tallied("a1", classic);
+    xtel::metrics::agent_metrics each("a1", both);
+    configured c({"comprehensive"});
+    const std::string_view peers[] = {"p1", "p2", "p1", "p3"};
+    const char* ids[] = {"r0", "r1", "", "r3", "r4"};
+    std::vector<xtel::transfer_record> round;
+    std::vector<xtel::transfer_trace> traces;
+    for (std::uint64_t i = 0; i < 40; ++i) {
+        xtel::transfer_record r =
+            c.to(peers[i % 4], xtel::transfer_op::write, 100 + i, 3, i * 13 % 300).transfers[0];
+        r.request_id = ids[i % 5];
+        r.timestamp_us = 1000 + i;
+        if (i % 5 == 3) {
+            const auto n = static_cast<std::uint8_t>(i);
+            traces.push_back({.index = i, .trace_id = {n, 1}, .span_id = {n, 2}});
+        }
+        round.push_back(r);
+    }
+    round[18].timed = false;  // tagged, but no time: no exemplar
+    tallied.apply_transfers(round, c.labels, traces);
+    each.apply_transfers(round, c.labels, traces);
+    tallied.publish();
+    each.publish();
+    std::size_t kept = 0, traced = 0;
+    for (const auto& f : tallied.latest()->families) {
+        const auto other =
+            std::find_if(each.latest()->families.begin(), each.latest()->families.end(),
+                         [&](const auto& g) { return g.spec.name == f.spec.name; });
+        REQUIRE(other != each.latest()->families.end());
+        REQUIRE(f.series.size() == other->series.size());
+        for (std::size_t s = 0; s < f.series.size(); ++s) {
+            INFO(f.spec.name << " series " << s);
+            const auto& mine = f.series[s].exemplars;
+            const auto& theirs = other->series[s].exemplars;
+            REQUIRE(mine.size() == theirs.size());
+            for (std::size_t b = 0; b < mine.size(); ++b) {
+                INFO("bucket " << b);
+                CHECK(mine[b].label_value == theirs[b].label_value);
+                CHECK(mine[b].value == theirs[b].value);
+                CHECK(mine[b].timestamp_us == theirs[b].timestamp_us);
+                CHECK(mine[b].trace_id == theirs[b].trace_id);
+                CHECK(mine[b].span_id == theirs[b].span_id);
+                kept += mine[b].label_value.empty() ? 0 : 1;
+                traced += mine[b].span_id[1] == 2 ? 1 : 0;
+            }
+        }
+    }
+    // Some buckets of the histogram of all transfers and of each peer's have an exemplar, and
+    // some of those name a span: the comparison is not of empty lists.
+    CHECK(kept >= 8);
+    CHECK(traced >= 2);
+}
+
+}  // namespace metrics_prometheus_test

@@ -175,10 +175,21 @@ class agent_metrics {
                            std::span<const transfer_trace> traces);
     /// The exemplars observe_completed's tagged transfers leave: each bucket the last one's that
     /// fell in it, as observing every transfer with its exemplar would leave it, with its
-    /// strings copied once a round instead of once a transfer.
+    /// strings copied once a round instead of once a transfer. Walks the round back, finding
+    /// each transfer's buckets: for latency histograms that take no tallies.
     void keep_last_exemplars(std::span<const transfer_record> transfers,
                              const label_table& labels,
                              std::span<const transfer_trace> traces);
+    /// The same exemplars when the latency histograms take tallies: the buckets' last tagged
+    /// transfers, noted by tally(), given their exemplars (and the notes cleared).
+    void keep_tallied_exemplars(std::span<const transfer_record> transfers,
+                                std::span<const transfer_trace> traces);
+    /// Gives bucket b of histogram series `s` the exemplar of transfer last_tagged[b] - 1 (none
+    /// when 0), and clears last_tagged.
+    void keep_bucket_exemplars(series_ref s,
+                               std::vector<std::size_t>& last_tagged,
+                               std::span<const transfer_record> transfers,
+                               std::span<const transfer_trace> traces);
     /// Which buckets of which series keep_last_exemplars has given an exemplar this round.
     struct exemplar_marks {
         std::vector<std::pair<series_ref, std::size_t>> series;  // and its first mark's index
@@ -191,6 +202,8 @@ class agent_metrics {
     /// observation per value cost the fold more than anything else.
     struct latency_tally {
         std::vector<std::uint64_t> xfer, post;  // per bucket: bounds + 1
+        /// Per bucket of xfer: 1 + the round's index of the last tagged transfer in it; 0: none.
+        std::vector<std::size_t> last_tagged;
         std::uint64_t xfer_sum = 0, post_sum = 0;
         bool touched = false;  // this round
     };
@@ -217,8 +230,9 @@ class agent_metrics {
     /// each value), and the four of them on one set of bounds, as the settings' latency shape
     /// makes them, so that a value's bucket is found once for the four.
     bool tallies_latency() const;
-    /// Counts timed transfer `r` in the tally of its peer's series `p` (latency_series(r)).
-    void tally(peer_latency& p, const transfer_record& r);
+    /// Counts timed transfer `r`, the round's `index`th, in the tally of its peer's series `p`
+    /// (latency_series(r)), and notes it as its buckets' last tagged transfer when it is tagged.
+    void tally(peer_latency& p, const transfer_record& r, std::size_t index);
     /// Adds the round's tallies to the latency histograms and clears them.
     void add_tallies();
 
@@ -265,6 +279,8 @@ class agent_metrics {
     std::vector<std::array<peer_latency, 2>> peer_latency_;
     /// The peer_latency_ entries (label id * 2 + op's index) tallied this round.
     std::vector<std::size_t> tallied_;
+    /// latency_tally::last_tagged for the histogram of all transfers (xfer_time_us_).
+    std::vector<std::size_t> last_tagged_;
     bool tally_latency_ = false;     // tallies_latency(), once the families are made
     exemplar_marks exemplar_marks_;  // keep_last_exemplars' scratch, kept for its capacity
     std::vector<event_family> events_;
