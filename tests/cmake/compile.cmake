@@ -42,26 +42,27 @@ set_tests_properties("compile: a metrics builder setup of the wrong form is a co
     PROPERTIES PASS_REGULAR_EXPRESSION
     "builder hook setup must be callable as `void setup\\(metric_store&")
 
-# -H prints every header the file includes, one per line, on stderr.
-add_test(NAME "compile: xtel/agent/agent.hpp includes neither the UCX backend nor an exporter"
-    COMMAND ${CMAKE_COMMAND}
-        -DCOMPILER=${CMAKE_CXX_COMPILER}
-        "-DFLAGS=${XTEL_COMPILE_FLAGS}"
-        -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_agent_header.cpp
-        -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
-add_test(NAME "compile: xtel/registry/runtime_telemetry.hpp includes neither the pipeline nor an exporter"
-    COMMAND ${CMAKE_COMMAND}
-        -DCOMPILER=${CMAKE_CXX_COMPILER}
-        "-DFLAGS=${XTEL_COMPILE_FLAGS}"
-        -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_telemetry_header.cpp
-        -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
+# xtel_light_header_test(NAME SOURCE [FLAGS...]): SOURCE compiled with -H, which prints every
+# header it includes, one per line, on stderr; light_header_check.cmake fails on a heavy one.
+function(xtel_light_header_test name source)
+    set(flags ${XTEL_COMPILE_FLAGS} ${ARGN})
+    add_test(NAME "${name}"
+        COMMAND ${CMAKE_COMMAND}
+            -DCOMPILER=${CMAKE_CXX_COMPILER}
+            "-DFLAGS=${flags}"
+            -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/${source}
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
+endfunction()
+xtel_light_header_test(
+    "compile: xtel/agent/agent.hpp includes neither the UCX backend nor an exporter"
+    light_agent_header.cpp)
+xtel_light_header_test(
+    "compile: xtel/registry/runtime_telemetry.hpp includes neither the pipeline nor an exporter"
+    light_telemetry_header.cpp)
 # Its old path, xtel/agent/runtime_telemetry.hpp, still works for programs that include it.
-add_test(NAME "compile: the old path xtel/agent/runtime_telemetry.hpp still compiles, as light"
-    COMMAND ${CMAKE_COMMAND}
-        -DCOMPILER=${CMAKE_CXX_COMPILER}
-        "-DFLAGS=${XTEL_COMPILE_FLAGS};-DXTEL_OLD_INCLUDE_PATH"
-        -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile/light_telemetry_header.cpp
-        -P ${CMAKE_CURRENT_SOURCE_DIR}/compile/light_header_check.cmake)
+xtel_light_header_test(
+    "compile: the old path xtel/agent/runtime_telemetry.hpp still compiles, as light"
+    light_telemetry_header.cpp -DXTEL_OLD_INCLUDE_PATH)
 
 # The components' dependency rule (docs/architecture.md): no include goes up the components,
 # and the tools include public headers only and name no detail:: (tests/layering_test.py).

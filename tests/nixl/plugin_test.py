@@ -246,13 +246,13 @@ def name_taken(python, driver, node_dir):
             end_agents(first)
 
 
-def prepare():
+def prepare(extra=()):
     """What every NIXL test starts with: its arguments (--source-dir, --venv, --plugin,
-    --exporter), NIXL's venv made or found with the plug-in linked into it, and when that
-    began (time.monotonic()).
+    --exporter, and the required options `extra` names), NIXL's venv made or found with the
+    plug-in linked into it, and when that began (time.monotonic()).
     """
     p = argparse.ArgumentParser()
-    for a in ('--source-dir', '--venv', '--plugin', '--exporter'):
+    for a in ('--source-dir', '--venv', '--plugin', '--exporter', *extra):
         p.add_argument(a, required=True)
     args = p.parse_args()
     started = time.monotonic()

@@ -23,7 +23,6 @@ docs/nixl.md's "Rules and dashboards" says the same lists.
 
 Arguments: those of every NIXL test (tests/cmake/nixl.cmake) and --prometheus.
 """
-import argparse
 import glob
 import json
 import os
@@ -187,13 +186,7 @@ def check_dashboards(prom, source_dir, problems):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    for a in ('--source-dir', '--venv', '--plugin', '--exporter', '--prometheus'):
-        p.add_argument(a, required=True)
-    args = p.parse_args()
-    started = time.monotonic()
-    python = harness.install(args.source_dir, args.venv)
-    harness.link_plugin(python, args.plugin)
+    args, python, started = harness.prepare(extra=('--prometheus',))
     problems, procs = [], []
     with tempfile.TemporaryDirectory(prefix='xtel-nixl-rules-') as work:
         node = os.path.join(work, 'node')

@@ -17,7 +17,6 @@ docs/nixl.md's "Rules and dashboards over NIXL agents" says the same.
 
 Arguments: those of every NIXL test (tests/cmake/nixl.cmake) and --prometheus.
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -53,13 +52,7 @@ def check_rules(prom, source_dir, problems):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    for a in ('--source-dir', '--venv', '--plugin', '--exporter', '--prometheus'):
-        p.add_argument(a, required=True)
-    args = p.parse_args()
-    started = time.monotonic()
-    python = harness.install(args.source_dir, args.venv)
-    harness.link_plugin(python, args.plugin)
+    args, python, started = harness.prepare(extra=('--prometheus',))
     problems, procs = [], []
     with tempfile.TemporaryDirectory(prefix='xtel-nixl-store-rules-') as work:
         stores, empty = os.path.join(work, 'stores'), os.path.join(work, 'empty')
