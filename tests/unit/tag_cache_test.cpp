@@ -105,4 +105,40 @@ TEST_CASE("the last id compares equal only to the same bytes, at every length", 
     }
 }
 
+// The hot path's one check of both (same_tag_and_attributes): a difference in any byte of the id
+// or of the attributes, or in the id's length, makes it false.
+TEST_CASE("the id and the attributes compare equal together only when both are the last",
+          "[staging]") {
+    const std::string full(xtel::max_request_id, 'x');
+    xtel::detail::attribute_cache sent;
+    const std::uint64_t set[2] = {0x0102030405060708ULL, 0x1112131415161718ULL};
+    sent.store(3, set[0], set[1]);
+    for (std::size_t n = 1; n <= xtel::max_request_id; ++n) {
+        CAPTURE(n);
+        const std::string id = full.substr(0, n);
+        xtel::detail::tag_cache c;
+        CHECK_FALSE(xtel::detail::same_tag_and_attributes(c, id, sent, set));
+        c.remember(id);
+        CHECK(xtel::detail::same_tag_and_attributes(c, id, sent, set));
+        CHECK_FALSE(xtel::detail::same_tag_and_attributes(c, full.substr(0, n - 1), sent, set));
+        if (n < xtel::max_request_id) {
+            CHECK_FALSE(xtel::detail::same_tag_and_attributes(c, full.substr(0, n + 1), sent, set));
+        }
+        for (std::size_t at = 0; at < n; ++at) {
+            std::string other = id;
+            other[at] = 'y';
+            if (xtel::detail::same_tag_and_attributes(c, other, sent, set)) {
+                FAIL_CHECK("a difference at byte " << at << " of the id compared equal");
+            }
+        }
+        for (std::size_t at = 0; at < sizeof set; ++at) {
+            std::uint64_t other[2] = {set[0], set[1]};
+            reinterpret_cast<unsigned char*>(other)[at] ^= 0x40;
+            if (xtel::detail::same_tag_and_attributes(c, id, sent, other)) {
+                FAIL_CHECK("a difference at byte " << at << " of the attributes compared equal");
+            }
+        }
+    }
+}
+
 }  // namespace tag_cache_test

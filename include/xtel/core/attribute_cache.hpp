@@ -43,15 +43,22 @@ struct attribute_cache {
     /// it: three operations where two 8-byte compares take five.
     bool is_last(const void* attrs) const noexcept {
 #if defined(__SSE2__)
-        const __m128i a = _mm_loadu_si128(static_cast<const __m128i*>(attrs));
-        const __m128i l = _mm_load_si128(reinterpret_cast<const __m128i*>(last));
-        return _mm_movemask_epi8(_mm_cmpeq_epi8(a, l)) == 0xffff;
+        return _mm_movemask_epi8(lanes_equal_to_last(attrs)) == 0xffff;
 #else
         std::uint64_t w[2];
         std::memcpy(w, attrs, sizeof w);
         return last[0] == w[0] && last[1] == w[1];
 #endif
     }
+#if defined(__SSE2__)
+    /// `attrs` against the last set, byte by byte (0xff where equal): is_last's compare, for a
+    /// caller that tests it together with another (same_tag_and_attributes, tag_cache.hpp).
+    __m128i lanes_equal_to_last(const void* attrs) const noexcept {
+        const __m128i a = _mm_loadu_si128(static_cast<const __m128i*>(attrs));
+        const __m128i l = _mm_load_si128(reinterpret_cast<const __m128i*>(last));
+        return _mm_cmpeq_epi8(a, l);
+    }
+#endif
     /// Whether `way` holds the set. Changes nothing: the producer asks before it has a slot.
     bool holds(unsigned way, std::uint64_t w0, std::uint64_t w1) const noexcept {
         return words[way][0] == w0 && words[way][1] == w1;

@@ -179,21 +179,27 @@ class front_end {
             // Untagged (an id the compiler knows is empty: the default) costs no test here.
             const bool tagged = TakesTransfers && !request_id.empty();
             std::uint64_t head;
-            if ((!tagged || ring->sent_tag().is_last(clip_request_id(request_id))) &&
-                requests <= detail::slot_layout::max_requests && sent.is_last(&attrs) &&
-                ring->claim_fast(head)) [[likely]] {
-                detail::transfer_layout::write(
-                    ring->slot_at(head), kind, timestamp_us, bytes, requests, post_us, xfer_us,
-                    tagged ? flags | detail::slot_flag::tag_as_last : flags,
-                    detail::attribute_cache::same_as_last, shape);
-                ring->publish_claimed(head);
+            const bool same = tagged
+                                  ? detail::same_tag_and_attributes(
+                                        ring->sent_tag(), clip_request_id(request_id), sent, &attrs)
+                                  : sent.is_last(&attrs);
+            // The slow path as the unlikely branch, so that the slot's write falls through: as
+            // the else of a likely branch, GCC 12 laid the call out between the compares and
+            // the write, and a tagged record jumped twice more.
+            if (!same || requests > detail::slot_layout::max_requests || !ring->claim_fast(head))
+                [[unlikely]] {
+                std::uint64_t w[2];
+                std::memcpy(w, &attrs, sizeof w);
+                stage_transfer_slow(*ring, kind, timestamp_us, bytes, requests, post_us, xfer_us,
+                                    w[0], w[1], flags,
+                                    TakesTransfers ? request_id : std::string_view{}, shape);
                 return;
             }
-            std::uint64_t w[2];
-            std::memcpy(w, &attrs, sizeof w);
-            stage_transfer_slow(*ring, kind, timestamp_us, bytes, requests, post_us, xfer_us, w[0],
-                                w[1], flags, TakesTransfers ? request_id : std::string_view{},
-                                shape);
+            detail::transfer_layout::write(ring->slot_at(head), kind, timestamp_us, bytes, requests,
+                                           post_us, xfer_us,
+                                           tagged ? flags | detail::slot_flag::tag_as_last : flags,
+                                           detail::attribute_cache::same_as_last, shape);
+            ring->publish_claimed(head);
         }
     }
 
