@@ -8,6 +8,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <map>
@@ -20,6 +21,8 @@
 #include "bindings.hpp"
 #include "peer_attributes.hpp"
 #include "transfer_args.hpp"
+#include "transfer_table.hpp"
+#include "xtel/core/ascii.hpp"
 #include "xtel/core/clock.hpp"
 #include "xtel/core/config.hpp"
 #include "xtel/core/names.hpp"
@@ -93,22 +96,126 @@ class py_telemetry {
         const transfer_op o = op_of(op);
         const ending end = ending_of(status);
         const std::string_view id = request_of(given(request_id), given(traceparent));
-        transfer_attributes attrs = attributes_.of(peer, o, backend.value_or(std::string_view{}));
-        attrs.status = end.status;
-        const direction dir = o == transfer_op::read ? direction::rx : direction::tx;
-        const transfer_shape shape{descriptors_of(descriptors), 0};
-        const std::uint64_t now = clock::now_us();
-        if (xfer_us || post_us) {
-            t.record_transfer(dir, now, bytes, 1, post_us.value_or(0), xfer_us.value_or(0), attrs,
-                              id, shape);
-        } else {
-            t.record_transfer_counts(dir, now, bytes, 1, attrs, id, shape);
-        }
-        if (end.code != status_code::ok) {
-            // As the agent records a failed transfer: its record, and one ERROR event.
-            t.add(category::error, names::agent_error(end.code), 1);
-        }
+        record(t, attributes_.of(peer, o, backend.value_or(std::string_view{})), end, bytes,
+               post_us, xfer_us, descriptors, id);
     }
+
+    // ---- xtel.instrument.nixl's bookkeeping of an agent's transfers (transfer_table.hpp) ----
+
+    void track_dlist(std::uint64_t handle,
+                     std::string peer,
+                     std::optional<std::vector<std::uint64_t>> lengths) {
+        tracked_.add_dlist(handle, {std::move(peer), std::move(lengths)});
+    }
+    void forget_dlist(std::uint64_t handle) { tracked_.forget_dlist(handle); }
+    /// The agent a prepped list names; None for this one, or a list not known.
+    std::optional<std::string> dlist_peer(std::uint64_t handle) const {
+        const tracked_dlist* d = tracked_.dlist(handle);
+        return d == nullptr || d->peer.empty() ? std::nullopt : std::optional(d->peer);
+    }
+
+    /// make_prepped_xfer made `handle`: `op` from the prepped lists `local` and `remote`,
+    /// their descriptors at `indices` (remote_agent and bytes as those lists tell).
+    void track_made(std::uint64_t handle,
+                    std::string_view op,
+                    std::uint64_t local,
+                    std::uint64_t remote,
+                    nb::handle indices,
+                    nb::handle notif) {
+        open();  // attributes_ are the open pipeline's
+        const transfer_op o = op_ignoring_case(op);
+        const tracked_dlist* l = tracked_.dlist(local);
+        const tracked_dlist* r = tracked_.dlist(remote);
+        std::uint64_t descriptors = 0;
+        std::uint64_t bytes = 0;
+        if (l != nullptr && l->lengths) {
+            bytes = bytes_at(*l->lengths, indices, descriptors);
+        } else {
+            descriptors = static_cast<std::uint64_t>(nb::len(indices));
+        }
+        const std::string_view peer = r != nullptr && !r->peer.empty() ? r->peer : "unknown";
+        const transfer_attributes attrs = attributes_.of(peer, o, {});
+        tracked_transfer& t = tracked_.add(handle);
+        t.attrs = attrs;
+        t.bytes = bytes;
+        t.descriptors = descriptors;
+        set_request_of(t.id, notif);
+    }
+
+    /// initialize_xfer made `handle`, whose peer and bytes the wrapper read.
+    void track_made_as(std::uint64_t handle,
+                       std::string_view op,
+                       std::string_view peer,
+                       std::uint64_t bytes,
+                       std::uint64_t descriptors,
+                       nb::handle notif) {
+        open();
+        const transfer_attributes attrs = attributes_.of(peer, op_ignoring_case(op), {});
+        tracked_transfer& t = tracked_.add(handle);
+        t.attrs = attrs;
+        t.bytes = bytes;
+        t.descriptors = descriptors;
+        set_request_of(t.id, notif);
+    }
+
+    /// transfer(`handle`) was called at `started_ns` (perf_counter_ns) and returned now: the
+    /// post timed, the request taken from `traceparent` (the caller's span) or else from
+    /// `notif` when it gives one; recorded now when `ended` says how it already ended. False
+    /// for a handle the table does not know.
+    bool track_posted(std::uint64_t handle,
+                      std::uint64_t started_ns,
+                      nb::handle notif,
+                      std::optional<std::string_view> traceparent,
+                      std::optional<std::string_view> ended) {
+        tracked_transfer* t = tracked_.find(handle);
+        if (t == nullptr) {
+            return false;
+        }
+        const std::uint64_t now = monotonic_ns();
+        t->started_ns = started_ns;
+        t->post_us = now > started_ns ? (now - started_ns) / 1000 : 0;
+        if (traceparent) {
+            t->id.set(*traceparent, true);
+        } else if (!notif.is_none()) {
+            kept_id given;
+            set_request_of(given, notif);
+            if (!given.empty()) {
+                t->id = given;
+            }
+        }
+        t->pending = true;
+        if (ended) {
+            record_tracked(*t, ending_of(*ended), now, {});
+        }
+        return true;
+    }
+
+    /// Whether `handle` was posted and waits to be recorded.
+    bool track_pending(std::uint64_t handle) noexcept {
+        const tracked_transfer* t = tracked_.find(handle);
+        return t != nullptr && t->pending;
+    }
+
+    /// `handle` ended with `status` (a poll said DONE or ERR): recorded if it was pending, with
+    /// NIXL's own figures (get_xfer_telemetry) in place of the table's where given.
+    void track_ended(std::uint64_t handle,
+                     std::string_view status,
+                     std::optional<std::uint64_t> post_us,
+                     std::optional<std::uint64_t> xfer_us,
+                     std::optional<std::uint64_t> bytes,
+                     std::optional<std::uint64_t> descriptors) {
+        tracked_transfer* t = tracked_.find(handle);
+        if (t == nullptr || !t->pending) {
+            return;
+        }
+        if (bytes && *bytes != 0) {
+            t->bytes = *bytes;
+            t->descriptors = descriptors.value_or(t->descriptors);
+        }
+        record_tracked(*t, ending_of(status), monotonic_ns(), {post_us, xfer_us});
+    }
+
+    void track_released(std::uint64_t handle) noexcept { tracked_.release(handle); }
 
     void record_notified(std::string_view op,
                          std::string_view peer,
@@ -158,6 +265,66 @@ class py_telemetry {
     telemetry_stats stats() const { return telemetry_ ? telemetry_->stats() : telemetry_stats{}; }
 
   private:
+    /// NIXL's own post and transfer times of a transfer, when it captured them.
+    struct nixl_times {
+        std::optional<std::uint64_t> post_us, xfer_us;
+    };
+
+    static transfer_op op_ignoring_case(std::string_view op) {
+        if (ascii::equals_ignoring_case(op, "read")) {
+            return transfer_op::read;
+        }
+        return ascii::equals_ignoring_case(op, "write") ? transfer_op::write : op_of(op);
+    }
+
+    /// A tracked transfer, ended now (`now_ns`) with `end`, recorded once.
+    void record_tracked(tracked_transfer& t,
+                        const ending& end,
+                        std::uint64_t now_ns,
+                        const nixl_times& nixl) {
+        t.pending = false;
+        runtime_telemetry& r = open();
+        const std::string_view kept = t.id.view();
+        const std::string_view id = t.id.traceparent() ? request_of(nullptr, &kept)
+                                    : kept.empty()     ? std::string_view{}
+                                                       : request_of(&kept, nullptr);
+        const bool posted = t.started_ns != 0;
+        std::optional<std::uint64_t> post_us = nixl.post_us, xfer_us = nixl.xfer_us;
+        if (!post_us && posted) {
+            post_us = t.post_us;
+        }
+        if (!xfer_us && posted) {
+            xfer_us = now_ns > t.started_ns ? (now_ns - t.started_ns) / 1000 : 0;
+        }
+        record(r, t.attrs, end, t.bytes, post_us, xfer_us, t.descriptors, id);
+    }
+
+    /// One transfer into `t`, as the C++ agent records one: its record and, for a failure, one
+    /// ERROR event of its kind.
+    static void record(runtime_telemetry& t,
+                       transfer_attributes attrs,
+                       const ending& end,
+                       std::uint64_t bytes,
+                       std::optional<std::uint64_t> post_us,
+                       std::optional<std::uint64_t> xfer_us,
+                       std::uint64_t descriptors,
+                       std::string_view id) {
+        attrs.status = end.status;
+        const direction dir = attrs.op == transfer_op::read ? direction::rx : direction::tx;
+        const transfer_shape shape{descriptors_of(descriptors), 0};
+        const std::uint64_t now = clock::now_us();
+        if (xfer_us || post_us) {
+            t.record_transfer(dir, now, bytes, 1, post_us.value_or(0), xfer_us.value_or(0), attrs,
+                              id, shape);
+        } else {
+            t.record_transfer_counts(dir, now, bytes, 1, attrs, id, shape);
+        }
+        if (end.code != status_code::ok) {
+            // As the agent records a failed transfer: its record, and one ERROR event.
+            t.add(category::error, names::agent_error(end.code), 1);
+        }
+    }
+
     runtime_telemetry& open() {
         if (!telemetry_) {
             throw nb::value_error("the Telemetry is closed: it records nothing after close()");
@@ -168,6 +335,7 @@ class py_telemetry {
     // Shared with a flush() in progress only (above). Record calls use it with the GIL held.
     std::shared_ptr<runtime_telemetry> telemetry_;
     peer_attributes attributes_;
+    transfer_table tracked_;
 };
 
 constexpr const char* telemetry_doc =
@@ -208,6 +376,10 @@ constexpr const char* record_notified_doc =
     "transfer families, and the target's span of the initiator's trace when `traceparent`\n"
     "(or `request_id`) carries it.";
 
+constexpr const char* private_doc =
+    "xtel.instrument.nixl's bookkeeping of a NIXL agent's transfers (python/src/"
+    "transfer_table.hpp): not part of the API.";
+
 }  // namespace
 
 void bind_telemetry(nb::module_& m) {
@@ -237,6 +409,25 @@ void bind_telemetry(nb::module_& m) {
              nb::arg("bytes"), nb::kw_only(), nb::arg("request_id") = nb::none(),
              nb::arg("traceparent") = nb::none(), nb::arg("backend") = nb::none(),
              record_notified_doc)
+        .def("_track_dlist", &py_telemetry::track_dlist, nb::arg("handle"), nb::arg("peer"),
+             nb::arg("lengths").none(), private_doc)
+        .def("_forget_dlist", &py_telemetry::forget_dlist, nb::arg("handle"), private_doc)
+        .def("_dlist_peer", &py_telemetry::dlist_peer, nb::arg("handle"), private_doc)
+        .def("_track_made", &py_telemetry::track_made, nb::arg("handle"), nb::arg("op"),
+             nb::arg("local"), nb::arg("remote"), nb::arg("indices"), nb::arg("notif").none(),
+             private_doc)
+        .def("_track_made_as", &py_telemetry::track_made_as, nb::arg("handle"), nb::arg("op"),
+             nb::arg("peer"), nb::arg("bytes"), nb::arg("descriptors"), nb::arg("notif").none(),
+             private_doc)
+        .def("_track_posted", &py_telemetry::track_posted, nb::arg("handle"), nb::arg("started_ns"),
+             nb::arg("notif").none(), nb::arg("traceparent").none(), nb::arg("ended").none(),
+             private_doc)
+        .def("_track_pending", &py_telemetry::track_pending, nb::arg("handle"), private_doc)
+        .def("_track_ended", &py_telemetry::track_ended, nb::arg("handle"), nb::arg("status"),
+             nb::arg("post_us").none() = nb::none(), nb::arg("xfer_us").none() = nb::none(),
+             nb::arg("bytes").none() = nb::none(), nb::arg("descriptors").none() = nb::none(),
+             private_doc)
+        .def("_track_released", &py_telemetry::track_released, nb::arg("handle"), private_doc)
         .def(
             "event", &py_telemetry::event, nb::arg("category"), nb::arg("name"), nb::arg("value"),
             nb::arg("kind") = "sample",

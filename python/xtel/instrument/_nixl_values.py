@@ -17,8 +17,9 @@ _KINDS = {
     "nixlCancelledError": "timed_out",
 }
 
-# opentelemetry.trace, when installed (looked up once).
+# opentelemetry.trace and opentelemetry.context.get_current, when installed (looked up once).
 _otel: Any = None
+_otel_current: Any = None
 _otel_checked = False
 
 
@@ -59,18 +60,23 @@ def arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -
 
 def traceparent() -> Optional[str]:
     """The current OpenTelemetry span's context as a W3C traceparent, when one is recording."""
-    global _otel, _otel_checked
+    global _otel, _otel_current, _otel_checked
     if not _otel_checked:
         _otel_checked = True
         try:
-            from opentelemetry import trace  # type: ignore  # absent, or untyped
+            from opentelemetry import context, trace  # type: ignore  # absent, or untyped
 
-            _otel = trace
+            _otel, _otel_current = trace, context.get_current
         except Exception:
             _otel = None
     if _otel is None:
         return None
-    ctx = _otel.get_current_span().get_span_context()
+    # An empty context holds no span: told from the context itself, a third of what asking
+    # for its span costs (every transfer() asks).
+    current = _otel_current()
+    if not current:
+        return None
+    ctx = _otel.get_current_span(current).get_span_context()
     if not ctx.is_valid:
         return None
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"

@@ -62,8 +62,9 @@ _lock = threading.Lock()
 _enabled_classes: List[type] = []
 
 
-# At most this many descriptor lists and transfers are remembered per agent: a handle the
-# engine releases through its own release() (not the agent's) is never seen again.
+# At most this many descriptor lists are remembered per agent (get_xfer_descs's, by id): a
+# list the engine drops is never seen again. The transfers and prepped lists are the
+# pipeline's table's (python/src/transfer_table.hpp), bounded there.
 _MAX_REMEMBERED = 65536
 
 
@@ -76,33 +77,15 @@ def _switch_on(value: Optional[str]) -> bool:
     return (value or "").strip().lower() in ("y", "yes", "1", "on", "true")
 
 
-class _Transfer:
-    """What is known of one transfer handle: what it moves, and its post in progress."""
-
-    __slots__ = ("op", "peer", "nbytes", "descs", "notif", "started", "post_us", "pending",
-                 "traceparent")
-
-    def __init__(self, op: str, peer: str, nbytes: Optional[int], descs: int,
-                 notif: Any) -> None:
-        self.reset(op, peer, nbytes, descs, notif)
-
-    def reset(self, op: str, peer: str, nbytes: Optional[int], descs: int, notif: Any) -> None:
-        self.op = op
-        self.peer = peer
-        self.nbytes = nbytes
-        self.descs = descs
-        self.notif = notif
-        self.started = 0
-        self.post_us = 0
-        self.pending = False
-        self.traceparent: Optional[str] = None
-
-
 class _Agent:
-    """One NIXL agent's pipeline and what its transfers are made of."""
+    """One NIXL agent's pipeline, and the descriptor lists its transfers are made of.
 
-    __slots__ = ("telemetry", "nixl_timing", "notified_op", "descs", "dlists", "transfers",
-                 "spare")
+    What is known of each transfer handle, from make to release, is kept by the pipeline
+    itself (its ``_track_*`` calls): an engine makes every transfer through four wrapped calls,
+    and each Python step inside them cost the transfer 70 to 250 ns once NIXL's own call had run
+    (bench/python_instrument_nixl.py); one call into the table is one step."""
+
+    __slots__ = ("telemetry", "nixl_timing", "notified_op", "descs")
 
     def __init__(self, telemetry: Optional[xtel.Telemetry], nixl_timing: bool) -> None:
         self.telemetry = telemetry
@@ -110,20 +93,6 @@ class _Agent:
         self.notified_op = _target.notified_op() if telemetry is not None else "read"
         # id(nixlXferDList) -> (the list, kept alive while remembered; its lengths)
         self.descs: Dict[int, Tuple[Any, List[int]]] = {}
-        # prepped dlist handle -> (the remote agent, or None for local; its lengths)
-        self.dlists: Dict[int, Tuple[Optional[str], Optional[List[int]]]] = {}
-        self.transfers: Dict[int, _Transfer] = {}
-        # Released transfers' records, made again for the next ones: a transfer allocates no
-        # record of its own once the agent has run a while.
-        self.spare: List[_Transfer] = []
-
-    def new_transfer(self, op: str, peer: str, nbytes: Optional[int], descs: int,
-                     notif: Any) -> _Transfer:
-        if self.spare:
-            t = self.spare.pop()
-            t.reset(op, peer, nbytes, descs, notif)
-            return t
-        return _Transfer(op, peer, nbytes, descs, notif)
 
 
 def _remember(table: Dict[int, Any], key: int, value: Any) -> None:
@@ -132,34 +101,13 @@ def _remember(table: Dict[int, Any], key: int, value: Any) -> None:
     table[key] = value
 
 
-def _record(agent: _Agent, t: _Transfer, status: str, now_ns: int,
-            nixl_agent: Any = None, handle: Any = None) -> None:
-    """The transfer `t`, ended now with `status`, recorded in the agent's pipeline."""
-    tel = agent.telemetry
-    if tel is None:
-        return
-    t.pending = False
-    nbytes, descs = t.nbytes, t.descs
-    # A transfer never posted (NIXL refused to make it) has no times.
-    post_us = t.post_us if t.started else None
-    xfer_us = (now_ns - t.started) // 1000 if t.started else None
-    if agent.nixl_timing and handle is not None and status == "ok":
-        try:
-            nt = _original(nixl_agent, "get_xfer_telemetry")(nixl_agent, handle)
-            if nt.totalBytes:
-                nbytes, descs = int(nt.totalBytes), int(nt.descCount)
-            post_us, xfer_us = int(nt.postDuration), int(nt.xferDuration)
-        except Exception:  # NIXL raises when it captured nothing: this module's clock, then
-            pass
-    request = None if t.traceparent else _values.request_of(t.notif)
-    tel.record_transfer(t.op, t.peer, nbytes or 0, status=status, post_us=post_us,
-                        xfer_us=xfer_us, descriptors=max(1, descs), request_id=request,
-                        traceparent=t.traceparent)
-
-
 # ---- the wrappers: NIXL's call first, unchanged; the bookkeeping after it, guarded ----------
 
 _originals: Dict[type, Dict[str, Any]] = {}
+
+# What a wrapper's optional parameter is when its caller left it out: NIXL's call then gets it
+# left out too.
+_UNSET: Any = object()
 
 
 def _original(self: Any, name: str) -> Any:
@@ -172,6 +120,7 @@ def _original(self: Any, name: str) -> Any:
 
 
 _state = _guard.state
+_traceparent = _values.traceparent
 
 
 def _wrap_init(orig: Any) -> Any:
@@ -223,16 +172,64 @@ def _wrap_prep_xfer_dlist(orig: Any) -> Any:
                 peer = _values.name(_values.arg(args, kwargs, 0, "agent_name"))
                 local = peer in ("NIXL_INIT_AGENT", "")
                 lengths = _values.lengths(agent.descs, _values.arg(args, kwargs, 1, "xfer_list"))
-                _remember(agent.dlists, handle._handle, (None if local else peer, lengths))
+                agent.telemetry._track_dlist(handle._handle, "" if local else peer, lengths)
             except Exception as e:
                 _failed("prep_xfer_dlist", e, agent)
         return handle
     return prep_xfer_dlist
 
 
+_MAKE_PREPPED = ("self", "operation", "local_xfer_side", "local_indices", "remote_xfer_side",
+                 "remote_indices", "notif_msg", "backends", "skip_desc_merge")
+
+
 def _wrap_make_prepped_xfer(orig: Any) -> Any:
-    def make_prepped_xfer(self: Any, *args: Any, **kwargs: Any) -> Any:
-        agent = _state(self)
+    def made(agent: Any, handle: Any, op: Any, local_side: Any, indices: Any, remote_side: Any,
+             notif: Any) -> None:
+        try:
+            agent.telemetry._track_made(handle._handle, op, local_side._handle,
+                                        remote_side._handle, indices, notif)
+        except Exception as e:
+            _failed("make_prepped_xfer", e, agent)
+
+    # With NIXL's own signature, the wrapper takes it as NIXL does (no packing of *args and
+    # **kwargs), and passes on only what its caller gave.
+    if _positional(orig, _MAKE_PREPPED, optional=3):
+        def make_prepped_xfer(self: Any, operation: Any, local_xfer_side: Any,
+                              local_indices: Any, remote_xfer_side: Any, remote_indices: Any,
+                              notif_msg: Any = _UNSET, backends: Any = _UNSET,
+                              skip_desc_merge: Any = _UNSET) -> Any:
+            args = (operation, local_xfer_side, local_indices, remote_xfer_side, remote_indices)
+            try:
+                if backends is _UNSET and skip_desc_merge is _UNSET:
+                    handle = (orig(self, *args) if notif_msg is _UNSET else
+                              orig(self, *args, notif_msg))
+                else:
+                    given = {k: v for k, v in (("notif_msg", notif_msg), ("backends", backends),
+                                               ("skip_desc_merge", skip_desc_merge))
+                             if v is not _UNSET}
+                    handle = orig(self, *args, **given)
+            except Exception as e:
+                agent = getattr(self, "_xtel_agent", None)
+                if agent is not None and agent.telemetry is not None:
+                    _creation_failed(agent, args, {} if notif_msg is _UNSET else
+                                     {"notif_msg": notif_msg}, e, prepped=True)
+                raise
+            agent = getattr(self, "_xtel_agent", None)
+            if agent is not None and agent.telemetry is not None:
+                # made(), inline: a call less on every transfer (about 80 ns).
+                try:
+                    agent.telemetry._track_made(handle._handle, operation,
+                                                local_xfer_side._handle,
+                                                remote_xfer_side._handle, local_indices,
+                                                None if notif_msg is _UNSET else notif_msg)
+                except Exception as e:
+                    _failed("make_prepped_xfer", e, agent)
+            return handle
+        return make_prepped_xfer
+
+    def make_prepped_xfer_any(self: Any, *args: Any, **kwargs: Any) -> Any:
+        agent = getattr(self, "_xtel_agent", None)
         try:
             handle = orig(self, *args, **kwargs)
         except Exception as e:
@@ -240,21 +237,13 @@ def _wrap_make_prepped_xfer(orig: Any) -> Any:
                 _creation_failed(agent, args, kwargs, e, prepped=True)
             raise
         if agent is not None and agent.telemetry is not None:
-            try:
-                op = str(_values.arg(args, kwargs, 0, "operation")).lower()
-                local = agent.dlists.get(_values.arg(args, kwargs, 1, "local_xfer_side")._handle)
-                indices = _values.arg(args, kwargs, 2, "local_indices")
-                remote = agent.dlists.get(_values.arg(args, kwargs, 3, "remote_xfer_side")._handle)
-                lengths = local[1] if local else None
-                nbytes = sum(lengths[int(i)] for i in indices) if lengths is not None else None
-                peer = remote[0] if remote and remote[0] else "unknown"
-                _remember(agent.transfers, handle._handle,
-                          agent.new_transfer(op, peer, nbytes, len(indices),
-                                    _values.arg(args, kwargs, 5, "notif_msg", b"")))
-            except Exception as e:
-                _failed("make_prepped_xfer", e, agent)
+            made(agent, handle, _values.arg(args, kwargs, 0, "operation"),
+                 _values.arg(args, kwargs, 1, "local_xfer_side"),
+                 _values.arg(args, kwargs, 2, "local_indices"),
+                 _values.arg(args, kwargs, 3, "remote_xfer_side"),
+                 _values.arg(args, kwargs, 5, "notif_msg"))
         return handle
-    return make_prepped_xfer
+    return make_prepped_xfer_any
 
 
 def _wrap_initialize_xfer(orig: Any) -> Any:
@@ -271,13 +260,11 @@ def _wrap_initialize_xfer(orig: Any) -> Any:
                 op = str(_values.arg(args, kwargs, 0, "operation")).lower()
                 local = _values.arg(args, kwargs, 1, "local_descs")
                 lengths = _values.lengths(agent.descs, local)
-                nbytes = sum(lengths) if lengths is not None else None
+                nbytes = sum(lengths) if lengths is not None else 0
                 descs = len(lengths) if lengths is not None else int(local.descCount())
-                _remember(agent.transfers, handle._handle,
-                          agent.new_transfer(op, _values.name(_values.arg(args, kwargs, 3,
-                                                                          "remote_agent")),
-                                             nbytes, descs,
-                                    _values.arg(args, kwargs, 4, "notif_msg", b"")))
+                agent.telemetry._track_made_as(
+                    handle._handle, op, _values.name(_values.arg(args, kwargs, 3, "remote_agent")),
+                    nbytes, descs, _values.arg(args, kwargs, 4, "notif_msg"))
             except Exception as e:
                 _failed("initialize_xfer", e, agent)
         return handle
@@ -287,60 +274,111 @@ def _wrap_initialize_xfer(orig: Any) -> Any:
 def _creation_failed(agent: _Agent, args: tuple, kwargs: dict, exc: BaseException,
                      prepped: bool) -> None:
     """A transfer NIXL refused to make: recorded failed, by its kind, with what is known."""
+    tel = agent.telemetry
+    if tel is None:
+        return
     try:
         op = str(_values.arg(args, kwargs, 0, "operation")).lower()
         if prepped:
-            remote = agent.dlists.get(_values.arg(args, kwargs, 3, "remote_xfer_side")._handle)
-            peer = remote[0] if remote and remote[0] else "unknown"
+            remote = _values.arg(args, kwargs, 3, "remote_xfer_side")
+            peer = tel._dlist_peer(remote._handle) or "unknown"
             notif = _values.arg(args, kwargs, 5, "notif_msg")
         else:
             peer = _values.name(_values.arg(args, kwargs, 3, "remote_agent"))
             notif = _values.arg(args, kwargs, 4, "notif_msg")
         # Its request as a posted transfer's: its span joins the request's trace.
-        t = _Transfer(op, peer, 0, 1, notif)
-        t.traceparent = _values.traceparent()
-        _record(agent, t, _values.failed_kind(exc), time.perf_counter_ns())
+        traceparent = _values.traceparent()
+        tel.record_transfer(op, peer, 0, status=_values.failed_kind(exc),
+                            request_id=None if traceparent else _values.request_of(notif),
+                            traceparent=traceparent)
     except Exception as e:
         _failed("recording a refused transfer", e, agent)
 
 
 def _wrap_transfer(orig: Any) -> Any:
-    def transfer(self: Any, *args: Any, **kwargs: Any) -> Any:
-        agent = _state(self)
+    # With NIXL's own signature (self, handle, notif_msg=b''), the wrapper takes it as NIXL
+    # does: no packing of *args and **kwargs, and the handle at hand.
+    if _positional(orig, ("self", "handle", "notif_msg"), optional=1):
+        def transfer(self: Any, handle: Any, notif_msg: Any = _UNSET) -> Any:
+            started = time.perf_counter_ns()
+            try:
+                state = (orig(self, handle) if notif_msg is _UNSET else
+                         orig(self, handle, notif_msg))
+            except Exception as e:
+                _post_failed(self, handle, notif_msg, started, e)
+                raise
+            agent = getattr(self, "_xtel_agent", None)
+            if agent is not None and agent.telemetry is not None:
+                if agent.nixl_timing:
+                    _post_ended(self, agent, handle, notif_msg, started, state)
+                else:  # _post_ended's common case, inline: a call less on every transfer
+                    try:
+                        agent.telemetry._track_posted(
+                            handle._handle, started, None if notif_msg is _UNSET else notif_msg,
+                            _traceparent(), None if state == "PROC" else
+                            "ok" if state == "DONE" else "error" if state == "ERR" else None)
+                    except Exception as e:
+                        _failed("transfer", e, agent)
+            return state
+        return transfer
+
+    def transfer_any(self: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter_ns()
+        handle = _values.arg(args, kwargs, 0, "handle")
+        notif = _values.arg(args, kwargs, 1, "notif_msg", _UNSET)
         try:
             state = orig(self, *args, **kwargs)
         except Exception as e:
-            if agent is not None and agent.telemetry is not None:
-                _post_ended(self, agent, args, kwargs, started, _values.failed_kind(e))
+            _post_failed(self, handle, notif, started, e)
             raise
+        agent = getattr(self, "_xtel_agent", None)
         if agent is not None and agent.telemetry is not None:
-            _post_ended(self, agent, args, kwargs, started,
-                        "ok" if state == "DONE" else "error" if state == "ERR" else None)
+            _post_ended(self, agent, handle, notif, started, state)
         return state
-    return transfer
+    return transfer_any
 
 
-def _post_ended(self: Any, agent: _Agent, args: tuple, kwargs: dict, started: int,
-                status: Optional[str]) -> None:
-    """After transfer(): the post timed; recorded now when it already ended (`status`)."""
+def _post_failed(self: Any, handle: Any, notif: Any, started: int, exc: BaseException) -> None:
+    agent = getattr(self, "_xtel_agent", None)
+    if agent is not None and agent.telemetry is not None:
+        _post_ended(self, agent, handle, notif, started, None, _values.failed_kind(exc))
+
+
+def _post_ended(self: Any, agent: _Agent, handle: Any, notif: Any, started: int,
+                state: Optional[str], failed: Optional[str] = None) -> None:
+    """After transfer(): the post timed; recorded now when it already ended (DONE, ERR, or
+    raised `failed`)."""
     try:
-        handle = _values.arg(args, kwargs, 0, "handle")
-        t = agent.transfers.get(handle._handle)
-        if t is None:
-            return  # made before the instrumentation, or forgotten: nothing known of it
-        now = time.perf_counter_ns()
-        t.started = started
-        t.post_us = (now - started) // 1000
-        notif = _values.arg(args, kwargs, 1, "notif_msg", b"")
-        if notif:
-            t.notif = notif
-        t.traceparent = _values.traceparent()
-        t.pending = True
-        if status is not None:
-            _record(agent, t, status, now, self, handle)
+        status = failed or ("ok" if state == "DONE" else "error" if state == "ERR" else None)
+        tel = agent.telemetry
+        if not agent.nixl_timing:
+            tel._track_posted(handle._handle, started, None if notif is _UNSET else notif,
+                              _values.traceparent(), status)
+        elif (tel._track_posted(handle._handle, started, None if notif is _UNSET else notif,
+                                _values.traceparent(), None) and status is not None):
+            _ended_with_nixl_times(self, agent, handle, status)
     except Exception as e:
         _failed("transfer", e, agent)
+
+
+def _ended_with_nixl_times(self: Any, agent: _Agent, handle: Any, status: str) -> None:
+    """A pending transfer recorded with NIXL's own figures of it (get_xfer_telemetry, NIXL's
+    telemetry being on), or the table's where NIXL captured none."""
+    tel = agent.telemetry
+    key = handle._handle
+    if not tel._track_pending(key):
+        return
+    if status == "ok":
+        try:
+            nt = _original(self, "get_xfer_telemetry")(self, handle)
+            figures = (int(nt.postDuration), int(nt.xferDuration), int(nt.totalBytes),
+                       int(nt.descCount))
+        except Exception:  # NIXL raises when it captured nothing: this module's clock, then
+            figures = None
+        if figures is not None:
+            tel._track_ended(key, status, *figures)
+            return
+    tel._track_ended(key, status)
 
 
 def _wrap_check_xfer_state(orig: Any) -> Any:
@@ -351,7 +389,15 @@ def _wrap_check_xfer_state(orig: Any) -> Any:
         def check_xfer_state(self: Any, handle: Any) -> Any:
             state = orig(self, handle)
             if state != "PROC":
-                _check_ended(self, handle, state)
+                agent = getattr(self, "_xtel_agent", None)
+                if agent is not None and agent.telemetry is not None and not agent.nixl_timing:
+                    try:  # _check_ended's common case, inline: a call less on every transfer
+                        agent.telemetry._track_ended(handle._handle,
+                                                     "ok" if state == "DONE" else "error")
+                    except Exception as e:
+                        _failed("check_xfer_state", e, agent)
+                else:
+                    _check_ended(self, handle, state)
             return state
         return check_xfer_state
 
@@ -365,49 +411,66 @@ def _wrap_check_xfer_state(orig: Any) -> Any:
 
 def _check_ended(self: Any, handle: Any, state: str) -> None:
     """check_xfer_state said DONE or ERR: the transfer recorded, if it was pending."""
-    agent = _state(self)
+    agent = getattr(self, "_xtel_agent", None)
     if agent is not None and agent.telemetry is not None:
         try:
-            t = agent.transfers.get(handle._handle)
-            if t is not None and t.pending:
-                _record(agent, t, "ok" if state == "DONE" else "error", time.perf_counter_ns(),
-                        self, handle)
+            status = "ok" if state == "DONE" else "error"
+            if agent.nixl_timing:
+                _ended_with_nixl_times(self, agent, handle, status)
+            else:
+                agent.telemetry._track_ended(handle._handle, status)
         except Exception as e:
             _failed("check_xfer_state", e, agent)
 
 
-def _positional(fn: Any, names: Tuple[str, ...]) -> bool:
-    """True when `fn` takes exactly the parameters `names`, positional or keyword."""
+def _positional(fn: Any, names: Tuple[str, ...], optional: int = 0) -> bool:
+    """True when `fn` takes exactly the parameters `names`, positional or keyword, the last
+    `optional` of them with defaults and the others without."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return False
+    required = len(names) - optional
     return (tuple(p.name for p in params) == names and
-            all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params))
+            all(p.kind is p.POSITIONAL_OR_KEYWORD and (p.default is p.empty) == (i < required)
+                for i, p in enumerate(params)))
 
 
 def _wrap_release_xfer_handle(orig: Any) -> Any:
-    def release_xfer_handle(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = orig(self, *args, **kwargs)
-        agent = _state(self)
-        if agent is not None:
+    def released(self: Any, handle: Any) -> None:
+        agent = getattr(self, "_xtel_agent", None)
+        if agent is not None and agent.telemetry is not None:
             try:
-                t = agent.transfers.pop(_values.arg(args, kwargs, 0, "handle")._handle, None)
-                if t is not None and len(agent.spare) < 64:
-                    agent.spare.append(t)
+                agent.telemetry._track_released(handle._handle)
             except Exception as e:
                 _failed("release_xfer_handle", e, agent)
+
+    if _positional(orig, ("self", "handle")):
+        def release_xfer_handle(self: Any, handle: Any) -> Any:
+            result = orig(self, handle)
+            agent = getattr(self, "_xtel_agent", None)
+            if agent is not None and agent.telemetry is not None:
+                try:  # released(), inline: a call less on every transfer
+                    agent.telemetry._track_released(handle._handle)
+                except Exception as e:
+                    _failed("release_xfer_handle", e, agent)
+            return result
+        return release_xfer_handle
+
+    def release_xfer_handle_any(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = orig(self, *args, **kwargs)
+        released(self, _values.arg(args, kwargs, 0, "handle"))
         return result
-    return release_xfer_handle
+    return release_xfer_handle_any
 
 
 def _wrap_release_dlist_handle(orig: Any) -> Any:
     def release_dlist_handle(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = orig(self, *args, **kwargs)
         agent = _state(self)
-        if agent is not None:
+        if agent is not None and agent.telemetry is not None:
             try:
-                agent.dlists.pop(_values.arg(args, kwargs, 0, "handle")._handle, None)
+                agent.telemetry._forget_dlist(_values.arg(args, kwargs, 0, "handle")._handle)
             except Exception as e:
                 _failed("release_dlist_handle", e, agent)
         return result
