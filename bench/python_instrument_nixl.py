@@ -2,17 +2,22 @@
 """What xtel.instrument.nixl adds to each NIXL transfer, paired against the same calls
 unwrapped in the same run (docs/python.md, "Instrumenting NIXL").
 
-usage: python bench/python_instrument_nixl.py [--rounds N] [--transfers M] [--size BYTES] [--smoke]
+usage: python bench/python_instrument_nixl.py [--pairs N] [--size BYTES] [--smoke]
 
 Run with the Python of an environment holding the xtel wheel and NIXL's (tests/python's fresh
-venv, for one). Two real NIXL agents in this process over UCX on host memory; the loop is
-vLLM's for each transfer: make_prepped_xfer (a READ of one --size block, default 4096, with a
-notification), transfer, check_xfer_state until done, release_xfer_handle. Each round times M
-transfers (default 2,000) through NIXL's own methods (the class's, saved before enable()) and
-M through the instrumented ones, in an order that alternates round by round; N rounds (default
-41). Prints the median ns per transfer of each, the median of the rounds' differences (what
-the instrumentation adds) and the blocks tracemalloc sees allocated per transfer by each, and
-exits 0. --smoke: 3 rounds of 50, to check the bench runs.
+venv, for one). Two real NIXL agents in this process over UCX on host memory; each transfer is
+vLLM's: make_prepped_xfer (a READ of one --size block, default 4096, with a notification),
+transfer, check_xfer_state until done, release_xfer_handle. The transfers come in pairs, one
+through NIXL's own methods (the class's, saved before enable()) and one through the
+instrumented ones, in an order that alternates pair by pair; N pairs (default 20,000), after
+2,000 untimed. Each transfer is timed whole and call by call, so that a pair's difference is
+what the instrumentation added to that transfer: a pair is a few tens of microseconds apart, so
+that whatever else the machine does (NIXL's progress thread, the pipeline's flusher, another
+process) falls on both alike, where rounds of thousands of transfers each differed by more than
+the wrappers cost. Prints the medians per transfer of each side, the median of the pairs'
+differences with its quartiles (what the instrumentation adds), the same by call, the polls a
+transfer took, the cost of one poll of a transfer already done, and the blocks tracemalloc sees
+allocated per transfer by each, and exits 0. --smoke: 200 pairs, to check the bench runs.
 """
 
 import json
@@ -29,24 +34,32 @@ from nixl._api import nixl_agent, nixl_agent_config
 import xtel.instrument.nixl as instrument
 
 METHODS = ("make_prepped_xfer", "transfer", "check_xfer_state", "release_xfer_handle")
+PARTS = ("make", "post", "polls", "release")
 
 
-POLLS = {}
+def one_transfer(calls, agent, local_side, remote_side, clock=time.perf_counter_ns):
+    """One transfer through `calls`: the ns of each of its parts (PARTS), and its polls."""
+    make, post, check, release = calls
+    t0 = clock()
+    h = make(agent, "READ", local_side, [0], remote_side, [0], b"req")
+    t1 = clock()
+    state = post(agent, h)
+    t2 = clock()
+    polls = 0
+    while state == "PROC":
+        state = check(agent, h)
+        polls += 1
+    t3 = clock()
+    if state != "DONE":
+        raise RuntimeError(f"a transfer ended {state}")
+    release(agent, h)
+    t4 = clock()
+    return (t1 - t0, t2 - t1, t3 - t2, t4 - t3), polls
 
 
 def loop(calls, agent, local_side, remote_side, n):
-    make, post, check, release = calls
-    polls = 0
-    for i in range(n):
-        h = make(agent, "READ", local_side, [0], remote_side, [0], b"req")
-        state = post(agent, h)
-        while state == "PROC":
-            state = check(agent, h)
-            polls += 1
-        if state != "DONE":
-            raise RuntimeError(f"transfer {i}: {state}")
-        release(agent, h)
-    POLLS[calls] = POLLS.get(calls, 0) + polls
+    for _ in range(n):
+        one_transfer(calls, agent, local_side, remote_side)
 
 
 def per_poll_ns(check, agent, handle, n):
@@ -54,12 +67,6 @@ def per_poll_ns(check, agent, handle, n):
     started = time.perf_counter_ns()
     for _ in range(n):
         check(agent, handle)
-    return (time.perf_counter_ns() - started) / n
-
-
-def per_transfer_ns(calls, agent, local_side, remote_side, n):
-    started = time.perf_counter_ns()
-    loop(calls, agent, local_side, remote_side, n)
     return (time.perf_counter_ns() - started) / n
 
 
@@ -75,15 +82,13 @@ def blocks_per_transfer(calls, agent, local_side, remote_side, n):
 
 
 def main(argv):
-    rounds, transfers, size = 41, 2_000, 4096
-    for flag in ("--rounds", "--transfers", "--size"):
-        if flag in argv:
-            value = int(argv[argv.index(flag) + 1])
-            rounds, transfers, size = ((value, transfers, size) if flag == "--rounds" else
-                                       (rounds, value, size) if flag == "--transfers" else
-                                       (rounds, transfers, value))
+    pairs, size = 20_000, 4096
+    if "--pairs" in argv:
+        pairs = int(argv[argv.index("--pairs") + 1])
+    if "--size" in argv:
+        size = int(argv[argv.index("--size") + 1])
     if "--smoke" in argv:
-        rounds, transfers = 3, 50
+        pairs = 200
     os.environ.setdefault("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH",
                           tempfile.mkdtemp(prefix="xtel-bench-nixl-"))
     plain = tuple(getattr(nixl_agent, m) for m in METHODS)
@@ -103,39 +108,41 @@ def main(argv):
                                            "DRAM")
     remote_side = initiator.prep_xfer_dlist(peer, [(remote.ctypes.data, size, 0)], "DRAM")
     args = (initiator, local_side, remote_side)
-    per_transfer_ns(plain, *args, transfers)  # warm both
-    per_transfer_ns(wrapped, *args, transfers)
-    times = {"plain": [], "instrumented": []}
-    differences = []
+    for _ in range(min(pairs, 2_000)):  # warm both
+        one_transfer(plain, *args)
+        one_transfer(wrapped, *args)
+    got = {"plain": [], "instrumented": []}
+    polls = {"plain": 0, "instrumented": 0}
+    for i in range(pairs):
+        for name in (("plain", "instrumented") if i % 2 == 0 else ("instrumented", "plain")):
+            parts, n = one_transfer(plain if name == "plain" else wrapped, *args)
+            got[name].append(parts)
+            polls[name] += n
+        if i % 1000 == 999:
+            target.get_new_notifs()  # the notifications, drained as an engine's target does
+    totals = {name: [sum(p) for p in got[name]] for name in got}
+    added = [w - p for w, p in zip(totals["instrumented"], totals["plain"])]
     done = plain[0](initiator, "READ", local_side, [0], remote_side, [0], b"")
     state = plain[1](initiator, done)
     while state == "PROC":
         state = plain[2](initiator, done)
-    poll_differences = []
-    for r in range(rounds):
-        order = ("plain", "instrumented") if r % 2 == 0 else ("instrumented", "plain")
-        got = {}
-        for name in order:
-            got[name] = per_transfer_ns(plain if name == "plain" else wrapped, *args, transfers)
-            times[name].append(got[name])
-        differences.append(got["instrumented"] - got["plain"])
-        polls = {name: per_poll_ns((plain if name == "plain" else wrapped)[2], initiator, done,
-                                   transfers * 5) for name in order}
-        poll_differences.append(polls["instrumented"] - polls["plain"])
-        target.get_new_notifs()  # the notifications, drained between rounds
+    poll_added = [per_poll_ns(wrapped[2], initiator, done, 5_000) -
+                  per_poll_ns(plain[2], initiator, done, 5_000) for _ in range(5)]
     result = {
-        "size": size, "rounds": rounds, "transfers": transfers,
-        "plain_ns": statistics.median(times["plain"]),
-        "instrumented_ns": statistics.median(times["instrumented"]),
-        "added_ns": statistics.median(differences),
-        "added_ns_quartiles": statistics.quantiles(differences, n=4) if rounds >= 4 else None,
-        "polls_per_transfer": {
-            "plain": POLLS.get(plain, 0) / ((rounds + 1) * transfers),
-            "instrumented": POLLS.get(wrapped, 0) / ((rounds + 1) * transfers)},
-        "poll_added_ns": statistics.median(poll_differences),
+        "size": size, "pairs": pairs,
+        "plain_ns": statistics.median(totals["plain"]),
+        "instrumented_ns": statistics.median(totals["instrumented"]),
+        "added_ns": statistics.median(added),
+        "added_ns_quartiles": statistics.quantiles(added, n=4),
+        "added_ns_by_call": {
+            part: statistics.median(w[k] - p[k] for w, p in zip(got["instrumented"],
+                                                                 got["plain"]))
+            for k, part in enumerate(PARTS)},
+        "polls_per_transfer": {name: polls[name] / pairs for name in polls},
+        "poll_added_ns": statistics.median(poll_added),
         "blocks_per_transfer": {
-            "plain": blocks_per_transfer(plain, *args, min(transfers, 500)),
-            "instrumented": blocks_per_transfer(wrapped, *args, min(transfers, 500)),
+            "plain": blocks_per_transfer(plain, *args, min(pairs, 500)),
+            "instrumented": blocks_per_transfer(wrapped, *args, min(pairs, 500)),
         },
         "instrument_errors": instrument.errors(),
     }

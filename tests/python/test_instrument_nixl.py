@@ -228,9 +228,11 @@ def test_the_cost_bench_runs_and_its_figures_are_whole():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got['rounds'] == 3 and got['transfers'] == 50 and got['size'] == 4096
+    assert got['pairs'] == 200 and got['size'] == 4096
     assert got['plain_ns'] > 0 and got['instrumented_ns'] > 0
+    assert set(got['added_ns_by_call']) == {'make', 'post', 'polls', 'release'}
     assert set(got['polls_per_transfer']) == {'plain', 'instrumented'}
+    assert all(n >= 1 for n in got['polls_per_transfer'].values())  # each READ was polled
     assert got['instrument_errors'] == 0
 
 
