@@ -17,7 +17,9 @@ process) falls on both alike, where rounds of thousands of transfers each differ
 the wrappers cost. Prints the medians per transfer of each side, the median of the pairs'
 differences with its quartiles (what the instrumentation adds), the same by call, the polls a
 transfer took, the cost of one poll of a transfer already done, and the blocks tracemalloc sees
-allocated per transfer by each, and exits 0. --smoke: 200 pairs, to check the bench runs.
+allocated per transfer by each. Then the target's side: pairs (a quarter as many) of the
+get_new_notifs call that hands out one transfer's notification, NIXL's own against the
+instrumented one. Exits 0. --smoke: 200 pairs, to check the bench runs.
 """
 
 import json
@@ -57,6 +59,18 @@ def one_transfer(calls, agent, local_side, remote_side, clock=time.perf_counter_
     return (t1 - t0, t2 - t1, t3 - t2, t4 - t3), polls
 
 
+def notified_poll_ns(get, target, made, clock=time.perf_counter_ns):
+    """`made()` makes a transfer with a notification; then `get` (get_new_notifs) is polled
+    until it hands that notification out: the ns of that one call."""
+    made()
+    while True:
+        t0 = clock()
+        got = get(target)
+        t1 = clock()
+        if got:
+            return t1 - t0
+
+
 def loop(calls, agent, local_side, remote_side, n):
     for _ in range(n):
         one_transfer(calls, agent, local_side, remote_side)
@@ -92,6 +106,7 @@ def main(argv):
     os.environ.setdefault("NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH",
                           tempfile.mkdtemp(prefix="xtel-bench-nixl-"))
     plain = tuple(getattr(nixl_agent, m) for m in METHODS)
+    plain_get = nixl_agent.get_new_notifs
     if not instrument.enable(nixl_agent):
         print("xtel.instrument.nixl did not wrap nixl_agent", file=sys.stderr)
         return 1
@@ -128,6 +143,16 @@ def main(argv):
         state = plain[2](initiator, done)
     poll_added = [per_poll_ns(wrapped[2], initiator, done, 5_000) -
                   per_poll_ns(plain[2], initiator, done, 5_000) for _ in range(5)]
+    # The target's side: the get_new_notifs call that hands out one transfer's notification,
+    # NIXL's own and the instrumented one in pairs as above.
+    target.get_new_notifs()
+    gets = {"plain": plain_get, "instrumented": nixl_agent.get_new_notifs}
+    made = lambda: one_transfer(plain, *args)  # noqa: E731
+    notified = {"plain": [], "instrumented": []}
+    for i in range(max(pairs // 4, 50)):
+        for name in (("plain", "instrumented") if i % 2 == 0 else ("instrumented", "plain")):
+            notified[name].append(notified_poll_ns(gets[name], target, made))
+    notified_added = [w - p for w, p in zip(notified["instrumented"], notified["plain"])]
     result = {
         "size": size, "pairs": pairs,
         "plain_ns": statistics.median(totals["plain"]),
@@ -140,6 +165,9 @@ def main(argv):
             for k, part in enumerate(PARTS)},
         "polls_per_transfer": {name: polls[name] / pairs for name in polls},
         "poll_added_ns": statistics.median(poll_added),
+        "target_notified_ns": statistics.median(notified["plain"]),
+        "target_added_ns": statistics.median(notified_added),
+        "target_added_ns_quartiles": statistics.quantiles(notified_added, n=4),
         "blocks_per_transfer": {
             "plain": blocks_per_transfer(plain, *args, min(pairs, 500)),
             "instrumented": blocks_per_transfer(wrapped, *args, min(pairs, 500)),

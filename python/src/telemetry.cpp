@@ -231,6 +231,34 @@ class py_telemetry {
         t.record_notified(clock::now_us(), bytes, attrs, id);
     }
 
+    /// Each notification of `notifs`, a poll's answer ({sender: [message, ...]}, NIXL's
+    /// get_new_notifs), or each (sender, message) pair of a list, recorded as a transfer the
+    /// sender made `op` this agent's memory, its request the message: what the target's side
+    /// of xtel.instrument.nixl records, in one call a poll.
+    void notified(std::string_view op, nb::handle notifs) {
+        runtime_telemetry& t = open();
+        const transfer_op o = op_of(op);
+        const auto one = [&](nb::handle sender, nb::handle message) {
+            const std::string peer = text_of(sender);
+            kept_id id;
+            set_request_of(id, message);
+            const std::string_view kept = id.view();
+            t.record_notified(clock::now_us(), 0, attributes_.of(peer, o, {}),
+                              request_of(kept.empty() ? nullptr : &kept, nullptr));
+        };
+        if (PyDict_Check(notifs.ptr())) {
+            for (const auto& [sender, messages] : nb::borrow<nb::dict>(notifs)) {
+                for (nb::handle m : messages) {
+                    one(sender, m);
+                }
+            }
+            return;
+        }
+        for (nb::handle pair : notifs) {
+            one(pair[0], pair[1]);
+        }
+    }
+
     void event(std::string_view cat,
                std::string_view name,
                std::uint64_t value,
@@ -409,6 +437,7 @@ void bind_telemetry(nb::module_& m) {
              nb::arg("bytes"), nb::kw_only(), nb::arg("request_id") = nb::none(),
              nb::arg("traceparent") = nb::none(), nb::arg("backend") = nb::none(),
              record_notified_doc)
+        .def("_notified", &py_telemetry::notified, nb::arg("op"), nb::arg("notifs"), private_doc)
         .def("_track_dlist", &py_telemetry::track_dlist, nb::arg("handle"), nb::arg("peer"),
              nb::arg("lengths").none(), private_doc)
         .def("_forget_dlist", &py_telemetry::forget_dlist, nb::arg("handle"), private_doc)

@@ -138,10 +138,7 @@ void set_request_of(kept_id& out, nb::handle notif) {
             out.clear();
             return;
         }
-        const nb::object s = nb::steal(PyObject_Str(o));
-        if (!s.is_valid() || !set_from_str(out, s.ptr())) {
-            throw nb::python_error();
-        }
+        out.set(text_of(notif), false);
         return;
     }
     if (n == 0) {
@@ -149,11 +146,31 @@ void set_request_of(kept_id& out, nb::handle notif) {
     } else if (ascii(data, static_cast<std::size_t>(n))) {
         out.set({data, static_cast<std::size_t>(n)}, false);
     } else {
+        out.set(text_of(notif), false);
+    }
+}
+
+std::string text_of(nb::handle value) {
+    PyObject* o = value.ptr();
+    if (PyBytes_Check(o) || PyByteArray_Check(o)) {
+        const char* data = PyBytes_Check(o) ? PyBytes_AS_STRING(o) : PyByteArray_AS_STRING(o);
+        const Py_ssize_t n = PyBytes_Check(o) ? PyBytes_GET_SIZE(o) : PyByteArray_GET_SIZE(o);
+        if (ascii(data, static_cast<std::size_t>(n))) {
+            return std::string(data, static_cast<std::size_t>(n));
+        }
         const nb::object s = nb::steal(PyUnicode_DecodeUTF8(data, n, "replace"));
-        if (!s.is_valid() || !set_from_str(out, s.ptr())) {
+        if (!s.is_valid()) {
             throw nb::python_error();
         }
+        return text_of(s);
     }
+    const nb::object s = PyUnicode_Check(o) ? nb::borrow(o) : nb::steal(PyObject_Str(o));
+    Py_ssize_t n = 0;
+    const char* data = s.is_valid() ? PyUnicode_AsUTF8AndSize(s.ptr(), &n) : nullptr;
+    if (data == nullptr) {
+        throw nb::python_error();
+    }
+    return std::string(data, static_cast<std::size_t>(n));
 }
 
 std::uint64_t bytes_at(const std::vector<std::uint64_t>& lengths,

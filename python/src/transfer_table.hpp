@@ -103,6 +103,11 @@ std::uint64_t monotonic_ns() noexcept;
 /// message that is false (empty, None).
 void set_request_of(kept_id& out, nanobind::handle notif);
 
+/// A NIXL agent's name or message as the instrumentation reads one: bytes (or a bytearray)
+/// decoded as UTF-8 with a malformed sequence replaced, a str as it is, any other object as
+/// str() gives it.
+std::string text_of(nanobind::handle value);
+
 /// What the descriptors at `indices` (a list or tuple of ints, or any iterable of integers: a
 /// numpy array) of a list whose descriptors have `lengths` move, and in `count` how many there
 /// are. Raises IndexError for an index outside the list.

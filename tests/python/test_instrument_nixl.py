@@ -233,6 +233,7 @@ def test_the_cost_bench_runs_and_its_figures_are_whole():
     assert set(got['added_ns_by_call']) == {'make', 'post', 'polls', 'release'}
     assert set(got['polls_per_transfer']) == {'plain', 'instrumented'}
     assert all(n >= 1 for n in got['polls_per_transfer'].values())  # each READ was polled
+    assert got['target_notified_ns'] > 0 and len(got['target_added_ns_quartiles']) == 3
     assert got['instrument_errors'] == 0
 
 

@@ -55,15 +55,20 @@ class fake_nixl_agent:
 
 
 class recorder:
-    """Takes the place of an agent's pipeline: the record_notified calls, as tuples."""
+    """Takes the place of an agent's pipeline: each notification its _notified calls hand it (a
+    poll's map, or a list of (sender, message)), as a tuple of what it records. How the real
+    pipeline reads names and messages is test_transfer_table.py's."""
 
     def __init__(self, fail=False):
         self.notified, self.events, self.fail = [], [], fail
 
-    def record_notified(self, op, peer, nbytes, request_id=None):
+    def _notified(self, op, notifs):
         if self.fail:
             raise RuntimeError('the pipeline failed')
-        self.notified.append((op, peer, nbytes, request_id))
+        pairs = ([(s, m) for s, messages in notifs.items() for m in messages]
+                 if isinstance(notifs, dict) else list(notifs))
+        self.notified += [(op, s.decode() if isinstance(s, bytes) else s, 0,
+                           m.decode() if isinstance(m, bytes) else m) for s, m in pairs]
 
     def event(self, *args):
         self.events.append(args)

@@ -108,3 +108,30 @@ def test_a_closed_pipeline_refuses_the_table_s_calls_as_its_record_calls():
     t.close()
     with pytest.raises(ValueError, match='closed'):
         t._track_made(1, 'WRITE', LOCAL, REMOTE, [0], b'')
+
+
+def test_a_poll_s_notifications_are_each_one_notified_transfer_of_its_sender(telemetry_dir):
+    with xtel.Telemetry('tt-notified') as t:
+        # get_new_notifs's map: names as str or bytes, several messages a sender
+        t._notified('read', {'decode-0': [b'req-1', b'req-2'], b'decode-1': [b'req-\xff']})
+        # update_notifs's and check_remote_xfer_done's pairs
+        t._notified('read', [('decode-0', b'req-3'), ('decode-2', 'room-7')])
+        t._notified('read', {})
+        with pytest.raises(ValueError):
+            t._notified('sideways', {'decode-0': [b'x']})
+        f = node_file(t, telemetry_dir)
+    assert by(f, 'xtel_notified_transfers_total', remote_agent='decode-0') == 3
+    assert by(f, 'xtel_notified_transfers_total', remote_agent='decode-1') == 1
+    assert by(f, 'xtel_notified_transfers_total', remote_agent='decode-2') == 1
+    assert by(f, 'xtel_notified_transfers_total') == 5
+    assert by(f, 'xtel_transfer_requests_total') == 0  # never this agent's own
+
+
+def test_a_sender_s_name_reads_as_python_decodes_it(telemetry_dir):
+    from xtel.instrument import _nixl_values as values
+    names = [b'decode-\xff\xfe', b'd-\xe2\x82', 'caf\u00e9', bytearray(b'abc'), 17]
+    with xtel.Telemetry('tt-names') as t:
+        t._notified('read', [(n, b'') for n in names])
+        f = node_file(t, telemetry_dir)
+    for n in names:
+        assert by(f, 'xtel_notified_transfers_total', remote_agent=values.name(n)) == 1, n
