@@ -122,8 +122,6 @@ class py_telemetry {
                     std::uint64_t remote,
                     nb::handle indices,
                     nb::handle notif) {
-        open();  // attributes_ are the open pipeline's
-        const transfer_op o = op_ignoring_case(op);
         const tracked_dlist* l = tracked_.dlist(local);
         const tracked_dlist* r = tracked_.dlist(remote);
         std::uint64_t descriptors = 0;
@@ -134,12 +132,7 @@ class py_telemetry {
             descriptors = static_cast<std::uint64_t>(nb::len(indices));
         }
         const std::string_view peer = r != nullptr && !r->peer.empty() ? r->peer : "unknown";
-        const transfer_attributes attrs = attributes_.of(peer, o, {});
-        tracked_transfer& t = tracked_.add(handle);
-        t.attrs = attrs;
-        t.bytes = bytes;
-        t.descriptors = descriptors;
-        set_request_of(t.id, notif);
+        track_made_as(handle, op, peer, bytes, descriptors, notif);
     }
 
     /// initialize_xfer made `handle`, whose peer and bytes the wrapper read.
@@ -149,7 +142,7 @@ class py_telemetry {
                        std::uint64_t bytes,
                        std::uint64_t descriptors,
                        nb::handle notif) {
-        open();
+        open();  // attributes_ are the open pipeline's
         const transfer_attributes attrs = attributes_.of(peer, op_ignoring_case(op), {});
         tracked_transfer& t = tracked_.add(handle);
         t.attrs = attrs;
