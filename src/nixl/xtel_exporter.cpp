@@ -1,5 +1,7 @@
 #include "nixl/xtel_exporter.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <exception>
 #include <optional>
@@ -17,6 +19,16 @@ namespace {
 /// Events the batch buffer holds before it grows: NIXL's own limit, capped so that a large
 /// NIXL_TELEMETRY_BUFFER_SIZE costs memory only when the events come.
 constexpr std::size_t max_reserved = 1 << 16;
+
+/// The calling thread, as a value no other live thread has, without a call: the thread pointer
+/// (the pthread_t of glibc on x86-64 and aarch64), else pthread_self(). Never 0.
+std::uintptr_t calling_thread() noexcept {
+#if defined(__x86_64__) || defined(__aarch64__)
+    return reinterpret_cast<std::uintptr_t>(__builtin_thread_pointer());
+#else
+    return static_cast<std::uintptr_t>(::pthread_self());
+#endif
+}
 
 /// The pipeline's rings stay empty (NIXL's events come through submit): the smallest staging.
 constexpr std::size_t unused_staging = 64;
@@ -59,40 +71,49 @@ xtel_exporter::xtel_exporter(const abi_v2::init_params& params, const env_lookup
 
 xtel_exporter::~xtel_exporter() {
     const std::lock_guard lock(mutex_);
-    if (in_batch_) {
+    if (batch_owner_.load(std::memory_order_relaxed) != 0) {
         submit(pending_);  // a batch NIXL never ended is not lost
     }
     telemetry_.reset();  // its last round, and the node file marked closed
 }
 
 abi_v2::status xtel_exporter::export_event(const abi_v2::event& e) noexcept {
-    const std::lock_guard lock(mutex_);
-    if (!in_batch_) {
-        submit(std::span<const abi_v2::event>(&e, 1));
+    if (batch_owner_.load(std::memory_order_relaxed) == calling_thread()) {
+        // This thread's batch, which no other thread touches until its on_batch_end.
+        try {
+            pending_.push_back(e);
+        } catch (...) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+        }
         return abi_v2::status::success;
     }
-    try {
-        pending_.push_back(e);
-    } catch (...) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-    }
+    const std::lock_guard lock(mutex_);
+    submit(std::span<const abi_v2::event>(&e, 1));
     return abi_v2::status::success;
 }
 
 void xtel_exporter::on_batch_begin() noexcept {
+    const std::uintptr_t self = calling_thread();
     const std::lock_guard lock(mutex_);
-    if (in_batch_) {
+    const std::uintptr_t owner = batch_owner_.load(std::memory_order_relaxed);
+    if (owner == self) {
         submit(pending_);  // two begins in a row: the first batch ended unseen
+    } else if (owner != 0) {
+        return;  // another thread's batch: this thread's events are submitted alone
     }
     pending_.clear();
-    in_batch_ = true;
+    batch_owner_.store(self, std::memory_order_relaxed);
 }
 
 void xtel_exporter::on_batch_end() noexcept {
+    const std::uintptr_t self = calling_thread();
+    if (batch_owner_.load(std::memory_order_relaxed) != self) {
+        return;  // no batch of this thread's to end
+    }
     const std::lock_guard lock(mutex_);
     submit(pending_);
     pending_.clear();
-    in_batch_ = false;
+    batch_owner_.store(0, std::memory_order_relaxed);
 }
 
 void xtel_exporter::submit(std::span<const abi_v2::event> events) noexcept {

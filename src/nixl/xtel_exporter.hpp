@@ -6,7 +6,8 @@
 ///
 /// NIXL's flush thread drives it: the events between on_batch_begin and on_batch_end are one
 /// flush, mapped (nixl/event_mapping.hpp) and submitted to the pipeline at its end, on that
-/// thread; an event outside a batch is submitted alone. The pipeline runs no thread of its own.
+/// thread; an event outside a batch, or from another thread during one, is submitted alone.
+/// The pipeline runs no thread of its own.
 /// Nothing leaves it as an exception: NIXL would take the engine down with it. A set-up failure
 /// (a bad xtel variable, an output directory that is not there) is one log line and an exporter
 /// that counts and drops; one the node exporter meets (a directory it cannot write, a live
@@ -58,8 +59,20 @@ class xtel_exporter final : public abi_v2::exporter {
     /// Maps and submits `events` as one flush. Holds mutex_.
     void submit(std::span<const abi_v2::event> events) noexcept;
 
+    /// Guards the pipeline, and the batch while no thread owns it (batch_owner_).
     std::mutex mutex_;
-    bool in_batch_ = false;
+    /// The thread between its on_batch_begin and on_batch_end (a calling_thread() value), or
+    /// 0. Only that thread reads or writes the batch (pending_) then, without mutex_: NIXL's
+    /// flush thread pays no lock an event. Why that is safe, with relaxed loads:
+    /// - It is stored only under mutex_, and changed from a thread's value only by that thread
+    ///   (its on_batch_end; a begin on another thread leaves it), or by the destructor, which
+    ///   no call may race.
+    /// - So a thread that loads its own value (relaxed: it needs only to see its own stores,
+    ///   which coherence guarantees) is the owner until it stores 0 itself; any other thread
+    ///   loads another value, takes mutex_ and leaves the batch alone.
+    /// - The owner's writes to the batch reach the next thread to touch it through mutex_: the
+    ///   owner's on_batch_end takes it to submit and clear, and stores 0 before it lets go.
+    std::atomic<std::uintptr_t> batch_owner_{0};
     /// The current batch's events, as NIXL handed them.
     std::vector<abi_v2::event> pending_;
     mapped_flush mapped_;
