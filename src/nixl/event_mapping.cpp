@@ -86,8 +86,12 @@ std::optional<event> single_event(const abi_v2::event& in, std::uint64_t now_us)
 
 }  // namespace
 
-void flush_mapper::add_single(const abi_v2::event& e, mapped_flush& out) {
+void flush_mapper::add_ending(const abi_v2::event& e, mapped_flush& out) {
     transfer_.finish(now_us_, out.transfers);
+    if (transfer_part part{}; part_of(e.type, part)) {
+        transfer_.add(part, e.value);
+        return;
+    }
     if (const auto mapped = single_event(e, now_us_)) {
         out.events.push_back(*mapped);
     } else {

@@ -92,16 +92,20 @@ abi_v2::status xtel_exporter::export_event(const abi_v2::event& e) noexcept {
         }
         return abi_v2::status::success;
     }
+    export_alone(e);
+    return abi_v2::status::success;
+}
+
+void xtel_exporter::export_alone(const abi_v2::event& e) noexcept {
     const std::lock_guard lock(mutex_);
     try {
         map_flush(std::span<const abi_v2::event>(&e, 1), clock::now_us(), single_);
     } catch (...) {
         single_.clear();
         dropped_.fetch_add(1, std::memory_order_relaxed);
-        return abi_v2::status::success;
+        return;
     }
     submit(single_, 1);
-    return abi_v2::status::success;
 }
 
 void xtel_exporter::on_batch_begin() noexcept {
