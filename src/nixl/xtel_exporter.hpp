@@ -67,16 +67,16 @@ class xtel_exporter final : public abi_v2::exporter {
     /// Guards the pipeline, and the batch while no thread owns it (batch_owner_).
     std::mutex mutex_;
     /// The thread between its on_batch_begin and on_batch_end (a calling_thread() value), or
-    /// 0. Only that thread reads or writes the batch (mapper_, batch_, batch_events_) then, without
-    /// mutex_: NIXL's flush thread pays no lock an event. Why that is safe, with relaxed loads:
+    /// 0. Only that thread reads or writes the batch (mapper_, batch_, batch_events_) then,
+    /// without mutex_: NIXL's flush thread pays no lock an event. Why relaxed loads are enough:
     /// - It is stored only under mutex_, and changed from a thread's value only by that thread
-    ///   (its on_batch_end; a begin on another thread leaves it), or by the destructor, which
-    ///   no call may race.
+    ///   (its on_batch_end; a begin on another thread leaves it).
     /// - So a thread that loads its own value (relaxed: it needs only to see its own stores,
     ///   which coherence guarantees) is the owner until it stores 0 itself; any other thread
     ///   loads another value, takes mutex_ and leaves the batch alone.
     /// - The owner's writes to the batch reach the next thread to touch it through mutex_: the
-    ///   owner's on_batch_end takes it to submit and clear, and stores 0 before it lets go.
+    ///   owner's on_batch_end takes it to submit and clear, and stores 0 before it lets go. The
+    ///   destructor, which no call may race, takes it too, to submit a batch left open.
     std::atomic<std::uintptr_t> batch_owner_{0};
     /// The current batch, mapped so far, and how many of NIXL's events it took.
     flush_mapper mapper_;
