@@ -177,9 +177,10 @@ TEST_CASE("events from a second thread during a batch and outside one are each c
         REQUIRE(x.pipeline_or_null() != nullptr);
         abi::exporter& base = x;
         abi::exporter_access::begin(base);
-        // Another thread's events while this one's batch is open: each its own round, never
-        // the batch's, and the batch goes on without a lock.
+        // Another thread's hooks and events while this one's batch is open: each event its own
+        // round, never the batch's, and the batch goes on without a lock.
         std::thread other([&base] {
+            abi::exporter_access::begin(base);  // the batch is another thread's: begins nothing
             for (int i = 0; i < registrations; ++i) {
                 base.export_event(ev(event_type::memory_registered, 2));
             }
