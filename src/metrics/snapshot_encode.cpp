@@ -24,8 +24,8 @@ class writer {
     explicit writer(std::vector<std::byte>& out) : out_(out) {}
 
     void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
-    void u32(std::uint32_t v) { le(v, 4); }
-    void u64(std::uint64_t v) { le(v, 8); }
+    void u32(std::uint32_t v) { le<4>(v); }
+    void u64(std::uint64_t v) { le<8>(v); }
     /// Two's complement, as the unsigned of the same width.
     void i8(std::int8_t v) { u8(static_cast<std::uint8_t>(v)); }
     void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
@@ -39,16 +39,21 @@ class writer {
     /// Bytes as they are (ids: no byte order).
     template <std::size_t N>
     void raw(const std::array<std::uint8_t, N>& bytes) {
-        for (const std::uint8_t b : bytes) {
-            out_.push_back(std::byte{b});
-        }
+        const auto* p = reinterpret_cast<const std::byte*>(bytes.data());
+        out_.insert(out_.end(), p, p + N);
     }
 
   private:
-    void le(std::uint64_t v, int n) {
-        for (int i = 0; i < n; ++i) {
-            out_.push_back(static_cast<std::byte>(v >> (8 * i)));
+    // Made whole and appended once, not pushed byte by byte: a push_back a byte (a bound check
+    // and a size update each) was most of a snapshot's encoding, published every round
+    // (BM_nixl_flush_paired, docs/performance.md).
+    template <std::size_t N>
+    void le(std::uint64_t v) {
+        std::array<std::byte, N> bytes;
+        for (std::size_t i = 0; i < N; ++i) {
+            bytes[i] = static_cast<std::byte>(v >> (8 * i));
         }
+        out_.insert(out_.end(), bytes.begin(), bytes.end());
     }
 
     std::vector<std::byte>& out_;

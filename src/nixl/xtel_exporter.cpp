@@ -1,5 +1,7 @@
 #include "nixl/xtel_exporter.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <exception>
 #include <optional>
@@ -14,9 +16,21 @@ namespace xtel::nixl {
 
 namespace {
 
-/// Events the batch buffer holds before it grows: NIXL's own limit, capped so that a large
+/// Events a batch holds before its records grow: NIXL's own limit, capped so that a large
 /// NIXL_TELEMETRY_BUFFER_SIZE costs memory only when the events come.
 constexpr std::size_t max_reserved = 1 << 16;
+/// NIXL 1.5.1's events of a completed transfer, at most: the records a batch's events make.
+constexpr std::size_t events_a_transfer = 4;
+
+/// The calling thread, as a value no other live thread has, without a call: the thread pointer
+/// (the pthread_t of glibc on x86-64 and aarch64), else pthread_self(). Never 0.
+std::uintptr_t calling_thread() noexcept {
+#if defined(__x86_64__) || defined(__aarch64__)
+    return reinterpret_cast<std::uintptr_t>(__builtin_thread_pointer());
+#else
+    return static_cast<std::uintptr_t>(::pthread_self());
+#endif
+}
 
 /// The pipeline's rings stay empty (NIXL's events come through submit): the smallest staging.
 constexpr std::size_t unused_staging = 64;
@@ -42,7 +56,8 @@ std::unique_ptr<xtel_exporter::pipeline> make_pipeline(const abi_v2::init_params
 xtel_exporter::xtel_exporter(const abi_v2::init_params& params, const env_lookup& lookup) noexcept
     : abi_v2::exporter(params) {
     try {
-        pending_.reserve(std::min(params.max_events_buffered, max_reserved));
+        batch_.transfers.reserve(std::min(params.max_events_buffered, max_reserved) /
+                                 events_a_transfer);
         telemetry_ = make_pipeline(params, lookup);
     } catch (const std::exception& e) {
         detail::log(log_level::error,
@@ -59,61 +74,94 @@ xtel_exporter::xtel_exporter(const abi_v2::init_params& params, const env_lookup
 
 xtel_exporter::~xtel_exporter() {
     const std::lock_guard lock(mutex_);
-    if (in_batch_) {
-        submit(pending_);  // a batch NIXL never ended is not lost
+    if (batch_owner_.load(std::memory_order_relaxed) != 0) {
+        submit_batch();  // a batch NIXL never ended is not lost
     }
     telemetry_.reset();  // its last round, and the node file marked closed
 }
 
 abi_v2::status xtel_exporter::export_event(const abi_v2::event& e) noexcept {
-    const std::lock_guard lock(mutex_);
-    if (!in_batch_) {
-        submit(std::span<const abi_v2::event>(&e, 1));
+    if (batch_owner_.load(std::memory_order_relaxed) == calling_thread()) {
+        // This thread's batch, which no other thread touches until its on_batch_end.
+        ++batch_events_;
+        try {
+            mapper_.add(e, batch_);
+        } catch (...) {
+            --batch_events_;
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+        }
         return abi_v2::status::success;
     }
-    try {
-        pending_.push_back(e);
-    } catch (...) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-    }
+    export_alone(e);
     return abi_v2::status::success;
 }
 
-void xtel_exporter::on_batch_begin() noexcept {
+void xtel_exporter::export_alone(const abi_v2::event& e) noexcept {
     const std::lock_guard lock(mutex_);
-    if (in_batch_) {
-        submit(pending_);  // two begins in a row: the first batch ended unseen
+    try {
+        map_flush(std::span<const abi_v2::event>(&e, 1), clock::now_us(), single_);
+    } catch (...) {
+        single_.clear();
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return;
     }
-    pending_.clear();
-    in_batch_ = true;
+    submit(single_, 1);
+}
+
+void xtel_exporter::on_batch_begin() noexcept {
+    const std::uintptr_t self = calling_thread();
+    const std::lock_guard lock(mutex_);
+    const std::uintptr_t owner = batch_owner_.load(std::memory_order_relaxed);
+    if (owner == self) {
+        submit_batch();  // two begins in a row: the first batch ended unseen
+    } else if (owner != 0) {
+        return;  // another thread's batch: this thread's events are submitted alone
+    }
+    mapper_.begin(clock::now_us());
+    batch_owner_.store(self, std::memory_order_relaxed);
 }
 
 void xtel_exporter::on_batch_end() noexcept {
+    const std::uintptr_t self = calling_thread();
+    if (batch_owner_.load(std::memory_order_relaxed) != self) {
+        return;  // no batch of this thread's to end
+    }
     const std::lock_guard lock(mutex_);
-    submit(pending_);
-    pending_.clear();
-    in_batch_ = false;
+    submit_batch();
+    batch_owner_.store(0, std::memory_order_relaxed);
 }
 
-void xtel_exporter::submit(std::span<const abi_v2::event> events) noexcept {
+void xtel_exporter::submit_batch() noexcept {
+    try {
+        mapper_.end(batch_);
+    } catch (...) {
+        // No memory for the last transfer's record: its events are lost with it.
+        dropped_.fetch_add(mapper_.gathered(), std::memory_order_relaxed);
+        batch_events_ -= mapper_.gathered();
+    }
+    submit(batch_, batch_events_);
+    batch_events_ = 0;
+}
+
+void xtel_exporter::submit(mapped_flush& flush, std::size_t events) noexcept {
     if (!telemetry_) {
-        dropped_.fetch_add(events.size(), std::memory_order_relaxed);
+        dropped_.fetch_add(events, std::memory_order_relaxed);
+        flush.clear();
         return;
     }
     try {
-        mapped_.clear();
-        map_flush(events, clock::now_us(), mapped_);
-        unmapped_.fetch_add(mapped_.unmapped, std::memory_order_relaxed);
-        if (!mapped_.transfers.empty()) {
-            telemetry_->submit(std::span<const transfer_record>(mapped_.transfers));
+        unmapped_.fetch_add(flush.unmapped, std::memory_order_relaxed);
+        if (!flush.transfers.empty()) {
+            telemetry_->submit(std::span<const transfer_record>(flush.transfers));
         }
-        if (!mapped_.events.empty() || mapped_.transfers.empty()) {
+        if (!flush.events.empty() || flush.transfers.empty()) {
             // An empty flush is a round too, as the pipeline's own flusher would run.
-            telemetry_->submit(std::span<const event>(mapped_.events));
+            telemetry_->submit(std::span<const event>(flush.events));
         }
     } catch (...) {
-        dropped_.fetch_add(events.size(), std::memory_order_relaxed);
+        dropped_.fetch_add(events, std::memory_order_relaxed);
     }
+    flush.clear();
 }
 
 }  // namespace xtel::nixl

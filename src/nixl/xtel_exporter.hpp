@@ -5,19 +5,19 @@
 /// xtel/exporters/node.hpp says), which xtel-exporter serves with every other agent of the node.
 ///
 /// NIXL's flush thread drives it: the events between on_batch_begin and on_batch_end are one
-/// flush, mapped (nixl/event_mapping.hpp) and submitted to the pipeline at its end, on that
-/// thread; an event outside a batch is submitted alone. The pipeline runs no thread of its own.
+/// flush, each mapped as it comes (nixl/event_mapping.hpp, stamped with the flush's begin) and
+/// the whole submitted to the pipeline at its end, on that thread; an event outside a batch, or
+/// from another thread during one, is submitted alone. The pipeline runs no thread of its own.
 /// Nothing leaves it as an exception: NIXL would take the engine down with it. A set-up failure
 /// (a bad xtel variable, an output directory that is not there) is one log line and an exporter
 /// that counts and drops; one the node exporter meets (a directory it cannot write, a live
 /// agent of the same name) is its own log line and its disabled state, served as such.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <span>
-#include <vector>
 
 #include "nixl/event_mapping.hpp"
 #include "xtel/core/config.hpp"
@@ -55,14 +55,35 @@ class xtel_exporter final : public abi_v2::exporter {
   private:
     void on_batch_begin() noexcept override;
     void on_batch_end() noexcept override;
-    /// Maps and submits `events` as one flush. Holds mutex_.
-    void submit(std::span<const abi_v2::event> events) noexcept;
+    /// An event outside this thread's batch, submitted alone. Out of line, so that the batch's
+    /// path saves no registers for it (quill's slow path is so).
+    [[gnu::noinline]] void export_alone(const abi_v2::event& e) noexcept;
+    /// Submits `flush`, mapped from `events` of NIXL's, as one round, and clears it. Holds
+    /// mutex_.
+    void submit(mapped_flush& flush, std::size_t events) noexcept;
+    /// The batch's transfer and its last events into batch_, submitted. Holds mutex_.
+    void submit_batch() noexcept;
 
+    /// Guards the pipeline, and the batch while no thread owns it (batch_owner_).
     std::mutex mutex_;
-    bool in_batch_ = false;
-    /// The current batch's events, as NIXL handed them.
-    std::vector<abi_v2::event> pending_;
-    mapped_flush mapped_;
+    /// The thread between its on_batch_begin and on_batch_end (a calling_thread() value), or
+    /// 0. Only that thread reads or writes the batch (mapper_, batch_, batch_events_) then,
+    /// without mutex_: NIXL's flush thread pays no lock an event. Why relaxed loads are enough:
+    /// - It is stored only under mutex_, and changed from a thread's value only by that thread
+    ///   (its on_batch_end; a begin on another thread leaves it).
+    /// - So a thread that loads its own value (relaxed: it needs only to see its own stores,
+    ///   which coherence guarantees) is the owner until it stores 0 itself; any other thread
+    ///   loads another value, takes mutex_ and leaves the batch alone.
+    /// - The owner's writes to the batch reach the next thread to touch it through mutex_: the
+    ///   owner's on_batch_end takes it to submit and clear, and stores 0 before it lets go. The
+    ///   destructor, which no call may race, takes it too, to submit a batch left open.
+    std::atomic<std::uintptr_t> batch_owner_{0};
+    /// The current batch, mapped so far, and how many of NIXL's events it took.
+    flush_mapper mapper_;
+    mapped_flush batch_;
+    std::size_t batch_events_ = 0;
+    /// An event submitted alone, under mutex_.
+    mapped_flush single_;
     std::unique_ptr<pipeline> telemetry_;
     std::atomic<std::uint64_t> dropped_{0};
     std::atomic<std::uint64_t> unmapped_{0};

@@ -3,13 +3,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "nixl/event_mapping.hpp"
 #include "nixl/xtel_exporter.hpp"
 #include "test_util.hpp"
 #include "xtel/core/version.hpp"
+#include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/nixl/abi_v2.hpp"
+#include "xtel/node/file.hpp"
 
 extern "C" xtel::nixl::abi_v2::plugin* nixl_telemetry_plugin_init();
 
@@ -41,6 +45,22 @@ void flush(abi::exporter& e, const std::vector<abi::event>& events) {
         CHECK(e.export_event(x) == abi::status::success);
     }
     abi::exporter_access::end(e);
+}
+
+/// The sum of the values of `family`'s series in the node file `file` last published.
+std::uint64_t served_total(const std::filesystem::path& file, std::string_view family) {
+    xtel::node::file::reader r(file);
+    const auto p = r.read_latest();
+    REQUIRE(p);
+    std::uint64_t total = 0;
+    for (const auto& f : xtel::metrics::decode_snapshot(p->payload).families) {
+        if (f.spec.name == family) {
+            for (const auto& s : f.series) {
+                total += s.value;
+            }
+        }
+    }
+    return total;
 }
 
 const std::vector<abi::event> one_write = {
@@ -142,6 +162,68 @@ TEST_CASE("an exporter submits each NIXL flush and each event outside one as a r
     CHECK(x.pipeline_or_null()->flushes() == 3);
     CHECK(x.events_dropped() == 0);
     CHECK(x.events_unmapped() == 0);
+}
+
+TEST_CASE("events from a second thread during a batch and outside one are each counted once",
+          "[concurrency]") {
+    xtel_test::temp_dir dir;
+    const abi::init_params params{"nixl-threads", 4096};
+    constexpr int writes = 500;
+    constexpr int registrations = 300;
+    {
+        xtel::nixl::xtel_exporter x(
+            params,
+            xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}));
+        REQUIRE(x.pipeline_or_null() != nullptr);
+        abi::exporter& base = x;
+        abi::exporter_access::begin(base);
+        // Another thread's hooks and events while this one's batch is open: each event its own
+        // round, never the batch's, and the batch goes on without a lock.
+        std::thread other([&base] {
+            abi::exporter_access::begin(base);  // the batch is another thread's: begins nothing
+            for (int i = 0; i < registrations; ++i) {
+                base.export_event(ev(event_type::memory_registered, 2));
+            }
+            abi::exporter_access::end(base);  // not its batch: ends nothing
+        });
+        for (int i = 0; i < writes; ++i) {
+            for (const abi::event& e : one_write) {
+                base.export_event(e);
+            }
+        }
+        other.join();
+        abi::exporter_access::end(base);
+        base.export_event(ev(event_type::memory_registered, 7));  // outside a batch: alone
+        CHECK(x.pipeline_or_null()->flushes() == registrations + 2);
+        CHECK(x.events_dropped() == 0);
+    }
+    const auto file = dir.path() / "nixl-threads.metrics";
+    CHECK(served_total(file, "xtel_memory_registrations_total") == registrations + 1);
+    CHECK(served_total(file, "xtel_memory_registered_bytes") == 2 * registrations + 7);
+    CHECK(served_total(file, "xtel_transfer_requests_total") == writes);
+    CHECK(served_total(file, "xtel_transfer_bytes_total") == 4096 * writes);
+}
+
+TEST_CASE("a batch NIXL never ended is submitted when the exporter is destroyed") {
+    xtel_test::temp_dir dir;
+    const abi::init_params params{"nixl-unended", 4096};
+    {
+        xtel::nixl::xtel_exporter x(
+            params,
+            xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}));
+        abi::exporter& base = x;
+        flush(base, one_write);
+        abi::exporter_access::begin(base);
+        for (const abi::event& e : one_write) {
+            base.export_event(e);
+        }
+        base.export_event(ev(event_type::memory_registered, 4096));
+        CHECK(x.pipeline_or_null()->flushes() == 1);  // the batch is still open
+    }
+    const auto file = dir.path() / "nixl-unended.metrics";
+    CHECK(served_total(file, "xtel_transfer_requests_total") == 2);
+    CHECK(served_total(file, "xtel_transfer_bytes_total") == 2 * 4096);
+    CHECK(served_total(file, "xtel_memory_registrations_total") == 1);
 }
 
 TEST_CASE("the plug-in's entry point is NIXL's API version 2 named xtel and always creates") {
