@@ -33,15 +33,22 @@ last flush falls in no other's window. Each window's ns per transfer over the me
 windows either side of it is its ratio; the medians of those (quartiles beside them) and of
 each configuration's ns per transfer are the result.
 
+Each configuration but off runs in --processes worker processes (default 3), round r's window
+in process r mod N. A process keeps its own speed for its whole life (where its buffers landed,
+which core it was given): two processes with telemetry off differed by up to 6% in one run, far
+more than within either's windows, so one process a configuration measures its luck as much as
+its exporter. The pooled windows of N processes each, and each process's own median beside them
+(printed and in the JSON), tell the two apart.
+
 usage: bench/nixl_cost.py --venv DIR --plugin LIB --xtel XTEL [--exporter XTEL_EXPORTER]
-           [--sizes 4096,65536] [--rounds 20] [--window-ms 50] [--xtel-env VAR=VALUE]...
-           [--smoke] [--json FILE]
+           [--sizes 4096,65536] [--rounds 30] [--window-ms 50] [--processes 3]
+           [--xtel-env VAR=VALUE]... [--smoke] [--json FILE]
 
 --xtel-env: a variable for the xtel worker alone, to measure a variant of the plug-in's
 configuration (NIXL_TELEMETRY_TRACE_BUDGET=0: no spans).
 
---smoke: one round of 5 ms windows, for a test that it runs and prints well-formed output;
-its figures mean nothing. Prints a table per size, then one line "nixl_cost: " and JSON.
+--smoke: two rounds of 5 ms windows, two processes a configuration, for a test that it runs and
+prints well-formed output; its figures mean nothing. Prints a table per size, then one line "nixl_cost: " and JSON.
 Exit status 1 when a worker fails or an exporter's count is not the transfers made.
 """
 import argparse
@@ -159,17 +166,18 @@ def config_env(config, scratch, port, xtel_env=()):
 
 
 class Worker:
-    def __init__(self, python, config, args, scratch, log):
+    def __init__(self, python, config, index, args, scratch, log):
         self.config = config
+        self.name = f'cost-{config}-{index}'
         self.port = free_port()
         self.process = subprocess.Popen(
-            [python, os.path.abspath(__file__), '--worker', '--name', f'cost-{config}',
+            [python, os.path.abspath(__file__), '--worker', '--name', self.name,
              '--sizes', args.sizes],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
             env=config_env(config, scratch, self.port, args.xtel_env))
 
     def initiator(self):
-        return f'cost-{self.config}-initiator'
+        return f'{self.name}-initiator'
 
     def wait_ready(self):
         for line in self.process.stdout:  # NIXL writes to stdout too
@@ -241,12 +249,12 @@ def exporter_counts(workers, rings, args, scratch):
     counts = {c: None for c in CONFIGS}
     time.sleep(3 * RUN_INTERVAL_MS / 1000)  # the last flush
     rings.close()
-    w = workers['buffer']
-    # The initiator's ring: its one registration, then four events a transfer.
-    counts['buffer'] = (rings.events.get(w.initiator(), 0) - 1) // 4
-    w = workers['prometheus']
-    counts['prometheus'] = scrape(f'http://127.0.0.1:{w.port}/metrics',
-                                  'agent_tx_requests_num_total', w.initiator())
+    # Each initiator's ring: its one registration, then four events a transfer.
+    counts['buffer'] = sum((rings.events.get(w.initiator(), 0) - 1) // 4
+                           for w in workers['buffer'])
+    counts['prometheus'] = sum(scrape(f'http://127.0.0.1:{w.port}/metrics',
+                                      'agent_tx_requests_num_total', w.initiator())
+                               for w in workers['prometheus'])
     if args.exporter:
         port = free_port()
         server = subprocess.Popen([args.exporter, '--dir', os.path.join(scratch, 'node'),
@@ -256,9 +264,10 @@ def exporter_counts(workers, rings, args, scratch):
             deadline = time.monotonic() + 10
             while counts['xtel'] is None and time.monotonic() < deadline:
                 try:
-                    counts['xtel'] = scrape(f'http://127.0.0.1:{port}/metrics',
-                                            'xtel_transfer_requests_total',
-                                            workers['xtel'].initiator(), 'direction="tx"')
+                    counts['xtel'] = sum(scrape(f'http://127.0.0.1:{port}/metrics',
+                                                'xtel_transfer_requests_total', w.initiator(),
+                                                'direction="tx"')
+                                         for w in workers['xtel'])
                 except OSError:
                     time.sleep(0.1)
         finally:
@@ -268,19 +277,22 @@ def exporter_counts(workers, rings, args, scratch):
 
 
 def run_windows(workers, size, rounds, count, lead, samples):
-    """Appends (config, ns per transfer, ratio to off or None) of every window to samples."""
+    """Appends (config, ns per transfer, ratio to off or None, process) of every window to
+    samples; round r's window of a configuration is its process r mod N's."""
     settle = 3 * RUN_INTERVAL_MS
+    off = workers['off'][0]
     for r in range(rounds):
         order = list(MEASURED[r % len(MEASURED):] + MEASURED[:r % len(MEASURED)])
         if r % 2:
             order.reverse()
-        before = workers['off'].ask(f'window {size} {lead} {count} {settle}') / count
-        samples.append(('off', before, None))
+        before = off.ask(f'window {size} {lead} {count} {settle}') / count
+        samples.append(('off', before, None, 0))
         for config in order:
-            ns = workers[config].ask(f'window {size} {lead} {count} {settle}') / count
-            after = workers['off'].ask(f'window {size} {lead} {count} {settle}') / count
-            samples.append((config, ns, ns / ((before + after) / 2)))
-            samples.append(('off', after, None))
+            k = r % len(workers[config])
+            ns = workers[config][k].ask(f'window {size} {lead} {count} {settle}') / count
+            after = off.ask(f'window {size} {lead} {count} {settle}') / count
+            samples.append((config, ns, ns / ((before + after) / 2), k))
+            samples.append(('off', after, None, 0))
             before = after
 
 
@@ -300,6 +312,10 @@ def summary(samples):
         if ratios:
             row['ratio_to_off'], row['ratio_q1'], row['ratio_q3'] = (
                 quartiles(ratios)[1], quartiles(ratios)[0], quartiles(ratios)[2])
+            processes = sorted({s[3] for s in samples if s[0] == config})
+            row['ratio_by_process'] = [
+                statistics.median(s[2] for s in samples if s[0] == config and s[3] == k)
+                for k in processes]
         out[config] = row
     return out
 
@@ -310,8 +326,10 @@ def print_table(size, rows, count):
     for config, row in rows.items():
         ratio = ('1 (reference)' if config == 'off' else
                  f'{row["ratio_to_off"]:.4f} ({row["ratio_q1"]:.4f}-{row["ratio_q3"]:.4f})')
+        each = ('' if config == 'off' else
+                '  by process ' + ' '.join(f'{v:.4f}' for v in row['ratio_by_process']))
         print(f'  {config:<11} {row["ns_per_transfer"]:10.1f} ns  {ratio}  '
-              f'[{row["windows"]} windows]')
+              f'[{row["windows"]} windows]{each}')
     floor = rows['off2']['ratio_to_off']
     print(f'  the floor: off2 over off is {floor:.4f}, so this run does not tell apart ratios '
           f'nearer each other than {abs(floor - 1):.3f}')
@@ -338,6 +356,10 @@ def calibrate(off, size, window_ms):
     return max(20, int(window_ms * 1e6 / fastest))
 
 
+def every(workers):
+    return [w for ws in workers.values() for w in ws]
+
+
 def drive(args):
     python = install(args.venv)
     link_plugin(args, python)
@@ -349,20 +371,21 @@ def drive(args):
     try:
         for d in ('rings', 'node'):
             os.mkdir(os.path.join(scratch, d))
-        workers = {c: Worker(python, c, args, scratch, log) for c in CONFIGS}
-        for w in workers.values():
+        workers = {c: [Worker(python, c, k, args, scratch, log)
+                       for k in range(1 if c == 'off' else args.processes)] for c in CONFIGS}
+        for w in every(workers):
             w.wait_ready()
         rings = RingReader(os.path.join(scratch, 'rings'))
         result = {'sizes': {}, 'rounds': args.rounds, 'window_ms': args.window_ms,
-                  'command': ' '.join(sys.argv)}
+                  'processes': args.processes, 'command': ' '.join(sys.argv)}
         for size in sizes:
-            count = calibrate(workers['off'], size, args.window_ms)
+            count = calibrate(workers['off'][0], size, args.window_ms)
             samples = []
             run_windows(workers, size, args.rounds, count, max(2, count // 10), samples)
             rows = summary(samples)
             print_table(size, rows, count)
             result['sizes'][str(size)] = {'transfers_a_window': count, 'configs': rows}
-        made = {c: w.ask('total') for c, w in workers.items()}
+        made = {c: sum(w.ask('total') for w in ws) for c, ws in workers.items()}
         counts = exporter_counts(workers, rings, args, scratch)
         result['transfers'] = made
         result['exporter_counted'] = counts
@@ -380,7 +403,7 @@ def drive(args):
         sys.stderr.write(log.read())
         raise
     finally:
-        rcs = {c: w.end() for c, w in workers.items()}
+        rcs = {w.name: w.end() for w in every(workers)}
         shutil.rmtree(scratch, ignore_errors=True)
     problems += [f'worker {c} ended with exit status {rc}' for c, rc in rcs.items() if rc != 0]
     for p in problems:
@@ -397,7 +420,9 @@ def main():
     p.add_argument('--xtel')
     p.add_argument('--exporter')
     p.add_argument('--sizes', default='4096,65536')
-    p.add_argument('--rounds', type=int, default=20)
+    p.add_argument('--rounds', type=int, default=30)
+    p.add_argument('--processes', type=int, default=3,
+                   help='worker processes a measured configuration (off has one)')
     p.add_argument('--window-ms', type=float, default=50)
     p.add_argument('--xtel-env', action='append', default=[], metavar='VAR=VALUE',
                    help='a variable for the xtel worker alone (repeatable), to measure a variant')
@@ -411,7 +436,7 @@ def main():
         if not getattr(args, need):
             p.error(f'--{need} is required')
     if args.smoke:
-        args.rounds, args.window_ms = 1, 5
+        args.rounds, args.window_ms, args.processes = 2, 5, 2
     return drive(args)
 
 

@@ -28,11 +28,16 @@ def problems_of(result):
         if sorted(configs) != sorted(CONFIGS):
             problems.append(f'{size}: configurations {sorted(configs)}, expected {CONFIGS}')
             continue
-        # One round: off before, between and after the four others.
+        # Each round: off before, between and after the four others, each of them in its
+        # next process.
+        rounds, processes = result['rounds'], result['processes']
         for config, row in configs.items():
-            want = 5 if config == 'off' else 1
+            want = 5 * rounds if config == 'off' else rounds
             if row['windows'] != want:
                 problems.append(f'{size} {config}: {row["windows"]} windows, expected {want}')
+            if config != 'off' and len(row['ratio_by_process']) != min(rounds, processes):
+                problems.append(f'{size} {config}: {row["ratio_by_process"]} by process, '
+                                f'expected {min(rounds, processes)}')
             if not row['ns_per_transfer'] > 0:
                 problems.append(f'{size} {config}: ns_per_transfer {row["ns_per_transfer"]}')
             if config != 'off' and not row['ratio_q1'] <= row['ratio_to_off'] <= row['ratio_q3']:
@@ -69,7 +74,8 @@ def main():
         print(r.stdout)
         return 1
     print(f'bench/nixl_cost.py --smoke ran the five configurations at both sizes, each exporter '
-          f'counting every transfer ({time.monotonic() - started:.1f} s)')
+          f'counting every transfer of its {result["processes"]} processes '
+          f'({time.monotonic() - started:.1f} s)')
     return 0
 
 
