@@ -164,7 +164,7 @@ class py_telemetry {
         if (t == nullptr) {
             return false;
         }
-        const std::uint64_t now = monotonic_ns();
+        const std::uint64_t now = clock::monotonic_ns();
         t->started_ns = started_ns;
         t->post_us = now > started_ns ? (now - started_ns) / 1000 : 0;
         if (traceparent) {
@@ -205,7 +205,7 @@ class py_telemetry {
             t->bytes = *bytes;
             t->descriptors = descriptors.value_or(t->descriptors);
         }
-        record_tracked(*t, ending_of(status), monotonic_ns(), {post_us, xfer_us});
+        record_tracked(*t, ending_of(status), clock::monotonic_ns(), {post_us, xfer_us});
     }
 
     void track_released(std::uint64_t handle) noexcept { tracked_.release(handle); }

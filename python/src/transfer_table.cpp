@@ -1,7 +1,5 @@
 #include "transfer_table.hpp"
 
-#include <time.h>
-
 #include <cstring>
 #include <utility>
 
@@ -62,13 +60,6 @@ void transfer_table::release(std::uint64_t handle) noexcept {
             // The node is freed with `node`: only its reuse is lost.
         }
     }
-}
-
-std::uint64_t monotonic_ns() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-           static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 namespace {

@@ -94,9 +94,6 @@ class transfer_table {
     std::vector<transfers::node_type> spare_;
 };
 
-/// The monotonic clock time.perf_counter_ns() reads on Linux, in nanoseconds.
-std::uint64_t monotonic_ns() noexcept;
-
 /// `out` set to the request id of NIXL notification message `notif` as the instrumentation
 /// reads one: bytes (or a bytearray) decoded as UTF-8 with a malformed sequence replaced (as
 /// Python's 'replace' does), a str as it is, any other object as str() gives it; cleared for a
