@@ -499,75 +499,94 @@ TEST_CASE("with peers interleaved each peer's bucket keeps its own last tagged t
     CHECK(exemplar_ids(*snap, "agent_xfer_time_us", "h") == std::vector<std::string>{"d", "", ""});
 }
 
+namespace {
+
+/// A model with classic histograms, which tallies a round's latencies, beside one with native
+/// buckets too, which observes them one by one: fed the same rounds, each pair of their series
+/// (same family, same index) handed to a check once both are published.
+struct tallied_beside_each {
+    configured c{{"comprehensive"}};
+    xtel::metrics::agent_metrics tallied{"a1", configured::model({"comprehensive"}, 1000)};
+    xtel::metrics::agent_metrics each{"a1",
+                                      with_native(configured::model({"comprehensive"}, 1000))};
+
+    static xtel::metrics::agent_metrics_settings with_native(
+        xtel::metrics::agent_metrics_settings s) {
+        s.histograms = xtel::metrics::histogram_kind::both;
+        return s;
+    }
+
+    void apply(const std::vector<xtel::transfer_record>& round,
+               std::span<const xtel::transfer_trace> traces = {}) {
+        tallied.apply_transfers(round, c.labels, traces);
+        each.apply_transfers(round, c.labels, traces);
+    }
+
+    /// `check(family, tallied's series, each's series)` for every series of every family.
+    template <class Check>
+    void compare(Check check) {
+        tallied.publish();
+        each.publish();
+        for (const auto& f : tallied.latest()->families) {
+            const auto other =
+                std::find_if(each.latest()->families.begin(), each.latest()->families.end(),
+                             [&](const auto& g) { return g.spec.name == f.spec.name; });
+            REQUIRE(other != each.latest()->families.end());
+            REQUIRE(f.series.size() == other->series.size());
+            for (std::size_t s = 0; s < f.series.size(); ++s) {
+                INFO(f.spec.name << " series " << s);
+                check(f, f.series[s], other->series[s]);
+            }
+        }
+    }
+};
+
+}  // namespace
+
 TEST_CASE("a round's latencies between peers count as each observed alone would, classic or both") {
     // Classic histograms take the round's transfers bucketed first and added at its end; with
     // native buckets too each value is observed in turn. Their classic buckets, sums and
     // counts must agree, for interleaved peers and operations, across two rounds.
-    auto classic = configured::model({"comprehensive"}, 1000);
-    auto both = classic;
-    both.histograms = xtel::metrics::histogram_kind::both;
-    xtel::metrics::agent_metrics tallied("a1", classic);
-    xtel::metrics::agent_metrics each("a1", both);
-    configured c({"comprehensive"});
+    tallied_beside_each m;
     const std::string_view peers[] = {"p1", "p2", "p1", "p3"};
     std::vector<xtel::transfer_record> round;
     for (std::uint64_t i = 0; i < 40; ++i) {
         const auto op = i % 3 == 0 ? xtel::transfer_op::read : xtel::transfer_op::write;
-        round.push_back(c.to(peers[i % 4], op, 100 + i, i * 7 % 150, i * 13 % 300).transfers[0]);
+        round.push_back(m.c.to(peers[i % 4], op, 100 + i, i * 7 % 150, i * 13 % 300).transfers[0]);
     }
     round[5].timed = false;  // counted, not observed
     for (int pass = 0; pass < 2; ++pass) {
-        tallied.apply_transfers(round, c.labels);
-        each.apply_transfers(round, c.labels);
+        m.apply(round);
     }
-    tallied.publish();
-    each.publish();
     std::size_t compared = 0;
-    for (const auto& f : tallied.latest()->families) {
-        if (f.spec.type != xtel::metrics::metric_type::histogram) {
-            continue;
+    m.compare([&](const auto& family, const auto& mine, const auto& theirs) {
+        if (family.spec.type != xtel::metrics::metric_type::histogram) {
+            return;
         }
-        const auto other =
-            std::find_if(each.latest()->families.begin(), each.latest()->families.end(),
-                         [&](const auto& g) { return g.spec.name == f.spec.name; });
-        REQUIRE(other != each.latest()->families.end());
-        REQUIRE(f.series.size() == other->series.size());
-        for (std::size_t s = 0; s < f.series.size(); ++s) {
-            INFO(f.spec.name << " series " << s);
-            CHECK(f.series[s].label_values == other->series[s].label_values);
-            CHECK(f.series[s].buckets == other->series[s].buckets);
-            CHECK(f.series[s].sum == other->series[s].sum);
-            CHECK(f.series[s].count == other->series[s].count);
-            compared += f.series[s].count;
-        }
-    }
+        CHECK(mine.label_values == theirs.label_values);
+        CHECK(mine.buckets == theirs.buckets);
+        CHECK(mine.sum == theirs.sum);
+        CHECK(mine.count == theirs.count);
+        compared += mine.count;
+    });
     // The two histograms of all transfers and the two of each {op, peer}: four observations
     // of each of the 39 timed transfers, twice.
     CHECK(compared == 4 * 39 * 2);
 }
-
-}  // namespace metrics_prometheus_test
-
-namespace metrics_prometheus_test {
 
 TEST_CASE(
     "tagged transfers leave the same exemplars, traces and spans with tallies as one by one") {
     // Classic histograms note each bucket's last tagged transfer as the round is tallied; with
     // native buckets too the round is walked back. Both must leave each bucket the exemplar of
     // its last tagged transfer, with that transfer's trace and span.
-    auto classic = configured::model({"comprehensive"}, 1000);
-    auto both = classic;
-    both.histograms = xtel::metrics::histogram_kind::both;
-    xtel::metrics::agent_metrics tallied("a1", classic);
-    xtel::metrics::agent_metrics each("a1", both);
-    configured c({"comprehensive"});
+    tallied_beside_each m;
     const std::string_view peers[] = {"p1", "p2", "p1", "p3"};
     const char* ids[] = {"r0", "r1", "", "r3", "r4"};
     std::vector<xtel::transfer_record> round;
     std::vector<xtel::transfer_trace> traces;
     for (std::uint64_t i = 0; i < 40; ++i) {
         xtel::transfer_record r =
-            c.to(peers[i % 4], xtel::transfer_op::write, 100 + i, 3, i * 13 % 300).transfers[0];
+            m.c.to(peers[i % 4], xtel::transfer_op::write, 100 + i, 3, i * 13 % 300).transfers[0];
         r.request_id = ids[i % 5];
         r.timestamp_us = 1000 + i;
         if (i % 5 == 3) {
@@ -577,34 +596,23 @@ TEST_CASE(
         round.push_back(r);
     }
     round[18].timed = false;  // tagged, but no time: no exemplar
-    tallied.apply_transfers(round, c.labels, traces);
-    each.apply_transfers(round, c.labels, traces);
-    tallied.publish();
-    each.publish();
+    m.apply(round, traces);
     std::size_t kept = 0, traced = 0;
-    for (const auto& f : tallied.latest()->families) {
-        const auto other =
-            std::find_if(each.latest()->families.begin(), each.latest()->families.end(),
-                         [&](const auto& g) { return g.spec.name == f.spec.name; });
-        REQUIRE(other != each.latest()->families.end());
-        REQUIRE(f.series.size() == other->series.size());
-        for (std::size_t s = 0; s < f.series.size(); ++s) {
-            INFO(f.spec.name << " series " << s);
-            const auto& mine = f.series[s].exemplars;
-            const auto& theirs = other->series[s].exemplars;
-            REQUIRE(mine.size() == theirs.size());
-            for (std::size_t b = 0; b < mine.size(); ++b) {
-                INFO("bucket " << b);
-                CHECK(mine[b].label_value == theirs[b].label_value);
-                CHECK(mine[b].value == theirs[b].value);
-                CHECK(mine[b].timestamp_us == theirs[b].timestamp_us);
-                CHECK(mine[b].trace_id == theirs[b].trace_id);
-                CHECK(mine[b].span_id == theirs[b].span_id);
-                kept += mine[b].label_value.empty() ? 0 : 1;
-                traced += mine[b].span_id[1] == 2 ? 1 : 0;
-            }
+    m.compare([&](const auto&, const auto& mine_series, const auto& theirs_series) {
+        const auto& mine = mine_series.exemplars;
+        const auto& theirs = theirs_series.exemplars;
+        REQUIRE(mine.size() == theirs.size());
+        for (std::size_t b = 0; b < mine.size(); ++b) {
+            INFO("bucket " << b);
+            CHECK(mine[b].label_value == theirs[b].label_value);
+            CHECK(mine[b].value == theirs[b].value);
+            CHECK(mine[b].timestamp_us == theirs[b].timestamp_us);
+            CHECK(mine[b].trace_id == theirs[b].trace_id);
+            CHECK(mine[b].span_id == theirs[b].span_id);
+            kept += mine[b].label_value.empty() ? 0 : 1;
+            traced += mine[b].span_id[1] == 2 ? 1 : 0;
         }
-    }
+    });
     // Some buckets of the histogram of all transfers and of each peer's have an exemplar, and
     // some of those name a span: the comparison is not of empty lists.
     CHECK(kept >= 8);
