@@ -50,7 +50,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,6 +57,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from ports import free_port  # tests/: one choice of port for every test
 
 RULE_RANGE = "20s"
 RATE_INTERVAL = "20s"
@@ -270,12 +271,6 @@ def rule_text(text):
 
 
 # --------------------------------------------------------------------------- processes
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class Prometheus:
     def __init__(self, address):

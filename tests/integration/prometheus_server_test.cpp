@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "prometheus_support.hpp"
@@ -61,6 +63,52 @@ std::vector<exemplar_seen> exemplars_in(const std::string& json) {
 }
 
 }  // namespace
+
+TEST_CASE("free_port hands out ports below the kernel's ephemeral range, each bindable",
+          "[http]") {
+    const int low = prom_it::ephemeral_low();
+    REQUIRE(low > prom_it::free_port_floor + 1000);  // Linux's default range starts at 32768
+    std::vector<std::uint16_t> seen;
+    for (int i = 0; i < 50; ++i) {
+        const auto port = prom_it::free_port();
+        INFO(port);
+        CHECK(port >= prom_it::free_port_floor);
+        CHECK(port < low);
+        CHECK(prom_it::port_bindable(port));
+        seen.push_back(port);
+    }
+    std::sort(seen.begin(), seen.end());
+    // Chosen at random, not the same port again and again.
+    CHECK(std::unique(seen.begin(), seen.end()) - seen.begin() > 40);
+}
+
+TEST_CASE("a test Prometheus whose port is taken starts on another and answers there", "[http]") {
+    if (std::string_view(XTEL_PROMETHEUS).empty()) {
+        WARN("no prometheus binary (XTEL_PROMETHEUS)");
+        return;
+    }
+    // Another server listens on the port first, as another test's might.
+    httplib::Server squatter;
+    squatter.Get("/api/v1/status/flags", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(R"({"status":"success","data":{}})", "application/json");
+    });
+    const int taken = squatter.bind_to_any_port("127.0.0.1");
+    REQUIRE(taken > 0);
+    std::thread serving([&] { squatter.listen_after_bind(); });
+    // bind_to_any_port has bound and listens: connections queue until the loop takes them.
+
+    const temp_dir dir;
+    prometheus_server prom(
+        dir.path(),
+        prom_it::prometheus_options{.port = static_cast<std::uint16_t>(taken),
+                                    .move_if_taken = true});
+    INFO(prom_it::read_file(prom.log));
+    CHECK(prom.port != taken);
+    CHECK_FALSE(prom.server->exited());
+    CHECK(prom.value("vector(7)") == "7");
+    squatter.stop();
+    serving.join();
+}
 
 TEST_CASE("a real Prometheus stores the request ids xfer_demo gave as latency exemplars",
           "[http]") {

@@ -52,8 +52,56 @@ inline void write_file(const std::filesystem::path& p, std::string_view text) {
     out << text;
 }
 
-/// A loopback port that was free a moment ago (for programs that cannot be given port 0).
+/// Whether loopback port `port` can be bound now (without SO_REUSEADDR, so that a port a
+/// closed connection still holds in TIME_WAIT counts as taken).
+inline bool port_bindable(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return false;
+    }
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
+/// The first port of the kernel's ephemeral range (ip_local_port_range), from which connect()
+/// takes each connection's local port.
+inline int ephemeral_low() {
+    int low = 32768;  // Linux's default
+    std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+    return low;
+}
+
+/// The lowest port free_port() hands out.
+inline constexpr int free_port_floor = 10000;
+
+/// A loopback port that was free a moment ago (for programs that cannot be given port 0),
+/// chosen at random below the kernel's ephemeral range. A port of that range (what binding port
+/// 0 gives) can become the local port of any client's connection, a Prometheus scraping its
+/// targets or another test's HTTP client, before the program given it binds it: that is how a
+/// test Prometheus once failed to start in CI. Below the range, only another free_port() caller
+/// can take it, one chance in some twenty thousand.
 inline std::uint16_t free_port() {
+    static unsigned seed = static_cast<unsigned>(::getpid()) * 2654435761u ^
+                           static_cast<unsigned>(std::chrono::steady_clock::now()
+                                                     .time_since_epoch()
+                                                     .count());
+    const int low = ephemeral_low();
+    if (low > free_port_floor + 1000) {
+        for (int attempt = 0; attempt < 200; ++attempt) {
+            seed = seed * 1103515245u + 12345u;
+            const auto port = static_cast<std::uint16_t>(
+                free_port_floor + (seed >> 8) % static_cast<unsigned>(low - free_port_floor));
+            if (port_bindable(port)) {
+                return port;
+            }
+        }
+    }
+    // No room below the range (or all of it taken): any port the kernel gives.
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -392,7 +440,11 @@ struct prometheus_options {
     /// Takes remote writes at /api/v1/write (--web.enable-remote-write-receiver).
     bool remote_write_receiver = false;
     std::vector<std::string> flags{};  ///< added to the command line
-    std::uint16_t port = 0;            ///< 0: a loopback port that is free now
+    /// 0: a loopback port that is free now, and another if that one is taken before the
+    /// server binds it.
+    std::uint16_t port = 0;
+    /// With `port` given: start on another free port if that one is taken.
+    bool move_if_taken = false;
     /// Rule files it loads, evaluated every second.
     std::vector<std::filesystem::path> rule_files{};
 };
@@ -404,6 +456,7 @@ class prometheus_server {
     prometheus_server(const std::filesystem::path& dir, const prometheus_options& o)
         : port(o.port != 0 ? o.port : free_port()), log(dir / "prometheus.log") {
         std::filesystem::create_directories(dir);
+        config_file_ = dir / "prometheus.yml";
         std::string config =
             "global:\n"
             "  scrape_interval: 1s\n"
@@ -440,7 +493,17 @@ class prometheus_server {
             argv.emplace_back("--web.enable-remote-write-receiver");
         }
         argv.insert(argv.end(), o.flags.begin(), o.flags.end());
-        server.emplace(spawn_options{argv, {}, {}, log});
+        const bool may_move = o.port == 0 || o.move_if_taken;
+        for (int attempt = 0;; ++attempt) {
+            argv[3] = fmt::format("--web.listen-address={}", address());
+            server.emplace(spawn_options{argv, {}, {}, log});
+            if (!wait_until_serving() && may_move && attempt < 4 &&
+                read_file(log).find("address already in use") != std::string::npos) {
+                port = free_port();
+                continue;
+            }
+            break;
+        }
     }
 
     /// Scraping `target` (host:port) alone, as job `xtel`.
@@ -479,6 +542,29 @@ class prometheus_server {
         return last;
     }
 
+    /// Whether this server answers on its port, waiting up to 30 s for it; false once it has
+    /// ended (as it does at once when its port is taken). Its answer to /api/v1/status/flags
+    /// names its configuration file, so that another server on the same port is not taken for
+    /// it.
+    bool wait_until_serving() {
+        httplib::Client api("127.0.0.1", port);
+        api.set_connection_timeout(1);
+        api.set_read_timeout(5);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (server->exited()) {
+                return false;
+            }
+            if (const auto res = api.Get("/api/v1/status/flags");
+                res && res->status == 200 &&
+                res->body.find(config_file_.string()) != std::string::npos) {
+                return !server->exited();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return false;
+    }
+
     /// The value of the first series the instant query `promql` answers, asked until it is
     /// `expected` or `timeout` passes; the last value (empty: no series).
     std::string value_until(std::string_view promql,
@@ -498,6 +584,9 @@ class prometheus_server {
     std::uint16_t port;
     std::filesystem::path log;
     std::optional<child_process> server;
+
+  private:
+    std::filesystem::path config_file_;
 };
 
 }  // namespace prom_it

@@ -23,13 +23,15 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from ports import free_port  # noqa: E402  (tests/: one choice of port for every test)
 
 SKIP = 77
 RESULT = 'nixl_agents: '  # what tests/nixl/nixl_agents.py prints its JSON line after
@@ -97,12 +99,6 @@ def link_plugin(python, plugin):
         os.unlink(link)
     os.symlink(os.path.abspath(plugin), link)
     return link
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def agent_env(output_path, extra, exporter='xtel'):

@@ -2,13 +2,15 @@
 wheel's programs, and xtel-exporter run as a process on a free port."""
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from ports import free_port  # noqa: E402,F401  (tests/: shared with the C++ side's choice)
 
 # Every variable a test's pipeline reads: the test sets the ones it means, the rest unset.
 NIXL_VARIABLES = [n for n in os.environ if n.startswith('NIXL_TELEMETRY_')]
@@ -29,12 +31,6 @@ def telemetry_dir(tmp_path, monkeypatch):
     monkeypatch.setenv('NIXL_TELEMETRY_ENABLE', 'y')
     monkeypatch.setenv('NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH', str(tmp_path))
     return tmp_path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
