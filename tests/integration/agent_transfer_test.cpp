@@ -75,9 +75,9 @@ descriptor slice(const std::vector<std::byte>& v, std::size_t offset, std::size_
 /// A target with 64 KiB it allocated (written directly, so transfers complete inside post) and
 /// an initiator connected to it, for the timing-sample tests.
 struct sampled_pair {
-    explicit sampled_pair(const xtel::config& cfg)
+    explicit sampled_pair(const xtel::config& cfg, xtel::agent_options initiator_opts = {})
         : target(xtel::make_agent("target", cfg)),
-          initiator(xtel::make_agent("initiator", cfg)),
+          initiator(xtel::make_agent("initiator", cfg, initiator_opts)),
           local(1 << 16) {
         REQUIRE(target->allocate_memory(local.size(), remote).ok());
         REQUIRE(initiator->register_memory(descriptor::dram(local.data(), local.size())).ok());
@@ -231,6 +231,47 @@ TEST_CASE("with timing sampled, bytes and requests stay exact and one post in N 
     // Fewer records than transfers: the untimed ones travel as counts with the timed ones.
     CHECK(s.count_of("agent_tx_requests_num") < writes);
     CHECK(s.count_of("agent_rx_requests_num") < reads);
+}
+
+TEST_CASE("a timed transfer that finds its ring full loses its times, never its bytes") {
+    // Every transfer timed, a small ring and no flusher: after the first few dozen records the
+    // ring is full, and each timed record after that is dropped (and counted). Its completions
+    // stay counted in the transfer's slot and reach the pipeline as counts once there is room.
+    temp_dir dir;
+    constexpr int writes = 3000, reads = 1000;
+    std::uint64_t dropped = 0;
+    {
+        xtel::config cfg = telemetry_config(dir);
+        cfg.timing_sample = 1;
+        cfg.run_interval = xtel::config::max_run_interval;
+        xtel::agent_options opts;
+        opts.telemetry.staging_capacity = 64;
+        opts.telemetry.start_flusher = false;
+        sampled_pair p(cfg, opts);
+        std::vector<transfer_handle> w;
+        for (std::uint64_t b = 0; b < 4; ++b) {
+            w.push_back(p.transfer(transfer_op::write, b * 4096, 4096));
+        }
+        const auto r = p.transfer(transfer_op::read, 32768, 8192);
+        for (int i = 0; i < writes; ++i) {
+            REQUIRE(p.run(w[static_cast<std::size_t>(i) % w.size()]).ok());
+            if (i % 3 == 0) {
+                REQUIRE(p.run(r).ok());
+            }
+            if (i == writes / 2) {
+                p.initiator->flush_telemetry();  // room again, mid-run
+            }
+        }
+        dropped = p.initiator->stats().records_dropped;
+    }
+    CHECK(dropped > 0);
+    const auto s = summarize_file(dir.path() / "initiator");
+    CHECK(s.sum_of("agent_tx_bytes") == std::uint64_t{writes} * 4096);
+    CHECK(s.sum_of("agent_tx_requests_num") == writes);
+    CHECK(s.sum_of("agent_rx_bytes") == std::uint64_t{reads} * 8192);
+    CHECK(s.sum_of("agent_rx_requests_num") == reads);
+    // What was lost is the dropped records' times: fewer timings than transfers.
+    CHECK(s.count_of("agent_xfer_time") < writes + reads);
 }
 
 TEST_CASE("with the flusher running every millisecond, sampled counts still add up exactly") {

@@ -57,7 +57,10 @@ class basic_agent final : public agent {
     /// Closes connections and deregisters what is left (recorded), then records agent_stop;
     /// the pipeline flushes everything on its way out.
     ~basic_agent() override {
-        report_unreported();
+        if (!report_unreported()) {
+            telemetry_.flush();  // room for the counts a full ring refused
+            report_unreported();
+        }
         const std::uint64_t left = backend_.registered_bytes();
         backend_.shutdown();
         if constexpr (Telemetry::enabled) {
@@ -149,7 +152,10 @@ class basic_agent final : public agent {
     status release(transfer_handle h) override {
         if constexpr (Telemetry::enabled) {
             if (detail::transfer_state* r = backend_.state(h); r != nullptr && r->unreported > 0) {
-                report_counts(*r, clock_.wall_us(clock_.now()));
+                if (!report_counts(*r, clock_.wall_us(clock_.now()))) [[unlikely]] {
+                    telemetry_.flush();  // its ring full: drained, there is room
+                    (void)report_counts(*r, clock_.wall_us(clock_.now()));
+                }
             }
         }
         return noted(backend_.release(h));
@@ -177,7 +183,11 @@ class basic_agent final : public agent {
 
     /// Records the completions not yet recorded, then hands everything to the exporters.
     void flush_telemetry() override {
-        report_unreported();
+        if (!report_unreported()) {
+            // The ring had no room for some: drained, it has.
+            telemetry_.flush();
+            report_unreported();
+        }
         telemetry_.flush();
     }
     telemetry_stats stats() const override { return telemetry_.stats(); }
@@ -321,13 +331,18 @@ class basic_agent final : public agent {
     /// A timed completion (`done` is the completion reading the caller just took): one staged
     /// record, with the durations from the post's own readings, that also carries the
     /// transfer's untimed completions before it (the backend counted this one too).
+    /// A record the ring has no room for loses its times only: its completions stay counted
+    /// in the slot, listed, and are recorded as counts once a flush has made room.
     void record_timed(detail::transfer_state& r, std::uint64_t done, transfer_handle h) noexcept {
         const std::uint64_t n = r.unreported;
         r.unreported = 0;
-        telemetry_.record_transfer(r.dir, clock_.wall_us(done), r.bytes * n, n,
-                                   clock_.micros(r.post_start, r.post_end),
-                                   clock_.micros(r.post_start, done), r.attrs,
-                                   r.tagged ? backend_.request_id(h) : std::string_view{}, r.shape);
+        if (!telemetry_.record_transfer(
+                r.dir, clock_.wall_us(done), r.bytes * n, n,
+                clock_.micros(r.post_start, r.post_end), clock_.micros(r.post_start, done), r.attrs,
+                r.tagged ? backend_.request_id(h) : std::string_view{}, r.shape)) [[unlikely]] {
+            r.unreported = n;
+            list_unreported(r, h);
+        }
     }
 
     /// Puts a transfer whose completions wait for recording on the list report_unreported
@@ -344,31 +359,42 @@ class basic_agent final : public agent {
         }
     }
 
-    /// Records a transfer's untimed completions as counts.
-    void report_counts(detail::transfer_state& r, std::uint64_t wall_us) noexcept {
-        telemetry_.record_transfer_counts(r.dir, wall_us, r.bytes * r.unreported, r.unreported,
-                                          r.attrs, {}, r.shape);
+    /// Records a transfer's untimed completions as counts; false (the completions kept) when
+    /// the ring has no room.
+    bool report_counts(detail::transfer_state& r, std::uint64_t wall_us) noexcept {
+        if (!telemetry_.record_transfer_counts(r.dir, wall_us, r.bytes * r.unreported, r.unreported,
+                                               r.attrs, {}, r.shape)) {
+            return false;
+        }
         r.unreported = 0;
+        return true;
     }
 
     /// Records every listed transfer's untimed completions (released ones were recorded at
-    /// release) and empties the list: it holds each transfer at most once.
-    void report_unreported() noexcept {
+    /// release) and takes them off the list, which holds each transfer at most once. Those the
+    /// ring has no room for stay listed, for after the next flush; false when some did.
+    bool report_unreported() noexcept {
         if constexpr (Telemetry::enabled) {
             if (unreported_.empty()) {
-                return;
+                return true;
             }
             const std::uint64_t now = clock_.wall_us(clock_.now());
+            std::size_t kept = 0;
             for (const transfer_handle h : unreported_) {
-                if (detail::transfer_state* r = backend_.state(h); r != nullptr) {
-                    r->listed = false;
-                    if (r->unreported > 0) {
-                        report_counts(*r, now);
-                    }
+                detail::transfer_state* r = backend_.state(h);
+                if (r == nullptr) {
+                    continue;
                 }
+                if (r->unreported > 0 && !report_counts(*r, now)) {
+                    unreported_[kept++] = h;  // still listed
+                    continue;
+                }
+                r->listed = false;
             }
-            unreported_.clear();
+            unreported_.resize(kept);
+            return kept == 0;
         }
+        return true;
     }
 
     /// A failed transfer, for exporters that take transfer records (its status is the error

@@ -85,7 +85,9 @@ class front_end {
     /// bits; two slots otherwise. post_us and xfer_us are kept to 2^32 - 1 (71.6 minutes).
     /// PRECONDITION: `attrs` was filled before this call (say, when the transfer was created):
     /// it is read as two 8-byte words.
-    [[gnu::always_inline]] void record_transfer(direction dir,
+    /// Returns false when the record was dropped (no room: counted in dropped()), so that a
+    /// caller holding what it counts (an agent's transfer slot) can keep it for a later record.
+    [[gnu::always_inline]] bool record_transfer(direction dir,
                                                 std::uint64_t timestamp_us,
                                                 std::uint64_t bytes,
                                                 std::uint64_t requests,
@@ -94,24 +96,25 @@ class front_end {
                                                 const transfer_attributes& attrs = no_attributes,
                                                 std::string_view request_id = {},
                                                 transfer_shape shape = {}) noexcept {
-        stage_transfer(transfer_kind(dir), timestamp_us, bytes, requests, post_us, xfer_us, attrs,
-                       detail::slot_flag::timed, request_id, shape);
+        return stage_transfer(transfer_kind(dir), timestamp_us, bytes, requests, post_us, xfer_us,
+                              attrs, detail::slot_flag::timed, request_id, shape);
     }
 
     /// Records completed transfers whose times were not measured: their bytes and requests
     /// only. Expanded into agent_{tx,rx}_bytes and agent_{tx,rx}_requests_num, with no time
     /// events; handed to transfer exporters with `timed` false.
     /// A non-empty `request_id` is staged beside it as record_transfer's is (a failed
-    /// transfer's, so that its span joins its request's trace).
-    void record_transfer_counts(direction dir,
+    /// transfer's, so that its span joins its request's trace). False: dropped, as
+    /// record_transfer's.
+    bool record_transfer_counts(direction dir,
                                 std::uint64_t timestamp_us,
                                 std::uint64_t bytes,
                                 std::uint64_t requests,
                                 const transfer_attributes& attrs = no_attributes,
                                 std::string_view request_id = {},
                                 transfer_shape shape = {}) noexcept {
-        stage_transfer(transfer_kind(dir), timestamp_us, bytes, requests, 0, 0, attrs, 0,
-                       request_id, shape);
+        return stage_transfer(transfer_kind(dir), timestamp_us, bytes, requests, 0, 0, attrs, 0,
+                              request_id, shape);
     }
 
     /// Records a transfer another agent made into (or from) this agent's memory, told by its
@@ -160,7 +163,7 @@ class front_end {
     /// Forced inline: as a call it spent more on saving registers than on the record. `attrs` by
     /// value: a set the compiler knows (no_attributes, the default) is then compared from a
     /// register it fills once per loop, not loaded every transfer.
-    [[gnu::always_inline]] void stage_transfer(detail::record_kind kind,
+    [[gnu::always_inline]] bool stage_transfer(detail::record_kind kind,
                                                std::uint64_t timestamp_us,
                                                std::uint64_t bytes,
                                                std::uint64_t requests,
@@ -173,7 +176,7 @@ class front_end {
         if constexpr (Enabled) {
             detail::staging_ring* ring = rings_.local_ring();
             if (ring == nullptr) [[unlikely]] {
-                return;  // counted by local_ring
+                return false;  // counted by local_ring
             }
             const detail::attribute_cache& sent = ring->sent_attributes();
             // Untagged (an id the compiler knows is empty: the default) costs no test here.
@@ -190,10 +193,9 @@ class front_end {
                 [[unlikely]] {
                 std::uint64_t w[2];
                 std::memcpy(w, &attrs, sizeof w);
-                stage_transfer_slow(*ring, kind, timestamp_us, bytes, requests, post_us, xfer_us,
-                                    w[0], w[1], flags,
-                                    TakesTransfers ? request_id : std::string_view{}, shape);
-                return;
+                return stage_transfer_slow(*ring, kind, timestamp_us, bytes, requests, post_us,
+                                           xfer_us, w[0], w[1], flags,
+                                           TakesTransfers ? request_id : std::string_view{}, shape);
             }
             detail::transfer_layout::write(ring->slot_at(head), kind, timestamp_us, bytes, requests,
                                            post_us, xfer_us,
@@ -201,6 +203,7 @@ class front_end {
                                            detail::attribute_cache::same_as_last, shape);
             ring->publish_claimed(head);
         }
+        return true;
     }
 
     /// A transfer whose attributes are not the last: one slot when the cache holds them at
@@ -209,7 +212,7 @@ class front_end {
     /// its request id in two more slots when it has one; published together. Without room for
     /// the id, the transfer alone, which loses only its id; without room for that, a counted
     /// drop.
-    [[gnu::noinline]] void stage_transfer_slow(detail::staging_ring& ring,
+    [[gnu::noinline]] bool stage_transfer_slow(detail::staging_ring& ring,
                                                detail::record_kind kind,
                                                std::uint64_t timestamp_us,
                                                std::uint64_t bytes,
@@ -240,7 +243,7 @@ class front_end {
         }
         if (r == nullptr) {
             ring.note_drop();
-            return;
+            return false;
         }
         if (extended) {
             flags |= slot_flag::extended | slot_flag::continued;
@@ -265,6 +268,7 @@ class front_end {
             ring.sent_tag().remember(id);  // with a slot that will be published
         }
         ring.publish_n(own + (tagged ? 2 : 0));
+        return true;
     }
 
     detail::ring_registry rings_;
