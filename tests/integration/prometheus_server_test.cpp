@@ -64,8 +64,7 @@ std::vector<exemplar_seen> exemplars_in(const std::string& json) {
 
 }  // namespace
 
-TEST_CASE("free_port hands out ports below the kernel's ephemeral range, each bindable",
-          "[http]") {
+TEST_CASE("free_port hands out ports below the kernel's ephemeral range, each bindable", "[http]") {
     const int low = prom_it::ephemeral_low();
     REQUIRE(low > prom_it::free_port_floor + 1000);  // Linux's default range starts at 32768
     std::vector<std::uint16_t> seen;
@@ -98,10 +97,9 @@ TEST_CASE("a test Prometheus whose port is taken starts on another and answers t
     // bind_to_any_port has bound and listens: connections queue until the loop takes them.
 
     const temp_dir dir;
-    prometheus_server prom(
-        dir.path(),
-        prom_it::prometheus_options{.port = static_cast<std::uint16_t>(taken),
-                                    .move_if_taken = true});
+    prometheus_server prom(dir.path(),
+                           prom_it::prometheus_options{.port = static_cast<std::uint16_t>(taken),
+                                                       .move_if_taken = true});
     INFO(prom_it::read_file(prom.log));
     CHECK(prom.port != taken);
     CHECK_FALSE(prom.server->exited());

@@ -86,10 +86,9 @@ inline constexpr int free_port_floor = 10000;
 /// test Prometheus once failed to start in CI. Below the range, only another free_port() caller
 /// can take it, one chance in some twenty thousand.
 inline std::uint16_t free_port() {
-    static unsigned seed = static_cast<unsigned>(::getpid()) * 2654435761u ^
-                           static_cast<unsigned>(std::chrono::steady_clock::now()
-                                                     .time_since_epoch()
-                                                     .count());
+    static unsigned seed =
+        static_cast<unsigned>(::getpid()) * 2654435761u ^
+        static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
     const int low = ephemeral_low();
     if (low > free_port_floor + 1000) {
         for (int attempt = 0; attempt < 200; ++attempt) {
