@@ -7,8 +7,8 @@ below it, never one above:
 
     core < metrics < http, node < push, exporters < registry < agent; core < trace < node,
     push, exporters, registry, agent;
-    plugin (the plug-in API) < exporters; core, metrics, exporters, node < nixl (NIXL's plug-in
-    and the reader of NIXL's own files)
+    plugin (the plug-in API) < exporters; core, metrics, trace, exporters, node < nixl (NIXL's
+    plug-in and the reader of NIXL's own files)
 
 (http serves metrics: negotiation and the /metrics body; metrics names no transport; node
 knows no http; push sits beside exporters; the registry, which makes pipelines, names no
@@ -36,7 +36,7 @@ ALLOWED = {
     'registry': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin'},
     'agent': {'core', 'metrics', 'http', 'node', 'trace', 'exporters', 'plugin', 'registry'},
     'plugin': {'core'},
-    'nixl': {'core', 'metrics', 'exporters', 'node'},
+    'nixl': {'core', 'metrics', 'trace', 'exporters', 'node'},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 UCX_INCLUDE = re.compile(r'^\s*#\s*include\s+<(uc[pstm]/[^>]+)>', re.M)

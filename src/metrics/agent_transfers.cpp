@@ -48,16 +48,16 @@ std::span<const transfer_record> agent_metrics::count_notified(
     return own_transfers_;
 }
 
-agent_metrics::peer_latency& agent_metrics::find_latency_series(const transfer_record& r,
+agent_metrics::peer_latency& agent_metrics::find_latency_series(const transfer_attributes& a,
                                                                 const label_table& labels) {
-    const label_id id = r.attrs.remote_agent;
+    const label_id id = a.remote_agent;
     if (id >= peer_latency_.size()) {
         peer_latency_.resize(static_cast<std::size_t>(id) + 1);
     }
-    peer_latency& p = peer_latency_[id][r.attrs.op == transfer_op::read ? 0 : 1];
+    peer_latency& p = peer_latency_[id][a.op == transfer_op::read ? 0 : 1];
     if (!p.found) {
         auto& store = processor_->store();
-        const std::string_view op = to_string(r.attrs.op);
+        const std::string_view op = to_string(a.op);
         const std::string_view peer = peer_name(id, labels);
         p.duration = store.series_of(duration_, {op, peer});
         p.post = store.series_of(post_duration_, {op, peer});
@@ -147,7 +147,7 @@ void agent_metrics::observe_completed(std::span<const transfer_record> transfers
         last_timed = &r;
         xfer_sum += r.xfer_us;
         post_sum += r.post_us;
-        peer_latency& series = latency_series(r, labels);
+        peer_latency& series = latency_series(r.attrs, labels);
         tagged = tagged || !r.request_id.empty();
         if (tally_latency_) [[likely]] {
             tally(series, r, i);
@@ -233,7 +233,7 @@ void agent_metrics::keep_last_exemplars(std::span<const transfer_record> transfe
             r.request_id.empty()) {
             continue;
         }
-        const series_ref to[2] = {xfer_time_us_, latency_series(r, labels).duration};
+        const series_ref to[2] = {xfer_time_us_, latency_series(r.attrs, labels).duration};
         // With the bounds shared (tallies_latency), a value's bucket is one in both.
         const std::size_t first = store.bucket_index(to[0], r.xfer_us);
         const std::size_t buckets[2] = {

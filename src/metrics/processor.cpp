@@ -24,10 +24,10 @@ std::uint64_t hash(const transfer_attributes& a, direction dir) noexcept {
 
 constexpr std::size_t initial_slots = 64;
 
-/// Whether `r` belongs to group `g`: its 16 bytes of attributes (no padding: the size is
-/// asserted where they are declared) compared as two words, and its direction.
-bool same_group(const group_state& g, const transfer_record& r) noexcept {
-    return std::memcmp(&g.attrs, &r.attrs, sizeof r.attrs) == 0 && g.dir == r.dir;
+/// Whether attributes `a` and direction `dir` are group `g`'s: the 16 bytes of attributes (no
+/// padding: the size is asserted where they are declared) compared as two words.
+bool same_group(const group_state& g, const transfer_attributes& a, direction dir) noexcept {
+    return std::memcmp(&g.attrs, &a, sizeof a) == 0 && g.dir == dir;
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ void processor_core::reset() {
     last_ = UINT32_MAX;
 }
 
-void processor_core::group(std::span<const transfer_record> records, const label_table& labels) {
+void processor_core::begin_group(const label_table& labels) {
     // What the previous batch added has been built; its sums start again.
     for (const std::uint32_t i : touched_) {
         groups_[i].totals = {};
@@ -59,21 +59,21 @@ void processor_core::group(std::span<const transfer_record> records, const label
         reset();
         labels_ = &labels;
     }
-    for (const transfer_record& r : records) {
-        // Consecutive records mostly share a group: that test here, the lookup out of line.
-        const std::uint32_t i =
-            last_ < groups_.size() && same_group(groups_[last_], r) ? last_ : find_or_add(r);
-        measurements& m = groups_[i].totals;
-        if (m.transfers == 0) {
-            touched_.push_back(i);
-        }
-        m.transfers += 1;
-        m.requests += r.requests;
-        m.bytes += r.bytes;
-        m.xfer_us += r.xfer_us;
-        m.post_us += r.post_us;
-        m.timed += r.timed ? 1 : 0;
+}
+
+measurements& processor_core::totals_of(const transfer_attributes& attrs, direction dir) {
+    // Consecutive inputs mostly share a group: that test here, the lookup out of line.
+    const std::uint32_t i = last_ < groups_.size() && same_group(groups_[last_], attrs, dir)
+                                ? last_
+                                : find_or_add(attrs, dir);
+    measurements& m = groups_[i].totals;
+    if (m.transfers == 0) {
+        touched_.push_back(i);
     }
+    return m;
+}
+
+void processor_core::end_group(const label_table& labels) {
     for (const std::uint32_t i : touched_) {
         group_state& g = groups_[i];
         if (!g.extracted) {
@@ -84,15 +84,46 @@ void processor_core::group(std::span<const transfer_record> records, const label
     }
 }
 
-std::uint32_t processor_core::find_or_add(const transfer_record& r) {
+void processor_core::group(std::span<const transfer_record> records, const label_table& labels) {
+    begin_group(labels);
+    for (const transfer_record& r : records) {
+        measurements& m = totals_of(r.attrs, r.dir);
+        m.transfers += 1;
+        m.requests += r.requests;
+        m.bytes += r.bytes;
+        m.xfer_us += r.xfer_us;
+        m.post_us += r.post_us;
+        m.timed += r.timed ? 1 : 0;
+    }
+    end_group(labels);
+}
+
+void processor_core::group(std::span<const transfer_tally> tallies, const label_table& labels) {
+    begin_group(labels);
+    for (const transfer_tally& t : tallies) {
+        if (t.transfers == 0) {
+            continue;  // a group with no transfers would not be listed as touched
+        }
+        measurements& m = totals_of(t.attrs, t.dir);
+        m.transfers += t.transfers;
+        m.requests += t.requests;
+        m.bytes += t.bytes;
+        m.xfer_us += t.xfer_us;
+        m.post_us += t.post_us;
+        m.timed += t.timed;
+    }
+    end_group(labels);
+}
+
+std::uint32_t processor_core::find_or_add(const transfer_attributes& attrs, direction dir) {
     std::size_t mask = slots_.size() - 1;
-    for (std::size_t s = hash(r.attrs, r.dir) & mask;; s = (s + 1) & mask) {
+    for (std::size_t s = hash(attrs, dir) & mask;; s = (s + 1) & mask) {
         const std::uint32_t slot = slots_[s];
         if (slot == 0) {
             const auto index = static_cast<std::uint32_t>(groups_.size());
             group_state& g = groups_.emplace_back();
-            g.attrs = r.attrs;
-            g.dir = r.dir;
+            g.attrs = attrs;
+            g.dir = dir;
             slots_[s] = index + 1;
             if (groups_.size() * 2 > slots_.size()) {
                 // Keep the table at most half full: probes stay short.
@@ -108,7 +139,7 @@ std::uint32_t processor_core::find_or_add(const transfer_record& r) {
             }
             return last_ = index;
         }
-        if (same_group(groups_[slot - 1], r)) {
+        if (same_group(groups_[slot - 1], attrs, dir)) {
             return last_ = slot - 1;
         }
     }

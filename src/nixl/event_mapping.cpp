@@ -87,7 +87,7 @@ std::optional<event> single_event(const abi_v2::event& in, std::uint64_t now_us)
 }  // namespace
 
 void flush_mapper::add_ending(const abi_v2::event& e, mapped_flush& out) {
-    transfer_.finish(now_us_, out.transfers);
+    transfer_.finish(now_us_, out);
     if (transfer_part part{}; part_of(e.type, part)) {
         transfer_.add(part, e.value);
         return;

@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "nixl/transfer_tallies.hpp"
 #include "xtel/core/event.hpp"
 #include "xtel/core/transfer_record.hpp"
 #include "xtel/nixl/abi_v2.hpp"
@@ -29,7 +30,11 @@ namespace xtel::nixl {
 /// One flush's events in xtel's form.
 struct mapped_flush {
     std::vector<event> events;
+    /// The transfers not summed in `tallies`: all of them while the tallies are off.
     std::vector<transfer_record> transfers;
+    /// The completed transfers summed by direction, once configured (flush_tallies::configure):
+    /// those that cannot become spans.
+    flush_tallies tallies;
     /// Events of a kind xtel's model has no name for (five of NIXL's twelve error kinds: not
     /// posted, mismatch, repost active, unknown, no telemetry) or of a type NIXL does not
     /// define. Each is in `events` too, as a names::nixl_unmapped_prefix counter, so that
@@ -39,6 +44,7 @@ struct mapped_flush {
     void clear() noexcept {
         events.clear();
         transfers.clear();
+        tallies.clear();
         unmapped = 0;
     }
 };
@@ -147,18 +153,27 @@ class transfer_gatherer {
     /// NIXL's events gathered into the transfer so far.
     std::size_t gathered() const noexcept { return static_cast<std::size_t>(std::popcount(seen_)); }
 
-    /// Hands on the gathered transfer, if any, and starts the next.
-    void finish(std::uint64_t now_us, std::vector<transfer_record>& out) {
+    /// Hands on the gathered transfer, if any, and starts the next: summed in the flush's
+    /// tallies when they take it, else as a record.
+    void finish(std::uint64_t now_us, mapped_flush& out) {
         if (seen_ == 0) {
             return;
         }
         // Without TX/RX events (NIXL_TELEMETRY_ENABLED_METRICS left them out) the direction is
         // not known: counted as tx.
         const direction d = dir_ == dir_code(direction::rx) ? direction::rx : direction::tx;
+        // The latency histograms observe a transfer whose transfer time NIXL gave.
+        const bool timed = (seen_ & bit(role::xfer_time)) != 0;
+        bool head_sampled = false;
+        if (out.tallies.take(d, value(role::bytes), value(role::requests), timed,
+                             value(role::post_time), value(role::xfer_time), head_sampled)) {
+            reset();
+            return;
+        }
         // Built whole, every field named, rather than emplaced and then set: an emplaced record
         // is first zeroed, which g++ does with `rep stos`, a quarter of this exporter's time an
         // event (BM_nixl_flush_paired/4096).
-        out.push_back(transfer_record{
+        out.transfers.push_back(transfer_record{
             .timestamp_us = now_us,
             .bytes = value(role::bytes),
             // Requests are NIXL's REQUESTS_NUM events, exactly: none when they were left out.
@@ -168,18 +183,21 @@ class transfer_gatherer {
             .dir = d,
             // NIXL counts TX for the transfers an agent writes and RX for those it reads.
             .attrs = {.op = d == direction::tx ? transfer_op::write : transfer_op::read},
-            // The latency histograms observe a record whose transfer time NIXL gave.
-            .timed = (seen_ & bit(role::xfer_time)) != 0,
+            .timed = timed,
             .notified = false,
             .shape = {},
             .request_id = {},
+            .head_sampled = head_sampled,
         });
+        reset();
+    }
+
+  private:
+    void reset() noexcept {
         seen_ = 0;
         dir_ = dir_none;
         values_ = {};
     }
-
-  private:
     static constexpr std::uint8_t bit(role r) noexcept {
         return static_cast<std::uint8_t>(1u << static_cast<unsigned>(r));
     }
@@ -218,7 +236,10 @@ class flush_mapper {
 
     /// Ends the flush: the transfer gathered last into `out`. On an exception (no memory) its
     /// events are lost: gathered() says how many.
-    void end(mapped_flush& out) { transfer_.finish(now_us_, out.transfers); }
+    void end(mapped_flush& out) { transfer_.finish(now_us_, out); }
+
+    /// The flush's stamp.
+    std::uint64_t now_us() const noexcept { return now_us_; }
 
     /// NIXL's events of the transfer being gathered, which end() hands on.
     std::size_t gathered() const noexcept { return transfer_.gathered(); }

@@ -59,6 +59,14 @@ xtel_exporter::xtel_exporter(const abi_v2::init_params& params, const env_lookup
         batch_.transfers.reserve(std::min(params.max_events_buffered, max_reserved) /
                                  events_a_transfer);
         telemetry_ = make_pipeline(params, lookup);
+        // The model's latency histograms take counts by bucket (not native buckets): the
+        // batch's transfers are summed, but for those the span stage may keep.
+        const auto bounds = telemetry_->metric_state().latency_bounds();
+        if (!bounds.empty()) {
+            batch_.tallies.configure(
+                bounds, trace::sampler_settings::from_env(),
+                clock::now_us() ^ reinterpret_cast<std::uintptr_t>(this) * 0x9E3779B97F4A7C15ull);
+        }
     } catch (const std::exception& e) {
         detail::log(log_level::error,
                     "NIXL telemetry exporter xtel, agent '{}': {}; its events are counted and "
@@ -105,7 +113,7 @@ void xtel_exporter::export_alone(const abi_v2::event& e) noexcept {
         dropped_.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    submit(single_, 1);
+    submit(single_, 1, 0);
 }
 
 void xtel_exporter::on_batch_begin() noexcept {
@@ -139,11 +147,11 @@ void xtel_exporter::submit_batch() noexcept {
         dropped_.fetch_add(mapper_.gathered(), std::memory_order_relaxed);
         batch_events_ -= mapper_.gathered();
     }
-    submit(batch_, batch_events_);
+    submit(batch_, batch_events_, mapper_.now_us());
     batch_events_ = 0;
 }
 
-void xtel_exporter::submit(mapped_flush& flush, std::size_t events) noexcept {
+void xtel_exporter::submit(mapped_flush& flush, std::size_t events, std::uint64_t now_us) noexcept {
     if (!telemetry_) {
         dropped_.fetch_add(events, std::memory_order_relaxed);
         flush.clear();
@@ -151,10 +159,13 @@ void xtel_exporter::submit(mapped_flush& flush, std::size_t events) noexcept {
     }
     try {
         unmapped_.fetch_add(flush.unmapped, std::memory_order_relaxed);
-        if (!flush.transfers.empty()) {
+        const std::span<const transfer_tally> tallies = flush.tallies.view(now_us);
+        if (!tallies.empty()) {
+            telemetry_->submit(tallies, std::span<const transfer_record>(flush.transfers));
+        } else if (!flush.transfers.empty()) {
             telemetry_->submit(std::span<const transfer_record>(flush.transfers));
         }
-        if (!flush.events.empty() || flush.transfers.empty()) {
+        if (!flush.events.empty() || (flush.transfers.empty() && tallies.empty())) {
             // An empty flush is a round too, as the pipeline's own flusher would run.
             telemetry_->submit(std::span<const event>(flush.events));
         }

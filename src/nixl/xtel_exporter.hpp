@@ -58,9 +58,9 @@ class xtel_exporter final : public abi_v2::exporter {
     /// An event outside this thread's batch, submitted alone. Out of line, so that the batch's
     /// path saves no registers for it (quill's slow path is so).
     [[gnu::noinline]] void export_alone(const abi_v2::event& e) noexcept;
-    /// Submits `flush`, mapped from `events` of NIXL's, as one round, and clears it. Holds
-    /// mutex_.
-    void submit(mapped_flush& flush, std::size_t events) noexcept;
+    /// Submits `flush`, mapped from `events` of NIXL's and stamped `now_us` (its tallies), as
+    /// one round, and clears it. Holds mutex_.
+    void submit(mapped_flush& flush, std::size_t events, std::uint64_t now_us) noexcept;
     /// The batch's transfer and its last events into batch_, submitted. Holds mutex_.
     void submit_batch() noexcept;
 

@@ -136,8 +136,11 @@ void span_stage::sample(std::span<const transfer_record> transfers,
             } else {
                 own = ids_.next_trace_id();
             }
-            const span_reason why = sampler_.decide(
-                failed, r.timed ? std::optional(r.xfer_us) : std::nullopt, *trace, now_us);
+            // A record its producer drew for the sampled fraction (untagged: its own trace) is
+            // not drawn again.
+            const span_reason why =
+                sampler_.decide(failed, r.timed ? std::optional(r.xfer_us) : std::nullopt, *trace,
+                                now_us, r.head_sampled && !ctx);
             if (why == span_reason::none) {
                 continue;
             }

@@ -14,6 +14,8 @@
 #include "xtel/metrics/snapshot_codec.hpp"
 #include "xtel/nixl/abi_v2.hpp"
 #include "xtel/node/file.hpp"
+#include "xtel/trace/sampler.hpp"
+#include "xtel/trace/span_ring.hpp"
 
 extern "C" xtel::nixl::abi_v2::plugin* nixl_telemetry_plugin_init();
 
@@ -224,6 +226,61 @@ TEST_CASE("a batch NIXL never ended is submitted when the exporter is destroyed"
     CHECK(served_total(file, "xtel_transfer_requests_total") == 2);
     CHECK(served_total(file, "xtel_transfer_bytes_total") == 2 * 4096);
     CHECK(served_total(file, "xtel_memory_registrations_total") == 1);
+}
+
+/// The spans and served totals of a NIXL agent that made `fast` writes of 20 µs and `slow` of
+/// 40 µs in one flush, with NIXL_TELEMETRY_TRACE_SLOW_US=30 and TRACE_SAMPLE=`sample`.
+struct spans_seen {
+    std::size_t in_ring = 0;
+    std::uint64_t counted = 0;
+    std::uint64_t requests = 0;
+    std::uint64_t bytes = 0;
+};
+spans_seen run_with_spans(const char* sample, int fast, int slow) {
+    xtel_test::temp_dir dir;
+    const xtel_test::scoped_env slow_us(xtel::trace::env::trace_slow_us, "30");
+    const xtel_test::scoped_env fraction(xtel::trace::env::trace_sample, sample);
+    const abi::init_params params{"nixl-spans", 4096};
+    {
+        xtel::nixl::xtel_exporter x(
+            params,
+            xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}));
+        REQUIRE(x.pipeline_or_null() != nullptr);
+        std::vector<abi::event> events;
+        for (int i = 0; i < fast + slow; ++i) {
+            const std::uint64_t xfer = i < slow ? 40 : 20;
+            events.insert(events.end(),
+                          {ev(event_type::xfer_post_time, 3), ev(event_type::xfer_time, xfer),
+                           ev(event_type::tx_bytes, 4096), ev(event_type::tx_requests_num, 1)});
+        }
+        flush(x, events);
+        CHECK(x.events_dropped() == 0);
+    }
+    spans_seen seen;
+    xtel::trace::span_ring::reader ring(dir.path() / "nixl-spans.spans");
+    std::vector<xtel::trace::span_ring::span_record> spans;
+    ring.read(spans);
+    seen.in_ring = spans.size();
+    const auto file = dir.path() / "nixl-spans.metrics";
+    seen.counted = served_total(file, "xtel_trace_spans_total");
+    seen.requests = served_total(file, "xtel_transfer_requests_total");
+    seen.bytes = served_total(file, "xtel_transfer_bytes_total");
+    return seen;
+}
+
+TEST_CASE("the plug-in's slow and sampled transfers become spans and every transfer is counted",
+          "[spans]") {
+    // Summed transfers and the records kept for spans add up to every transfer, once.
+    const spans_seen slow_only = run_with_spans("0", 400, 40);
+    CHECK(slow_only.in_ring == 40);
+    CHECK(slow_only.counted == 40);
+    CHECK(slow_only.requests == 440);
+    CHECK(slow_only.bytes == 440 * 4096);
+    // Every trace sampled: each fast transfer drawn once, not again by the span stage.
+    const spans_seen all = run_with_spans("1", 400, 40);
+    CHECK(all.in_ring == 440);
+    CHECK(all.counted == 440);
+    CHECK(all.requests == 440);
 }
 
 TEST_CASE("the plug-in's entry point is NIXL's API version 2 named xtel and always creates") {

@@ -19,8 +19,8 @@
 ///            counted here, as that sink's events_lost
 ///
 /// A producer that has no ring (a host library with a flush thread of its own) feeds a round
-/// with take() instead of drain(): the stages after expand are the same. The back end is not
-/// thread-safe: its owner (telemetry.hpp's pipeline) runs one round at a time.
+/// with take() instead of drain(): events and records, as the stages after expand take them, or
+/// tallies (transfer_tally), folded at once. Not thread-safe: one round at a time.
 
 #include <algorithm>
 #include <array>
@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "xtel/core/back_end_detail.hpp"
 #include "xtel/core/cache_line.hpp"
 #include "xtel/core/clock.hpp"
 #include "xtel/core/event.hpp"
@@ -51,29 +52,6 @@
 #include "xtel/core/transfer_record.hpp"
 
 namespace xtel {
-
-namespace detail {
-/// Out of line: formats and logs an exporter's failure (the first one per exporter).
-void report_export_failure(std::string_view agent,
-                           std::string_view exporter_name,
-                           std::string_view what,
-                           std::uint64_t failures) noexcept;
-
-/// The first of `M...` that is not void (the metric model or span stage some exporter
-/// declares), else void.
-template <class... M>
-struct first_declared {
-    using type = void;
-};
-template <class M, class... Rest>
-struct first_declared<M, Rest...> {
-    using type = std::conditional_t<std::is_void_v<M>, typename first_declared<Rest...>::type, M>;
-};
-
-/// What a back end without a metric model or span stage holds in its place.
-struct none_declared {};
-
-}  // namespace detail
 
 template <exporter... Exporters>
 class back_end {
@@ -97,6 +75,9 @@ class back_end {
     using metric_state_type = typename detail::first_declared<
         typename exporter_traits<Exporters>::metric_state_t...>::type;
     static constexpr bool owns_metric_state = !std::is_void_v<metric_state_type>;
+    /// Whether it takes transfer_tally: only when no sink takes events or records of transfers.
+    static constexpr bool takes_tallies = owns_metric_state && !expands_transfers &&
+                                          !(exporter_traits<Exporters>::wants_transfers || ...);
     static_assert(((std::is_void_v<typename exporter_traits<Exporters>::metric_state_t> ||
                     std::is_same_v<typename exporter_traits<Exporters>::metric_state_t,
                                    metric_state_type>)&&...),
@@ -177,6 +158,18 @@ class back_end {
                 export_batch();
             }
         }
+    }
+
+    /// Transfers summed by their producer, folded into the model at once (takes_tallies): the
+    /// events their records would have made, exported or, for a disabled sink, lost.
+    void take(std::span<const transfer_tally> tallies) requires takes_tallies {
+        std::size_t events = 0;
+        for (const transfer_tally& t : tallies) {
+            events += static_cast<std::size_t>(2 * t.transfers + 2 * t.timed);
+        }
+        fold_metric_state([&](auto& m) { m.apply_tallies(tallies, labels_); });
+        count_lost_by_disabled(events, std::index_sequence_for<Exporters...>{});
+        exported_.fetch_add(events, std::memory_order_relaxed);
     }
 
     /// Ends the round: the records dropped since the last round (`dropped`, the total so far)
@@ -437,6 +430,16 @@ class back_end {
         } else if (exporter_traits<exporter_at<I>>::disabled(std::get<I>(exporters_))) {
             sink_lost_[I].fetch_add(round_.events_made(), std::memory_order_relaxed);
         }
+    }
+
+    /// Counts `events` as lost by each snapshot sink disabled now (as export_one counts).
+    template <std::size_t... I>
+    void count_lost_by_disabled(std::size_t events, std::index_sequence<I...>) noexcept {
+        ((!exporter_traits<exporter_at<I>>::wants_events &&
+                  exporter_traits<exporter_at<I>>::disabled(std::get<I>(exporters_))
+              ? void(sink_lost_[I].fetch_add(events, std::memory_order_relaxed))
+              : void()),
+         ...);
     }
 
     /// Runs `fold` on the metric model, when there is one (failures counted under the name

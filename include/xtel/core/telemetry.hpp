@@ -133,6 +133,20 @@ class basic_telemetry<exporter_list<Exporters...>>
     /// request_id is copied, and `attrs` name labels of labels().
     void submit(std::span<const transfer_record> transfers) { submit_round(transfers); }
 
+    /// Transfers their producer summed (transfer_tally), with the records of those it did not
+    /// (the ones that may become spans), as one round. Only for a pipeline whose exporters
+    /// serve the metric model alone (back_end::take's requirement).
+    void submit(std::span<const transfer_tally> tallies,
+                std::span<const transfer_record> transfers) requires back_end_type::takes_tallies {
+        if constexpr (enabled) {
+            const std::lock_guard lock(flush_mutex_);
+            back_.drain(this->rings());
+            back_.take(tallies);
+            back_.take(transfers);
+            back_.end_round(this->dropped());
+        }
+    }
+
     telemetry_stats stats() const {
         telemetry_stats s = back_.stats();
         s.records_dropped = this->dropped();

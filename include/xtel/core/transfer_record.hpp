@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "xtel/core/label_table.hpp"
@@ -97,6 +98,41 @@ struct transfer_record {
     /// max_request_id bytes) with the timed completion or the failure, and the pipeline stages
     /// it beside the record.
     std::string_view request_id{};
+    /// Whether its producer already drew it for the head-sampled fraction of untagged
+    /// transfers (NIXL_TELEMETRY_TRACE_SAMPLE), as one that sums the rest does (transfer_tally):
+    /// the span stage keeps it as sampled, within the budget, without drawing again.
+    bool head_sampled = false;
+};
+
+/// Completed transfers of one set of attributes and direction that their producer summed
+/// itself, for a pipeline whose sinks serve the metric model only: what the model's transfer
+/// families and latency histograms take from them, without a record each. A host library's
+/// exporter hands thousands of untagged transfers a flush (NIXL's plug-in), all of one set of
+/// attributes: as records, each would be copied, grouped, offered to the span stage and tallied
+/// one by one. The transfers that may become spans (slow, sampled, failed) travel as records.
+struct transfer_tally {
+    std::uint64_t timestamp_us = 0;
+    direction dir = direction::tx;
+    /// Completed transfers' attributes: status success.
+    transfer_attributes attrs;
+    /// The records it stands for, their requests and bytes.
+    std::uint64_t transfers = 0;
+    std::uint64_t requests = 0;
+    std::uint64_t bytes = 0;
+    /// Of them, those whose times were measured, and the sums of their times.
+    std::uint64_t timed = 0;
+    std::uint64_t xfer_us = 0;
+    std::uint64_t post_us = 0;
+    /// The timed ones counted by bucket of the model's latency bounds (the index of the first
+    /// bound not below the value; the last count is +Inf's), transfer and post time: empty when
+    /// none was timed, else one more count than the bounds.
+    std::span<const std::uint64_t> xfer_buckets{};
+    std::span<const std::uint64_t> post_buckets{};
+    /// The last transfer's bytes per request (0: it had no requests), and the last timed one's
+    /// times: the last-value gauges.
+    std::uint64_t last_bytes = 0;
+    std::uint64_t last_xfer_us = 0;
+    std::uint64_t last_post_us = 0;
 };
 
 /// The trace of one of a round's tagged transfer records, as the back end's span stage read it

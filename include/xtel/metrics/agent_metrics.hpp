@@ -65,6 +65,17 @@ class agent_metrics {
     void apply_transfers(std::span<const transfer_record> transfers,
                          const label_table& labels,
                          std::span<const transfer_trace> traces = {});
+    /// Transfers their producer summed (transfer_tally), each once, into the same families
+    /// apply_transfers() fills from records: the builders, the latency histograms (the tallies'
+    /// bucket counts, on latency_bounds()), the time totals and the last-value gauges. Throws
+    /// metrics_error when the histograms take no tallies (latency_bounds() is empty) and a
+    /// tally has timed transfers, or when its bucket counts are not one more than the bounds.
+    void apply_tallies(std::span<const transfer_tally> tallies, const label_table& labels);
+    /// The bounds (µs) of the latency histograms when all four take counts by bucket on them:
+    /// what a transfer_tally's buckets are counted on. Empty when they do not (native
+    /// histograms need each value): then only records can carry timed transfers. Set once,
+    /// with the families; safe from any thread.
+    std::span<const double> latency_bounds() const noexcept { return latency_bounds_; }
     /// The pipeline's exporters: up or disabled, and the events each lost.
     void apply_health(std::span<const exporter_health> rows);
     /// What the back end's span stage has done (xtel/trace/span_stage.hpp), as totals: served
@@ -215,17 +226,17 @@ class agent_metrics {
         bool found = false;
         latency_tally tally;
     };
-    peer_latency& latency_series(const transfer_record& r, const label_table& labels) {
-        const label_id id = r.attrs.remote_agent;
+    peer_latency& latency_series(const transfer_attributes& a, const label_table& labels) {
+        const label_id id = a.remote_agent;
         if (id < peer_latency_.size()) [[likely]] {
-            peer_latency& p = peer_latency_[id][r.attrs.op == transfer_op::read ? 0 : 1];
+            peer_latency& p = peer_latency_[id][a.op == transfer_op::read ? 0 : 1];
             if (p.found) [[likely]] {
                 return p;
             }
         }
-        return find_latency_series(r, labels);
+        return find_latency_series(a, labels);
     }
-    peer_latency& find_latency_series(const transfer_record& r, const label_table& labels);
+    peer_latency& find_latency_series(const transfer_attributes& a, const label_table& labels);
     /// Whether the latency histograms take tallies: classic buckets only (native ones need
     /// each value), and the four of them on one set of bounds, as the settings' latency shape
     /// makes them, so that a value's bucket is found once for the four.
@@ -262,6 +273,14 @@ class agent_metrics {
     series_ref dropped_, export_errors_, unmapped_;
     series_ref connections_, opened_, closed_, endpoint_errors_;
     family_id lanes_ = 0, exporter_up_ = 0, exporter_lost_ = 0;
+    /// apply_health's rows as last set, an exporter each.
+    struct health_row {
+        std::string name;
+        series_ref up{}, lost{};
+        std::optional<std::uint64_t> up_value, lost_value;
+        bool found = false;
+    };
+    std::vector<health_row> health_;
     family_id nixl_unmapped_ = 0;  // {type}, NIXL's events xtel has no name for
     family_id build_family_ = 0, info_family_ = 0;
     bool build_info_set_ = false;
@@ -281,8 +300,9 @@ class agent_metrics {
     std::vector<std::size_t> tallied_;
     /// latency_tally::last_tagged for the histogram of all transfers (xfer_time_us_).
     std::vector<std::size_t> last_tagged_;
-    bool tally_latency_ = false;     // tallies_latency(), once the families are made
-    exemplar_marks exemplar_marks_;  // keep_last_exemplars' scratch, kept for its capacity
+    bool tally_latency_ = false;          // tallies_latency(), once the families are made
+    std::vector<double> latency_bounds_;  // their bounds when tally_latency_
+    exemplar_marks exemplar_marks_;       // keep_last_exemplars' scratch, kept for its capacity
     std::vector<event_family> events_;
     std::map<std::string, std::uint32_t, std::less<>> dynamic_;  ///< event name -> events_ index
     /// Every line name (name, name_sum...) of this agent's own families.

@@ -68,6 +68,8 @@ class processor_core {
     /// Sums `records` into their groups and normalizes groups seen for the first time; the
     /// groups the batch touched are then listed by touched().
     void group(std::span<const transfer_record> records, const label_table& labels);
+    /// The same for transfers their producer summed (transfer_tally): each adds its sums.
+    void group(std::span<const transfer_tally> tallies, const label_table& labels);
     std::span<const std::uint32_t> touched() const noexcept { return touched_; }
     transfer_group view(std::uint32_t index) const noexcept {
         const group_state& g = groups_[index];
@@ -87,9 +89,16 @@ class processor_core {
     std::size_t cached_groups() const noexcept { return groups_.size(); }
 
   private:
-    /// The index of `r`'s group, found by hashing its attributes, or added (group() tries the
-    /// last group first).
-    std::uint32_t find_or_add(const transfer_record& r);
+    /// Starts a batch: the last one's sums cleared, the cache started again when it is full
+    /// or the labels are another table's.
+    void begin_group(const label_table& labels);
+    /// The sums of the group of `attrs` and `dir`, listed as touched.
+    measurements& totals_of(const transfer_attributes& attrs, direction dir);
+    /// Normalizes the groups the batch touched for the first time.
+    void end_group(const label_table& labels);
+    /// The index of the group of `attrs` and `dir`, found by hashing them, or added
+    /// (totals_of tries the last group first).
+    std::uint32_t find_or_add(const transfer_attributes& attrs, direction dir);
     void reset();
 
     const metrics::context ctx_;
@@ -146,11 +155,12 @@ class processor {
     /// Folds a batch of transfer records into the store. `labels` resolves their label ids.
     void process(std::span<const transfer_record> records, const label_table& labels) {
         core_.group(records, labels);
-        for (const std::uint32_t index : core_.touched()) {
-            const transfer_group g = core_.view(index);
-            build_each(g, std::index_sequence_for<Builders...>{});
-            core_.build_dynamic(g);
-        }
+        build_touched();
+    }
+    /// The same for transfers their producer summed (transfer_tally).
+    void process(std::span<const transfer_tally> tallies, const label_table& labels) {
+        core_.group(tallies, labels);
+        build_touched();
     }
 
     /// The compile-time builder of type B.
@@ -176,6 +186,14 @@ class processor {
     std::size_t cached_groups() const noexcept { return core_.cached_groups(); }
 
   private:
+    void build_touched() {
+        for (const std::uint32_t index : core_.touched()) {
+            const transfer_group g = core_.view(index);
+            build_each(g, std::index_sequence_for<Builders...>{});
+            core_.build_dynamic(g);
+        }
+    }
+
     static constexpr std::array<bool, sizeof...(Builders)> all_enabled() {
         std::array<bool, sizeof...(Builders)> a{};
         a.fill(true);

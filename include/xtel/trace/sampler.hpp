@@ -93,16 +93,18 @@ class sampler {
 
     /// Why a transfer becomes a span before the budget is asked: failed, else slow (only a
     /// timed transfer has a duration), else sampled, else none.
+    /// `drawn`: the transfer's producer drew it for the sampled fraction already.
     span_reason reason(bool failed,
                        std::optional<std::uint64_t> duration_us,
-                       const trace_id& trace) const noexcept {
+                       const trace_id& trace,
+                       bool drawn = false) const noexcept {
         if (failed) {
             return span_reason::failed;
         }
         if (duration_us && *duration_us >= settings_.slow_us) {
             return span_reason::slow;
         }
-        if (head_sampled(trace, threshold_)) {
+        if (drawn || head_sampled(trace, threshold_)) {
             return span_reason::sampled;
         }
         return span_reason::none;
@@ -113,8 +115,9 @@ class sampler {
     span_reason decide(bool failed,
                        std::optional<std::uint64_t> duration_us,
                        const trace_id& trace,
-                       std::uint64_t now_us) noexcept {
-        const span_reason r = reason(failed, duration_us, trace);
+                       std::uint64_t now_us,
+                       bool drawn = false) noexcept {
+        const span_reason r = reason(failed, duration_us, trace, drawn);
         if (r == span_reason::none) {
             return r;
         }
