@@ -21,6 +21,9 @@ namespace {
 constexpr std::size_t max_reserved = 1 << 16;
 /// NIXL 1.5.1's events of a completed transfer, at most: the records a batch's events make.
 constexpr std::size_t events_a_transfer = 4;
+/// Records or events kept for the next round past which a batch is submitted at once: it
+/// bounds what batches kept between rounds hold (4,096 records are 352 KiB).
+constexpr std::size_t max_pending = 4096;
 
 /// The calling thread, as a value no other live thread has, without a call: the thread pointer
 /// (the pthread_t of glibc on x86-64 and aarch64), else pthread_self(). Never 0.
@@ -53,8 +56,12 @@ std::unique_ptr<xtel_exporter::pipeline> make_pipeline(const abi_v2::init_params
 
 }  // namespace
 
-xtel_exporter::xtel_exporter(const abi_v2::init_params& params, const env_lookup& lookup) noexcept
-    : abi_v2::exporter(params) {
+xtel_exporter::xtel_exporter(const abi_v2::init_params& params,
+                             const env_lookup& lookup,
+                             std::chrono::milliseconds round_interval) noexcept
+    : abi_v2::exporter(params),
+      round_interval_ns_(static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(round_interval).count())) {
     try {
         batch_.transfers.reserve(std::min(params.max_events_buffered, max_reserved) /
                                  events_a_transfer);
@@ -82,8 +89,9 @@ xtel_exporter::xtel_exporter(const abi_v2::init_params& params, const env_lookup
 
 xtel_exporter::~xtel_exporter() {
     const std::lock_guard lock(mutex_);
-    if (batch_owner_.load(std::memory_order_relaxed) != 0) {
-        submit_batch();  // a batch NIXL never ended is not lost
+    if (batch_owner_.load(std::memory_order_relaxed) != 0 || batch_events_ > 0) {
+        // A batch NIXL never ended, and the batches kept for the next round, are not lost.
+        submit_batch(true);
     }
     telemetry_.reset();  // its last round, and the node file marked closed
 }
@@ -121,7 +129,7 @@ void xtel_exporter::on_batch_begin() noexcept {
     const std::lock_guard lock(mutex_);
     const std::uintptr_t owner = batch_owner_.load(std::memory_order_relaxed);
     if (owner == self) {
-        submit_batch();  // two begins in a row: the first batch ended unseen
+        submit_batch(false);  // two begins in a row: the first batch ended unseen
     } else if (owner != 0) {
         return;  // another thread's batch: this thread's events are submitted alone
     }
@@ -135,11 +143,11 @@ void xtel_exporter::on_batch_end() noexcept {
         return;  // no batch of this thread's to end
     }
     const std::lock_guard lock(mutex_);
-    submit_batch();
+    submit_batch(false);
     batch_owner_.store(0, std::memory_order_relaxed);
 }
 
-void xtel_exporter::submit_batch() noexcept {
+void xtel_exporter::submit_batch(bool now) noexcept {
     try {
         mapper_.end(batch_);
     } catch (...) {
@@ -147,8 +155,15 @@ void xtel_exporter::submit_batch() noexcept {
         dropped_.fetch_add(mapper_.gathered(), std::memory_order_relaxed);
         batch_events_ -= mapper_.gathered();
     }
-    submit(batch_, batch_events_, mapper_.now_us());
+    const std::uint64_t at = clock::monotonic_ns();
+    const bool due = now || at - last_round_ns_ >= round_interval_ns_ ||
+                     batch_.transfers.size() >= max_pending || batch_.events.size() >= max_pending;
+    if (!due) {
+        return;  // kept for the next round, with the next batches
+    }
+    submit(batch_, batch_events_, clock::now_us());
     batch_events_ = 0;
+    last_round_ns_ = at;
 }
 
 void xtel_exporter::submit(mapped_flush& flush, std::size_t events, std::uint64_t now_us) noexcept {

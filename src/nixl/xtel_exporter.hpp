@@ -14,6 +14,7 @@
 /// agent of the same name) is its own log line and its disabled state, served as such.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,8 +36,21 @@ class xtel_exporter final : public abi_v2::exporter {
     /// read as if NIXL_TELEMETRY_ENABLE=y and NIXL_TELEMETRY_EXPORTER=node: NIXL loading this
     /// exporter says both. The node exporter reads its own variables from the process
     /// environment.
-    explicit xtel_exporter(const abi_v2::init_params& params,
-                           const env_lookup& lookup = process_env) noexcept;
+    /// NIXL's batches are submitted as rounds at most every `round_interval` (each one's
+    /// events kept until then, and a batch submitted at once past max_pending records or
+    /// events): default_round_interval.
+    explicit xtel_exporter(
+        const abi_v2::init_params& params,
+        const env_lookup& lookup = process_env,
+        std::chrono::milliseconds round_interval = default_round_interval) noexcept;
+
+    /// A round is a published snapshot: the model copied, encoded and written to the node
+    /// file. NIXL flushes every NIXL_TELEMETRY_RUN_INTERVAL (engines set 10 ms, so that NIXL's
+    /// own queue never fills); xtel-exporter reads the file when it is scraped, every second
+    /// at most. A round a NIXL flush made the initiator's flush thread spend more than
+    /// NIXL's BUFFER exporter did (docs/performance.md); ten a second are as fresh for any
+    /// scrape.
+    static constexpr std::chrono::milliseconds default_round_interval{100};
     ~xtel_exporter() override;
 
     abi_v2::status export_event(const abi_v2::event& e) noexcept override;
@@ -61,8 +75,9 @@ class xtel_exporter final : public abi_v2::exporter {
     /// Submits `flush`, mapped from `events` of NIXL's and stamped `now_us` (its tallies), as
     /// one round, and clears it. Holds mutex_.
     void submit(mapped_flush& flush, std::size_t events, std::uint64_t now_us) noexcept;
-    /// The batch's transfer and its last events into batch_, submitted. Holds mutex_.
-    void submit_batch() noexcept;
+    /// The batch's last transfer into batch_, which is submitted when `now` or a round is
+    /// due (round_interval_ since the last, or max_pending reached), else kept. Holds mutex_.
+    void submit_batch(bool now) noexcept;
 
     /// Guards the pipeline, and the batch while no thread owns it (batch_owner_).
     std::mutex mutex_;
@@ -85,6 +100,8 @@ class xtel_exporter final : public abi_v2::exporter {
     /// An event submitted alone, under mutex_.
     mapped_flush single_;
     std::unique_ptr<pipeline> telemetry_;
+    const std::uint64_t round_interval_ns_;
+    std::uint64_t last_round_ns_ = 0;  // clock::monotonic_ns() of the last batch submitted
     std::atomic<std::uint64_t> dropped_{0};
     std::atomic<std::uint64_t> unmapped_{0};
 };

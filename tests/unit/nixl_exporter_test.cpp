@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -152,7 +153,8 @@ TEST_CASE("an exporter submits each NIXL flush and each event outside one as a r
     const abi::init_params params{"nixl-rounds", 16};
     xtel::nixl::xtel_exporter x(
         params,
-        xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}));
+        xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}),
+        std::chrono::milliseconds(0));  // a round for every flush
     REQUIRE(x.pipeline_or_null() != nullptr);
     CHECK(std::filesystem::exists(dir.path() / "nixl-rounds.metrics"));
     flush(x, one_write);  // transfers only: one round
@@ -164,6 +166,37 @@ TEST_CASE("an exporter submits each NIXL flush and each event outside one as a r
     CHECK(x.pipeline_or_null()->flushes() == 3);
     CHECK(x.events_dropped() == 0);
     CHECK(x.events_unmapped() == 0);
+}
+
+TEST_CASE("NIXL flushes closer than the round interval are one round, and none is lost") {
+    xtel_test::temp_dir dir;
+    const abi::init_params params{"nixl-coalesced", 4096};
+    const auto file = dir.path() / "nixl-coalesced.metrics";
+    {
+        xtel::nixl::xtel_exporter x(
+            params,
+            xtel_test::env_table({{"NIXL_TELEMETRY_EXPORTER_OUTPUT_PATH", dir.path().string()}}),
+            std::chrono::milliseconds(300));
+        REQUIRE(x.pipeline_or_null() != nullptr);
+        flush(x, one_write);  // the first is a round at once
+        CHECK(x.pipeline_or_null()->flushes() == 1);
+        CHECK(served_total(file, "xtel_transfer_requests_total") == 1);
+        for (int i = 0; i < 9; ++i) {  // NIXL's 10 ms flushes: kept for the next round
+            flush(x, one_write);
+        }
+        flush(x, {ev(event_type::memory_registered, 4096)});
+        CHECK(x.pipeline_or_null()->flushes() == 1);
+        CHECK(served_total(file, "xtel_transfer_requests_total") == 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(350));
+        flush(x, one_write);  // due: the kept batches and this one, one round
+        CHECK(x.pipeline_or_null()->flushes() == 3);  // transfers, then the events
+        CHECK(served_total(file, "xtel_transfer_requests_total") == 11);
+        CHECK(served_total(file, "xtel_memory_registrations_total") == 1);
+        flush(x, one_write);  // kept again, until the exporter goes
+        CHECK(x.events_dropped() == 0);
+    }
+    CHECK(served_total(file, "xtel_transfer_requests_total") == 12);
+    CHECK(served_total(file, "xtel_transfer_bytes_total") == 12 * 4096);
 }
 
 TEST_CASE("events from a second thread during a batch and outside one are each counted once",
