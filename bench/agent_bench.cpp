@@ -27,6 +27,10 @@
 //     measured side reading the agent's clock (tsc_clock) once, or twice around the post as a
 //     timed post does, and nothing else: the floor of timing every transfer with one or two
 //     readings, against which buffer_timed_paired's cost splits into the clock and the rest.
+//   handoff_floor_paired (4 KiB only): the same two readings, and the bytes, written into a
+//     32-byte slot of a ring another thread drains (handoff_floor): the floor of handing every
+//     transfer to another thread, which timing every transfer for an exporter of events (the
+//     flight recorder keeps each transfer's times) cannot go under.
 //   prometheus_attack_paired: one prometheus pair; hostile clients (hostile_clients.hpp) of its
 //     endpoint are switched on and off.
 //   prometheus_scrape_paired: one prometheus pair; a scraper (back_to_back_scraper, below)
@@ -77,6 +81,66 @@
 #include "xtel/core/tsc_clock.hpp"
 
 namespace {
+
+/// The floor of handing each transfer's readings to another thread, as a pipeline that times
+/// every transfer must for an exporter of events: a single-producer ring of 32-byte slots (the
+/// staging ring's size and capacity), written with the two readings, the bytes and the time,
+/// and drained by a thread of its own every millisecond (xtel's flusher drains at half full or
+/// every run interval). Nothing else: no attributes, no format, no exporter.
+class handoff_floor {
+  public:
+    handoff_floor() : slots_(capacity), consumer_([this] { drain_until_stopped(); }) {}
+    ~handoff_floor() {
+        stop_.store(true, std::memory_order_relaxed);
+        consumer_.join();
+    }
+    handoff_floor(const handoff_floor&) = delete;
+    handoff_floor& operator=(const handoff_floor&) = delete;
+
+    void push(std::uint64_t start, std::uint64_t end, std::uint64_t bytes) noexcept {
+        const std::uint64_t head = head_.load(std::memory_order_relaxed);
+        if (head - tail_cache_ == capacity) {
+            tail_cache_ = tail_.load(std::memory_order_acquire);
+            if (head - tail_cache_ == capacity) {
+                ++dropped_;
+                return;
+            }
+        }
+        slot& s = slots_[head & (capacity - 1)];
+        s = {start, end, bytes, head};
+        head_.store(head + 1, std::memory_order_release);
+    }
+
+  private:
+    static constexpr std::uint64_t capacity = 16384;
+    struct slot {
+        std::uint64_t start, end, bytes, seq;
+    };
+    static_assert(sizeof(slot) == 32);
+
+    void drain_until_stopped() {
+        std::uint64_t sum = 0;
+        while (!stop_.load(std::memory_order_relaxed)) {
+            const std::uint64_t head = head_.load(std::memory_order_acquire);
+            std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+            for (; tail < head; ++tail) {
+                const slot& s = slots_[tail & (capacity - 1)];
+                sum += s.end - s.start + s.bytes + s.seq;
+            }
+            tail_.store(tail, std::memory_order_release);
+            benchmark::DoNotOptimize(sum);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+
+    std::vector<slot> slots_;
+    alignas(64) std::atomic<std::uint64_t> head_{0};
+    std::uint64_t tail_cache_ = 0;
+    std::uint64_t dropped_ = 0;
+    alignas(64) std::atomic<std::uint64_t> tail_{0};
+    std::atomic<bool> stop_{false};
+    std::thread consumer_;
+};
 
 /// Blocks the loop cycles through, so that consecutive writes touch different lines.
 constexpr std::uint64_t blocks = 64;
@@ -367,14 +431,17 @@ class write_loop {
     /// `exporter` empty: telemetry off. `timing_sample`: as bench_config's.
     /// `tagged`: each transfer carries a request id of its own (req-<tag>-<n>).
     /// `clock_readings` (0, 1 or 2): readings of the agent's clock each step takes itself, one
-    /// before the post, the second after it.
+    /// before the post, the second after it; 3: two, handed to another thread with the bytes
+    /// (handoff_floor).
     write_loop(write_target& target,
                const std::string& tag,
                const std::string& exporter,
                std::optional<std::string> timing_sample = std::nullopt,
                bool tagged = false,
                int clock_readings = 0)
-        : target_(target), clock_readings_(clock_readings) {
+        : target_(target),
+          clock_readings_(clock_readings),
+          handoff_(clock_readings == 3 ? std::make_unique<handoff_floor>() : nullptr) {
         initiator_ = xtel::make_agent("bench_initiator_" + tag,
                                       bench_config(exporter, dir_.path(), timing_sample));
         const xtel::descriptor local = target.local();
@@ -421,8 +488,12 @@ class write_loop {
         } else {
             const std::uint64_t start = clock_.now();
             st = initiator_->post(h);
-            readings_ += clock_readings_ == 2 ? clock_.now() - start : start;
-            benchmark::DoNotOptimize(readings_);
+            if (handoff_ != nullptr) {
+                handoff_->push(start, clock_.now(), target_.block());
+            } else {
+                readings_ += clock_readings_ == 2 ? clock_.now() - start : start;
+                benchmark::DoNotOptimize(readings_);
+            }
         }
         while (st.code() == xtel::status_code::in_progress) {
             target_.agent().progress();
@@ -446,6 +517,7 @@ class write_loop {
     std::vector<xtel::transfer_handle> handles_;
     std::uint64_t next_ = 0;
     const int clock_readings_;
+    std::unique_ptr<handoff_floor> handoff_;
     xtel::detail::tsc_clock clock_;
     std::uint64_t readings_ = 0;
     std::string error_;
@@ -536,7 +608,9 @@ enum class mode {
     node_traced_paired,
     /// Against off: telemetry off, one or two clock readings per post and nothing else.
     clock1_floor_paired,
-    clock2_floor_paired
+    clock2_floor_paired,
+    /// Against off: two readings handed to another thread through a ring (handoff_floor).
+    handoff_floor_paired
 };
 
 constexpr const char* mode_name(mode m) {
@@ -567,6 +641,8 @@ constexpr const char* mode_name(mode m) {
             return "clock1_floor_paired";
         case mode::clock2_floor_paired:
             return "clock2_floor_paired";
+        case mode::handoff_floor_paired:
+            return "handoff_floor_paired";
     }
     return "?";
 }
@@ -583,6 +659,7 @@ std::string exporter_of(mode m) {
         case mode::off_paired:
         case mode::clock1_floor_paired:
         case mode::clock2_floor_paired:
+        case mode::handoff_floor_paired:
             return "";
         case mode::buffer:
         case mode::buffer_paired:
@@ -601,7 +678,7 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
     const bool against_off = m == mode::off_paired || m == mode::buffer_paired ||
                              m == mode::prometheus_paired || m == mode::buffer_timed_paired ||
                              m == mode::node_traced_paired || m == mode::clock1_floor_paired ||
-                             m == mode::clock2_floor_paired;
+                             m == mode::clock2_floor_paired || m == mode::handoff_floor_paired;
     const bool scraped = m == mode::prometheus_scrape_paired;
     const bool paired = against_off || m == mode::prometheus_attack_paired || scraped;
 
@@ -620,9 +697,10 @@ void bm_ucx_write(benchmark::State& state, std::uint64_t block, mode m) {
             target, "m" + std::to_string(k), exporter_of(m),
             m == mode::buffer_timed_paired ? std::optional<std::string>("1") : std::nullopt,
             m == mode::node_traced_paired,
-            m == mode::clock1_floor_paired   ? 1
-            : m == mode::clock2_floor_paired ? 2
-                                             : 0));
+            m == mode::clock1_floor_paired    ? 1
+            : m == mode::clock2_floor_paired  ? 2
+            : m == mode::handoff_floor_paired ? 3
+                                              : 0));
         if (against_off) {
             base.push_back(std::make_unique<write_loop>(target, "b" + std::to_string(k), ""));
         }
@@ -777,7 +855,8 @@ const bool registered = [] {
                 ->MinTime(paired_seconds);
         }
     }
-    for (const mode m : {mode::clock1_floor_paired, mode::clock2_floor_paired}) {
+    for (const mode m :
+         {mode::clock1_floor_paired, mode::clock2_floor_paired, mode::handoff_floor_paired}) {
         benchmark::RegisterBenchmark(case_name(4096, m).c_str(), bm_ucx_write, 4096, m)
             ->UseRealTime()
             ->MinTime(paired_seconds);
