@@ -135,9 +135,12 @@ class basic_telemetry<exporter_list<Exporters...>>
 
     /// Transfers their producer summed (transfer_tally), with the records of those it did not
     /// (the ones that may become spans), as one round. Only for a pipeline whose exporters
-    /// serve the metric model alone (back_end::take's requirement).
-    void submit(std::span<const transfer_tally> tallies,
-                std::span<const transfer_record> transfers) requires back_end_type::takes_tallies {
+    /// serve the metric model alone (back_end::take's requirement). A template, so that the
+    /// explicit instantiation of a pipeline whose back end takes none leaves it out (clang 14
+    /// instantiates a non-template member whose constraint is not met).
+    template <bool Takes = back_end_type::takes_tallies>
+    requires Takes void submit(std::span<const transfer_tally> tallies,
+                               std::span<const transfer_record> transfers) {
         if constexpr (enabled) {
             const std::lock_guard lock(flush_mutex_);
             back_.drain(this->rings());
