@@ -5,9 +5,11 @@
 /// xtel/exporters/node.hpp says), which xtel-exporter serves with every other agent of the node.
 ///
 /// NIXL's flush thread drives it: the events between on_batch_begin and on_batch_end are one
-/// flush, each mapped as it comes (nixl/event_mapping.hpp, stamped with the flush's begin) and
-/// the whole submitted to the pipeline at its end, on that thread; an event outside a batch, or
-/// from another thread during one, is submitted alone. The pipeline runs no thread of its own.
+/// flush, each mapped as it comes (nixl/event_mapping.hpp, stamped with the flush's begin; the
+/// completed transfers summed, nixl/transfer_tallies.hpp) and submitted to the pipeline at its
+/// end, on that thread, as one round with the flushes kept since the last round, at most one
+/// round every round_interval; an event outside a batch, or from another thread during one, is
+/// submitted alone. The pipeline runs no thread of its own.
 /// Nothing leaves it as an exception: NIXL would take the engine down with it. A set-up failure
 /// (a bad xtel variable, an output directory that is not there) is one log line and an exporter
 /// that counts and drops; one the node exporter meets (a directory it cannot write, a live
