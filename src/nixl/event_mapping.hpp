@@ -238,9 +238,6 @@ class flush_mapper {
     /// events are lost: gathered() says how many.
     void end(mapped_flush& out) { transfer_.finish(now_us_, out); }
 
-    /// The flush's stamp.
-    std::uint64_t now_us() const noexcept { return now_us_; }
-
     /// NIXL's events of the transfer being gathered, which end() hands on.
     std::size_t gathered() const noexcept { return transfer_.gathered(); }
 

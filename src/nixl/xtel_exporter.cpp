@@ -175,10 +175,8 @@ void xtel_exporter::submit(mapped_flush& flush, std::size_t events, std::uint64_
     try {
         unmapped_.fetch_add(flush.unmapped, std::memory_order_relaxed);
         const std::span<const transfer_tally> tallies = flush.tallies.view(now_us);
-        if (!tallies.empty()) {
+        if (!tallies.empty() || !flush.transfers.empty()) {
             telemetry_->submit(tallies, std::span<const transfer_record>(flush.transfers));
-        } else if (!flush.transfers.empty()) {
-            telemetry_->submit(std::span<const transfer_record>(flush.transfers));
         }
         if (!flush.events.empty() || (flush.transfers.empty() && tallies.empty())) {
             // An empty flush is a round too, as the pipeline's own flusher would run.

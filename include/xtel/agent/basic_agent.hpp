@@ -57,10 +57,7 @@ class basic_agent final : public agent {
     /// Closes connections and deregisters what is left (recorded), then records agent_stop;
     /// the pipeline flushes everything on its way out.
     ~basic_agent() override {
-        if (!report_unreported()) {
-            telemetry_.flush();  // room for the counts a full ring refused
-            report_unreported();
-        }
+        report_all_unreported();
         const std::uint64_t left = backend_.registered_bytes();
         backend_.shutdown();
         if constexpr (Telemetry::enabled) {
@@ -183,11 +180,7 @@ class basic_agent final : public agent {
 
     /// Records the completions not yet recorded, then hands everything to the exporters.
     void flush_telemetry() override {
-        if (!report_unreported()) {
-            // The ring had no room for some: drained, it has.
-            telemetry_.flush();
-            report_unreported();
-        }
+        report_all_unreported();
         telemetry_.flush();
     }
     telemetry_stats stats() const override { return telemetry_.stats(); }
@@ -395,6 +388,15 @@ class basic_agent final : public agent {
             return kept == 0;
         }
         return true;
+    }
+
+    /// report_unreported(), and once more after a flush has drained the ring if it had no room
+    /// for some: before a flush_telemetry or the agent's end, nothing is left unrecorded.
+    void report_all_unreported() noexcept {
+        if (!report_unreported()) {
+            telemetry_.flush();
+            report_unreported();
+        }
     }
 
     /// A failed transfer, for exporters that take transfer records (its status is the error

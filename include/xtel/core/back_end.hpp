@@ -160,16 +160,17 @@ class back_end {
         }
     }
 
-    /// Transfers summed by their producer, folded into the model at once (takes_tallies): the
-    /// events their records would have made, exported or, for a disabled sink, lost.
+    /// Summed transfers into the model at once (takes_tallies), counted as their records' events.
     template <bool Takes = takes_tallies>  // a template: telemetry::submit says why
     requires Takes void take(std::span<const transfer_tally> tallies) {
+        constexpr auto timed = detail::events_of_transfer(transfer_status::success, true);
+        constexpr auto untimed = detail::events_of_transfer(transfer_status::success, false);
         std::size_t events = 0;
         for (const transfer_tally& t : tallies) {
-            events += static_cast<std::size_t>(2 * t.transfers + 2 * t.timed);
+            events += static_cast<std::size_t>(t.timed * timed + (t.transfers - t.timed) * untimed);
         }
         fold_metric_state([&](auto& m) { m.apply_tallies(tallies, labels_); });
-        count_lost_by_disabled(events, std::index_sequence_for<Exporters...>{});
+        lose_if_disabled(events, std::index_sequence_for<Exporters...>{});
         exported_.fetch_add(events, std::memory_order_relaxed);
     }
 
@@ -428,14 +429,14 @@ class back_end {
                 guarded<I>(exporter_traits<exporter_at<I>>::name,
                            [&] { std::get<I>(exporters_).export_batch(events.view()); });
             }
-        } else if (exporter_traits<exporter_at<I>>::disabled(std::get<I>(exporters_))) {
-            sink_lost_[I].fetch_add(round_.events_made(), std::memory_order_relaxed);
+        } else {
+            lose_if_disabled(round_.events_made(), std::index_sequence<I>{});
         }
     }
 
-    /// Counts `events` as lost by each snapshot sink disabled now (as export_one counts).
+    /// Counts `events` as lost by each snapshot sink of I... that is disabled now.
     template <std::size_t... I>
-    void count_lost_by_disabled(std::size_t events, std::index_sequence<I...>) noexcept {
+    void lose_if_disabled(std::size_t events, std::index_sequence<I...>) noexcept {
         ((!exporter_traits<exporter_at<I>>::wants_events &&
                   exporter_traits<exporter_at<I>>::disabled(std::get<I>(exporters_))
               ? void(sink_lost_[I].fetch_add(events, std::memory_order_relaxed))
