@@ -54,9 +54,10 @@ struct transfer_outcome {
     /// What the agent has to look at; none on a post that completed, or is in progress, as
     /// the many before it, so the agent tests one byte after every post.
     enum flag : std::uint8_t {
-        new_error = 1,         ///< the status is an error this call found first (one ERROR event)
-        failed = 2,            ///< the transfer failed in this call (state set)
-        first_unreported = 4,  ///< it completed and its unreported count left zero
+        new_error = 1,  ///< the status is an error this call found first (one ERROR event)
+        failed = 2,     ///< the transfer failed in this call (state set)
+        /// It completed, its unreported count left zero, and the agent has not listed it.
+        first_unreported = 4,
         /// It completed and notifies its remote agent: the backend sends the notification
         /// itself, on the way out of post or poll (the agent never sees this flag).
         notify = 8,

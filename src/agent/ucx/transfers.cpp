@@ -296,7 +296,9 @@ inline status ucx_backend::impl::post(transfer_handle h, transfer_outcome& outco
 /// A completion, counted in the slot's first line, which the caller has just written.
 inline void ucx_backend::impl::count_completion(transfer& t, transfer_outcome& outcome) noexcept {
     outcome.flags |= t.notify;
-    if (t.info.unreported++ == 0) {
+    // A listed transfer is on the agent's list already: no call to put it there again (a
+    // timed completion takes the count back to 0, so with every post timed each post did).
+    if (t.info.unreported++ == 0 && !t.info.listed) {
         outcome.flags |= transfer_outcome::first_unreported;
     }
 }
