@@ -237,6 +237,9 @@ TEST_CASE("xtel-exporter exports a ring's spans as OTLP JSON with their hex ids"
     REQUIRE(port > 0);
     REQUIRE(eventually(
         [&] { return health(port, "xtel_exporter_spans_queued_total") == written.size(); }));
+    // What is checked, waited for: the receiver holding the spans (the exporter's page alone
+    // once let the test go on before their request was sent).
+    REQUIRE(eventually([&] { return receiver.span_ids().size() >= written.size(); }));
     REQUIRE(
         eventually([&] { return health(port, "xtel_exporter_otlp_traces_requests_queued") == 0; }));
     // The receiver refuses JSON that breaks OTLP's rules (ids in hex, 64-bit integers as

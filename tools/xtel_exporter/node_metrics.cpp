@@ -266,6 +266,14 @@ void node_metrics::refresh(bool force) {
 
 std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bool force_refresh) {
     std::vector<std::shared_ptr<const metrics::snapshot>> out;
+    // The extra families first, the pushers' counts after: spans are counted as queued after
+    // their request is, so a page that shows them queued also shows that request, queued,
+    // in flight or sent (read the other way round, a page could count spans whose request it
+    // did not show yet, and requests_queued 0 said nothing of them).
+    std::optional<metrics::snapshot> extra;
+    if (extra_) {
+        extra = extra_();
+    }
     {
         const std::lock_guard lock(mutex_);
         refresh_locked(force_refresh);
@@ -293,8 +301,8 @@ std::vector<std::shared_ptr<const metrics::snapshot>> node_metrics::snapshots(bo
         own.start_time_us = start_time_us_;
         out.push_back(std::make_shared<const metrics::snapshot>(std::move(own)));
     }
-    if (extra_) {
-        out.push_back(std::make_shared<const metrics::snapshot>(extra_()));
+    if (extra) {
+        out.push_back(std::make_shared<const metrics::snapshot>(std::move(*extra)));
     }
     auto process = metrics::process_snapshot();
     process.start_time_us = start_time_us_;

@@ -59,7 +59,10 @@ std::string host_name() {
 }
 
 push_counts counts(const push::http_pusher& p) {
-    return {p.sent(), p.failed_attempts(), p.dropped(), p.rejected(), p.queued(), 0};
+    // The queue first: a request is counted sent before it leaves the queue, so sent read
+    // after it covers every request the queue no longer shows.
+    const std::uint64_t queued = p.queued();
+    return {p.sent(), p.failed_attempts(), p.dropped(), p.rejected(), queued, 0};
 }
 
 }  // namespace
